@@ -1,0 +1,82 @@
+"""`gate check` as a function: two sides in, a decision out. Shared by the CLI and the Action.
+
+This is the seam between the pure engine and its edges: callers load manifests (files, git,
+renderers) and an optional live view, and pass `today` so nothing here reads the clock.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gate.cluster import LiveView
+from gate.context import Context
+from gate.manifests import Inventory, RawObject, build_inventory, learn_scopes
+from gate.plan import Change, compute_plan
+from gate.policy import Policy
+from gate.refs import Scopes
+from gate.rules import World, run_rules
+from gate.verdict import Decision, apply_policy, decide
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """The decision and what it was made on."""
+
+    decision: Decision
+    changes: tuple[Change, ...]
+    base: Inventory
+    head: Inventory
+
+
+def check_objects(
+    base_raw: Sequence[RawObject],
+    head_raw: Sequence[RawObject],
+    *,
+    context: Context,
+    policy: Policy,
+    today: dt.date,
+    default_namespace: str = "default",
+    force: bool = False,
+    live: LiveView | None = None,
+    extra_changes: Sequence[Change] = (),
+) -> CheckResult:
+    """Compare base and candidate objects and decide."""
+    scopes = Scopes()
+    learn_scopes(scopes, base_raw, head_raw)
+    base = build_inventory(base_raw, scopes, default_namespace)
+    head = build_inventory(head_raw, scopes, default_namespace)
+    return check_inventories(
+        base,
+        head,
+        context=context,
+        policy=policy,
+        today=today,
+        force=force,
+        live=live,
+        extra_changes=extra_changes,
+    )
+
+
+def check_inventories(
+    base: Inventory,
+    head: Inventory,
+    *,
+    context: Context,
+    policy: Policy,
+    today: dt.date,
+    force: bool = False,
+    live: LiveView | None = None,
+    extra_changes: Sequence[Change] = (),
+) -> CheckResult:
+    """Plan, run the rules, apply the policy, decide."""
+    changes = compute_plan(base, head, force_all=force)
+    known = {c.ref for c in changes}
+    changes.extend(c for c in extra_changes if c.ref not in known)
+    world = World(base=base, head=head, context=context, policy=policy, live=live)
+    labels = {m.ref: m.labels for m in base}
+    for m in head:
+        labels.setdefault(m.ref, m.labels)
+    findings, exempted = apply_policy(run_rules(changes, world), policy, context, today, labels)
+    return CheckResult(decide(findings, exempted), tuple(changes), base, head)

@@ -1,0 +1,231 @@
+"""Load Kubernetes objects from YAML/JSON streams, keeping the file and line of every object.
+
+Sources are files, directories (read recursively), stdin, or (through `gate.gitsource`) blobs of a
+git tree; all end up as `(text, path)` pairs parsed by `parse_stream`. libyaml is used when PyYAML
+has it. `kind: List` documents are flattened, so `kubectl get -o yaml` output is valid input.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gate.errors import DuplicateObjectError, InputError
+from gate.refs import ObjectRef, Scopes, group_of
+
+try:
+    _Loader: type[yaml.SafeLoader] = yaml.CSafeLoader  # type: ignore[assignment]
+except AttributeError:  # PyYAML built without libyaml
+    _Loader = yaml.SafeLoader
+
+#: File name endings read from directories and git trees.
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Where an object was declared: a path (relative where possible) and a 1-based line."""
+
+    path: str
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    """One declared object: its identity, its full body, and where it came from."""
+
+    ref: ObjectRef
+    api_version: str
+    body: dict[str, Any] = field(compare=False, repr=False)
+    source: Source | None = None
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        meta = self.body.get("metadata")
+        return meta if isinstance(meta, dict) else {}
+
+    @property
+    def annotations(self) -> dict[str, str]:
+        ann = self.metadata.get("annotations")
+        return ann if isinstance(ann, dict) else {}
+
+    @property
+    def labels(self) -> dict[str, str]:
+        lab = self.metadata.get("labels")
+        return lab if isinstance(lab, dict) else {}
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        spec = self.body.get("spec")
+        return spec if isinstance(spec, dict) else {}
+
+
+@dataclass(frozen=True, slots=True)
+class RawObject:
+    """A parsed document before its identity is known (scopes depend on CRDs of both sides)."""
+
+    body: dict[str, Any]
+    source: Source
+
+
+def parse_stream(text: str, path: str) -> list[RawObject]:
+    """Parse a multi-document YAML (or JSON) stream into objects, each with its line.
+
+    Empty documents are skipped. A syntax error or a document that is not a Kubernetes object
+    raises `InputError` naming `path:line`.
+    """
+    loader = _Loader(text)
+    out: list[RawObject] = []
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:
+                continue
+            line = node.start_mark.line + 1
+            doc = loader.construct_document(node)
+            if doc is None:
+                continue
+            _collect(doc, Source(path, line), out)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{path}:{mark.line + 1}" if mark is not None else path
+        problem = exc.problem or exc.context or "invalid YAML"
+        raise InputError(f"invalid YAML: {problem}", where) from None
+    except yaml.YAMLError as exc:
+        raise InputError(f"invalid YAML: {exc}", path) from None
+    finally:
+        loader.dispose()
+    return out
+
+
+def _collect(doc: Any, source: Source, out: list[RawObject]) -> None:
+    if not isinstance(doc, dict):
+        raise InputError(
+            f"expected a Kubernetes object (a mapping), found {type(doc).__name__}", str(source)
+        )
+    kind = doc.get("kind")
+    meta = doc.get("metadata")
+    named = isinstance(meta, dict) and bool(meta.get("name"))
+    if (
+        isinstance(kind, str)
+        and kind.endswith("List")
+        and isinstance(doc.get("items"), list)
+        and not named
+    ):
+        for item in doc.get("items") or []:
+            _collect(item, source, out)
+        return
+    api_version = doc.get("apiVersion")
+    if not isinstance(api_version, str) or not api_version:
+        raise InputError("object has no apiVersion", str(source))
+    if not isinstance(kind, str) or not kind:
+        raise InputError("object has no kind", str(source))
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
+        if isinstance(meta, dict) and meta.get("generateName"):
+            return  # generateName objects are created fresh every time; they are never pruned
+        raise InputError(f"{kind} has no metadata.name", str(source))
+    out.append(RawObject(doc, source))
+
+
+def read_path(path: str | Path, stdin_label: str = "<stdin>") -> list[RawObject]:
+    """Read a file, a directory (recursively, sorted) or `-` (stdin)."""
+    if str(path) == "-":
+        return parse_stream(sys.stdin.read(), stdin_label)
+    p = Path(path)
+    if p.is_dir():
+        out: list[RawObject] = []
+        for f in sorted(p.rglob("*")):
+            if f.is_file() and f.suffix in MANIFEST_SUFFIXES and not _hidden(f, p):
+                out.extend(_read_file(f, f.relative_to(p).as_posix()))
+        return out
+    if p.is_file():
+        return _read_file(p, str(path))
+    raise InputError("no such file or directory", str(path))
+
+
+def _hidden(f: Path, root: Path) -> bool:
+    return any(part.startswith(".") for part in f.relative_to(root).parts)
+
+
+def _read_file(f: Path, label: str) -> list[RawObject]:
+    try:
+        text = f.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read: {exc}", label) from None
+    return parse_stream(text, label)
+
+
+class Inventory:
+    """The objects of one side (base or candidate), by identity."""
+
+    def __init__(self, manifests: Iterable[Manifest] = ()) -> None:
+        self.objects: dict[ObjectRef, Manifest] = {}
+        for m in manifests:
+            self.add(m)
+
+    def add(self, m: Manifest) -> None:
+        """Add an object; a second object with the same identity is an error naming both."""
+        prior = self.objects.get(m.ref)
+        if prior is not None:
+            raise DuplicateObjectError(
+                f"{m.ref.display()} is declared twice (first at {prior.source})", str(m.source)
+            )
+        self.objects[m.ref] = m
+
+    def get(self, ref: ObjectRef) -> Manifest | None:
+        return self.objects.get(ref)
+
+    def __contains__(self, ref: object) -> bool:
+        return ref in self.objects
+
+    def __iter__(self) -> Iterator[Manifest]:
+        return iter(self.objects.values())
+
+    def __len__(self) -> int:
+        return len(self.objects)
+
+    def of_kind(self, group: str, kind: str) -> Iterator[Manifest]:
+        """Objects of one kind, in declaration order."""
+        return (m for m in self.objects.values() if m.ref.kind == kind and m.ref.group == group)
+
+
+def learn_scopes(scopes: Scopes, *sides: Iterable[RawObject]) -> None:
+    """Teach `scopes` the CRDs declared on any side, before identities are computed."""
+    for side in sides:
+        for raw in side:
+            body = raw.body
+            if (
+                body.get("kind") == "CustomResourceDefinition"
+                and group_of(str(body.get("apiVersion"))) == "apiextensions.k8s.io"
+            ):
+                scopes.learn_crd(body)
+
+
+def to_manifest(raw: RawObject, scopes: Scopes, default_namespace: str = "default") -> Manifest:
+    """Give a parsed object its identity: group from apiVersion, namespace defaulted if needed."""
+    body = raw.body
+    api_version: str = body["apiVersion"]
+    kind: str = body["kind"]
+    meta = body["metadata"]
+    group = group_of(api_version)
+    if scopes.is_cluster_scoped(group, kind):
+        namespace = ""
+    else:
+        ns = meta.get("namespace")
+        namespace = ns if isinstance(ns, str) and ns else default_namespace
+    return Manifest(ObjectRef(group, kind, namespace, meta["name"]), api_version, body, raw.source)
+
+
+def build_inventory(
+    raws: Iterable[RawObject], scopes: Scopes, default_namespace: str = "default"
+) -> Inventory:
+    """Identify every parsed object and index it; duplicates are errors."""
+    return Inventory(to_manifest(r, scopes, default_namespace) for r in raws)

@@ -1,0 +1,256 @@
+"""The policy file (`prune-gate.yaml`): guarded kinds, severities, exemptions, annotation names.
+
+Validated against `gate/schemas/policy.schema.json`; an unknown key or a duration without a unit
+is an error naming the file and the key path. Defaults live here, in one place.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fnmatch
+import json
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from gate.context import Context
+from gate.errors import ConfigError
+from gate.findings import Code, Severity
+from gate.refs import ObjectRef, parse_group_kind
+
+#: Name of the policy file looked up at the repository root.
+POLICY_FILE = "prune-gate.yaml"
+
+DEFAULT_GUARDED = (
+    "PersistentVolumeClaim",
+    "PersistentVolume",
+    "VolumeSnapshot.snapshot.storage.k8s.io",
+)
+DEFAULT_WEBHOOK_GUARDED = (
+    "PersistentVolumeClaim",
+    "PersistentVolume",
+    "Namespace",
+    "StatefulSet.apps",
+    "CustomResourceDefinition.apiextensions.k8s.io",
+)
+
+#: Default severity of every code, in every context unless a context is named.
+DEFAULT_SEVERITY: dict[Code, dict[Context | None, Severity]] = {
+    **{code: {None: Severity.BLOCK} for code in Code},
+    Code.SPECULATIVE_PRUNE: {None: Severity.DEFER},
+    Code.ORPHANED_BY_KEEP: {None: Severity.WARN},
+}
+
+_DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str) -> float:
+    """`1h30m` -> 5400.0 seconds. Units are required (a bare number is ambiguous)."""
+    pos, total = 0, 0.0
+    for m in _DURATION.finditer(text):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
+        pos = m.end()
+    if pos != len(text) or not text:
+        raise ValueError(f"{text!r} is not a duration with units (like 30s, 5m, 1h30m)")
+    return total
+
+
+@dataclass(frozen=True)
+class Exemption:
+    """A documented, expiring exception for matching objects (optionally only some codes)."""
+
+    group: str
+    kind: str
+    reason: str
+    expires: dt.date
+    namespace: str = "*"
+    name: str = "*"
+    labels: tuple[tuple[str, str], ...] = ()
+    codes: frozenset[Code] | None = None
+
+    def matches(self, ref: ObjectRef, labels: dict[str, str], code: Code) -> bool:
+        """True when this exemption covers the finding (expiry is checked by the caller)."""
+        return (
+            ref.group == self.group
+            and ref.kind == self.kind
+            and fnmatch.fnmatchcase(ref.namespace, self.namespace)
+            and fnmatch.fnmatchcase(ref.name, self.name)
+            and all(labels.get(k) == v for k, v in self.labels)
+            and (self.codes is None or code in self.codes)
+        )
+
+
+@dataclass(frozen=True)
+class WebhookSettings:
+    """What the admission webhook needs beyond the rules."""
+
+    guarded_kinds: frozenset[tuple[str, str]]
+    deployers: tuple[str, ...] = ()
+    break_glass_groups: tuple[str, ...] = ()
+    fence: tuple[str, str] | None = None
+    resync_seconds: float = 300.0
+    max_cache_age_seconds: float = 900.0
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The validated policy, with defaults filled in."""
+
+    guarded_kinds: frozenset[tuple[str, str]] = frozenset(
+        parse_group_kind(k) for k in DEFAULT_GUARDED
+    )
+    severity: dict[Code, dict[Context | None, Severity]] = field(
+        default_factory=lambda: {c: dict(v) for c, v in DEFAULT_SEVERITY.items()}
+    )
+    configured: frozenset[Code] = frozenset()
+    exemptions: tuple[Exemption, ...] = ()
+    retire_annotation: str = "prune-gate.io/retire"
+    allow_delete_annotation: str = "prune-gate.io/allow-delete"
+    live_timeout_seconds: float = 30.0
+    live_page_size: int = 500
+    webhook: WebhookSettings = field(
+        default_factory=lambda: WebhookSettings(
+            frozenset(parse_group_kind(k) for k in DEFAULT_WEBHOOK_GUARDED)
+        )
+    )
+
+    def is_guarded_kind(self, group: str, kind: str) -> bool:
+        return (group, kind) in self.guarded_kinds
+
+    def severity_for(
+        self, code: Code, context: Context, suggested: Severity | None = None
+    ) -> Severity:
+        """The configured severity of `code` in `context`; a rule's suggestion beats defaults."""
+        if suggested is not None and code not in self.configured:
+            return suggested
+        table = self.severity[code]
+        return table.get(context, table.get(None, Severity.BLOCK))
+
+    def exemption_for(
+        self, ref: ObjectRef, labels: dict[str, str], code: Code, today: dt.date
+    ) -> Exemption | None:
+        """The first unexpired exemption covering this finding, if any."""
+        for ex in self.exemptions:
+            if ex.expires >= today and ex.matches(ref, labels, code):
+                return ex
+        return None
+
+
+def _schema() -> dict[str, Any]:
+    text = resources.files("gate").joinpath("schemas/policy.schema.json").read_text("utf-8")
+    data: dict[str, Any] = json.loads(text)
+    return data
+
+
+def load_policy(path: str | Path | None) -> Policy:
+    """Load and validate a policy file; `None` gives the defaults."""
+    if path is None:
+        return Policy()
+    label = str(path)
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{label}: cannot read the policy: {exc.strerror}") from None
+    except yaml.MarkedYAMLError as exc:
+        line = exc.problem_mark.line + 1 if exc.problem_mark else 0
+        raise ConfigError(f"{label}:{line}: invalid YAML: {exc.problem}") from None
+    return policy_from_dict(data if data is not None else {}, label)
+
+
+def policy_from_dict(data: Any, label: str = "policy") -> Policy:
+    """Validate a decoded policy document and build the `Policy`."""
+    validator = jsonschema.Draft202012Validator(_schema())
+    errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        err = errors[0]
+        key = ".".join(str(p) for p in err.absolute_path) or "(top level)"
+        raise ConfigError(f"{label}: {key}: {_explain(err)}")
+    return _build(data, label)
+
+
+def _explain(err: jsonschema.ValidationError) -> str:
+    schema = err.schema if isinstance(err.schema, dict) else {}
+    if err.validator == "additionalProperties":
+        allowed = sorted((schema.get("properties") or {}).keys())
+        extra = sorted(set(err.instance) - set(allowed)) if isinstance(err.instance, dict) else []
+        return f"unknown key {', '.join(map(repr, extra))}; known keys: {', '.join(allowed)}"
+    if err.validator == "pattern" and "duration" in str(schema.get("description", "")):
+        return f"{err.instance!r} is not a duration with units (like 30s, 5m, 1h30m)"
+    if err.validator == "propertyNames":
+        return f"{err.instance!r}: unknown finding code"
+    return str(err.message)
+
+
+def _build(data: dict[str, Any], label: str) -> Policy:
+    base = Policy()
+    severity = {c: dict(v) for c, v in DEFAULT_SEVERITY.items()}
+    configured: set[Code] = set()
+    for code_name, value in (data.get("severity") or {}).items():
+        code = Code(code_name)
+        configured.add(code)
+        if isinstance(value, str):
+            severity[code] = {None: Severity(value)}
+        else:
+            table: dict[Context | None, Severity] = {None: severity[code].get(None, Severity.BLOCK)}
+            table.update({Context(k): Severity(v) for k, v in value.items()})
+            severity[code] = table
+    exemptions = []
+    for i, ex in enumerate(data.get("exemptions") or []):
+        group, kind = parse_group_kind(ex["kind"])
+        try:
+            expires = dt.date.fromisoformat(ex["expires"])
+        except ValueError:
+            raise ConfigError(
+                f"{label}: exemptions.{i}.expires: not a date: {ex['expires']!r}"
+            ) from None
+        exemptions.append(
+            Exemption(
+                group,
+                kind,
+                ex["reason"],
+                expires,
+                ex.get("namespace", "*"),
+                ex.get("name", "*"),
+                tuple(sorted((ex.get("labels") or {}).items())),
+                frozenset(Code(c) for c in ex["codes"]) if "codes" in ex else None,
+            )
+        )
+    ann = data.get("annotations") or {}
+    live = data.get("live") or {}
+    wh = data.get("webhook") or {}
+    fence = wh.get("fence")
+    webhook = WebhookSettings(
+        frozenset(parse_group_kind(k) for k in wh["guardedKinds"])
+        if "guardedKinds" in wh
+        else base.webhook.guarded_kinds,
+        tuple(wh.get("deployers") or ()),
+        tuple(wh.get("breakGlassGroups") or ()),
+        (fence["namespace"], fence["name"]) if fence else None,
+        parse_duration(wh["resync"]) if "resync" in wh else base.webhook.resync_seconds,
+        parse_duration(wh["maxCacheAge"])
+        if "maxCacheAge" in wh
+        else base.webhook.max_cache_age_seconds,
+    )
+    return Policy(
+        guarded_kinds=frozenset(parse_group_kind(k) for k in data["guardedKinds"])
+        if "guardedKinds" in data
+        else base.guarded_kinds,
+        severity=severity,
+        configured=frozenset(configured),
+        exemptions=tuple(exemptions),
+        retire_annotation=ann.get("retire", base.retire_annotation),
+        allow_delete_annotation=ann.get("allowDelete", base.allow_delete_annotation),
+        live_timeout_seconds=parse_duration(live["timeout"])
+        if "timeout" in live
+        else base.live_timeout_seconds,
+        live_page_size=live.get("pageSize", base.live_page_size),
+        webhook=webhook,
+    )

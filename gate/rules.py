@@ -1,0 +1,400 @@
+"""The rules: one small function each, from a change and the world to findings.
+
+Pure. A rule reads the `World` (base and candidate inventories, an optional live view, the context
+and the policy) and returns findings with evidence and a remediation; severity and exemptions are
+applied afterwards, in `gate.verdict`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+
+from gate.cluster import LiveView
+from gate.context import Context
+from gate.findings import Code, Finding, Severity
+from gate.manifests import Inventory, Manifest, Source
+from gate.plan import Action, Change
+from gate.policy import Policy
+from gate.refs import ObjectRef
+from gate.workloads import claim_names, pod_spec_of, statefulset_claim_matches
+
+CLAIM = ("", "PersistentVolumeClaim")
+VOLUME = ("", "PersistentVolume")
+NAMESPACE = ("", "Namespace")
+STATEFULSET = ("apps", "StatefulSet")
+CRD = ("apiextensions.k8s.io", "CustomResourceDefinition")
+
+#: Annotations that make a GitOps tool leave an object in the cluster when it leaves git.
+KEEP_ANNOTATIONS: dict[str, Callable[[str], bool]] = {
+    "kustomize.toolkit.fluxcd.io/prune": lambda v: v.lower() == "disabled",
+    "argocd.argoproj.io/sync-options": lambda v: "Prune=false" in [p.strip() for p in v.split(",")],
+    "helm.sh/resource-policy": lambda v: v == "keep",
+    "kapp.k14s.io/delete-strategy": lambda v: v == "orphan",
+}
+
+
+@dataclass
+class World:
+    """Everything a rule may look at. No I/O happens behind it."""
+
+    base: Inventory
+    head: Inventory
+    context: Context
+    policy: Policy = field(default_factory=Policy)
+    live: LiveView | None = None
+
+
+def _kind(ref: ObjectRef) -> tuple[str, str]:
+    return (ref.group, ref.kind)
+
+
+def _finding(
+    code: Code,
+    change: Change,
+    message: str,
+    evidence: Iterable[str],
+    fix: str,
+    suggested: Severity | None = None,
+) -> Finding:
+    m = change.base or change.head
+    return Finding(
+        code=code,
+        ref=change.ref,
+        message=message,
+        evidence=tuple(evidence),
+        remediation=fix,
+        api_version=m.api_version if m else "",
+        source=_source(change),
+        suggested=suggested,
+    )
+
+
+def _source(change: Change) -> Source | None:
+    if change.base is not None and change.base.source is not None:
+        return change.base.source
+    return change.head.source if change.head is not None else None
+
+
+def keep_annotation(annotations: dict[str, str]) -> str | None:
+    """The keep annotation (`key: value`) that makes a tool orphan the object, if any."""
+    for key, is_keep in KEEP_ANNOTATIONS.items():
+        value = annotations.get(key)
+        if isinstance(value, str) and is_keep(value):
+            return f"{key}: {value}"
+    return None
+
+
+def retirement(change: Change, world: World) -> tuple[str | None, str]:
+    """The retire reason and where it was read: the live object wins over base when it exists."""
+    key = world.policy.retire_annotation
+    if world.live is not None:
+        live = world.live.get(change.ref)
+        if live is not None:
+            return live.annotations.get(key), "live object"
+    if change.base is not None:
+        return change.base.annotations.get(key), "base revision"
+    return None, "nowhere"
+
+
+def _guarded_contents(namespace: str, world: World) -> list[ObjectRef]:
+    refs = {
+        m.ref
+        for m in world.base
+        if m.ref.namespace == namespace and world.policy.is_guarded_kind(*_kind(m.ref))
+    }
+    if world.live is not None:
+        refs.update(world.live.guarded_in_namespace(namespace))
+    return sorted(refs)
+
+
+def _when_deleted(change: Change, world: World) -> str:
+    if world.live is not None:
+        live = world.live.get(change.ref)
+        if live is not None and "whenDeleted" in live.facts:
+            return live.facts["whenDeleted"]
+    m = change.base or change.head
+    policy = (m.spec.get("persistentVolumeClaimRetentionPolicy") or {}) if m else {}
+    return str(policy.get("whenDeleted", "Retain"))
+
+
+def _custom_resources(change: Change, world: World) -> tuple[list[ObjectRef], int]:
+    m = change.base or change.head
+    spec = m.spec if m else {}
+    group = spec.get("group")
+    kind = (spec.get("names") or {}).get("kind")
+    if not isinstance(group, str) or not isinstance(kind, str):
+        return [], 0
+    declared = sorted(o.ref for o in world.base.of_kind(group, kind))
+    count = len(declared)
+    if world.live is not None:
+        live_count = world.live.custom_resource_count(group, kind)
+        if live_count is not None:
+            count = max(count, live_count)
+    return declared, count
+
+
+def is_guarded(change: Change, world: World) -> bool:
+    """A guarded object: a guarded kind, or a namespace/StatefulSet/CRD that takes data with it."""
+    kind = _kind(change.ref)
+    if world.policy.is_guarded_kind(*kind):
+        return True
+    if kind == NAMESPACE:
+        return bool(_guarded_contents(change.ref.name, world))
+    if kind == STATEFULSET:
+        return _when_deleted(change, world) == "Delete"
+    if kind == CRD:
+        return _custom_resources(change, world)[1] > 0
+    return False
+
+
+def _retire_fix(ref: ObjectRef, world: World, source: Source | None) -> str:
+    key = world.policy.retire_annotation
+    where = f" (declared at {source})" if source else ""
+    return (
+        f"keep the manifest{where} and retire {ref.display()} in two stages: "
+        f'1) merge a change that annotates it `{key}: "<reason>"` and removes its consumers, '
+        f"and let it deploy; 2) then remove the manifest"
+    )
+
+
+# --- rules on deletions -----------------------------------------------------------------------
+
+
+def check_orphaned_by_keep(change: Change, world: World) -> Iterator[Finding]:
+    """ORPHANED_BY_KEEP: the tool will not delete it; it stays, unmanaged."""
+    if change.action is not Action.DELETE or change.base is None:
+        return
+    keep = keep_annotation(change.base.annotations)
+    if keep:
+        yield _finding(
+            Code.ORPHANED_BY_KEEP,
+            change,
+            f"{change.ref.display()} leaves the manifests but carries `{keep}`: it stays in the "
+            "cluster, unmanaged",
+            [f"base declares `{keep}`", f"cause: {change.cause}"],
+            f"if the object should go, delete it by hand after checking it: kubectl delete "
+            f"{change.ref.kubectl()}; if it should stay, keep it in the manifests",
+        )
+
+
+def check_not_retired(change: Change, world: World) -> Iterator[Finding]:
+    """NOT_RETIRED: a guarded kind is deleted or replaced without stage 1 of retirement."""
+    if not change.deletes or not world.policy.is_guarded_kind(*_kind(change.ref)):
+        return
+    reason, where = retirement(change, world)
+    if reason:
+        return
+    verb = "force-replaced" if change.action is Action.REPLACE else "deleted"
+    yield _finding(
+        Code.NOT_RETIRED,
+        change,
+        f"{change.ref.display()} would be {verb} but was never retired",
+        [
+            f"cause: {change.cause}",
+            f"no `{world.policy.retire_annotation}` annotation on the {where}",
+        ],
+        _retire_fix(change.ref, world, _source(change)),
+    )
+
+
+def check_speculative_prune(change: Change, world: World) -> Iterator[Finding]:
+    """SPECULATIVE_PRUNE: a candidate that may never merge would delete a guarded object."""
+    if world.context is not Context.SPECULATIVE or not change.deletes:
+        return
+    if not is_guarded(change, world):
+        return
+    yield _finding(
+        Code.SPECULATIVE_PRUNE,
+        change,
+        f"this merge-queue candidate would delete {change.ref.display()}; a deletion cannot be "
+        "undone if the candidate is evicted",
+        [f"context: {world.context}", f"cause: {change.cause}"],
+        "deploy the deferred candidate (`gate defer`), which keeps the object as in base; the "
+        "deletion then happens on the merged deploy, where the checks run again",
+    )
+
+
+def check_consumer_remains(change: Change, world: World) -> Iterator[Finding]:
+    """CONSUMER_REMAINS: a deleted claim is still referenced by a workload template."""
+    if change.action is not Action.DELETE or _kind(change.ref) != CLAIM:
+        return
+    yield from _consumers(change, world, "is removed")
+
+
+def check_namespace_holds_claims(change: Change, world: World) -> Iterator[Finding]:
+    """NAMESPACE_HOLDS_CLAIMS: deleting a namespace deletes the guarded objects inside."""
+    if not change.deletes or _kind(change.ref) != NAMESPACE:
+        return
+    contents = _guarded_contents(change.ref.name, world)
+    if not contents:
+        return
+    names = [r.display() for r in contents]
+    yield _finding(
+        Code.NAMESPACE_HOLDS_CLAIMS,
+        change,
+        f"Namespace {change.ref.name} is deleted while it holds {len(contents)} guarded "
+        f"object(s): {', '.join(names[:3])}{' ...' if len(names) > 3 else ''}",
+        [f"{n} is in the namespace" for n in names[:20]],
+        f"retire and remove the guarded objects in {change.ref.name} first (two stages each), "
+        "then remove the namespace",
+    )
+
+
+def check_statefulset_deletes_claims(change: Change, world: World) -> Iterator[Finding]:
+    """STATEFULSET_DELETES_CLAIMS: whenDeleted: Delete takes the claims with the StatefulSet."""
+    if not change.deletes or _kind(change.ref) != STATEFULSET:
+        return
+    if _when_deleted(change, world) != "Delete":
+        return
+    yield _finding(
+        Code.STATEFULSET_DELETES_CLAIMS,
+        change,
+        f"StatefulSet {change.ref.namespace}/{change.ref.name} has "
+        "persistentVolumeClaimRetentionPolicy.whenDeleted: Delete: deleting it deletes its claims",
+        ["spec.persistentVolumeClaimRetentionPolicy.whenDeleted: Delete", f"cause: {change.cause}"],
+        "first merge and deploy `whenDeleted: Retain` on the StatefulSet, then remove it; retire "
+        "its claims separately if their data should go",
+    )
+
+
+def check_crd_holds_resources(change: Change, world: World) -> Iterator[Finding]:
+    """CRD_HOLDS_RESOURCES: deleting a CRD deletes every custom resource of its kind."""
+    if not change.deletes or _kind(change.ref) != CRD:
+        return
+    declared, count = _custom_resources(change, world)
+    if count == 0:
+        return
+    yield _finding(
+        Code.CRD_HOLDS_RESOURCES,
+        change,
+        f"CustomResourceDefinition {change.ref.name} is deleted while {count} custom resource(s) "
+        "of its kind exist; they are deleted with it",
+        [f"{r.display()} exists" for r in declared[:20]] or [f"{count} live custom resource(s)"],
+        "remove (or migrate) the custom resources first, then the CustomResourceDefinition; to "
+        f"keep it, restore the manifest{_at(change)}",
+    )
+
+
+def check_pv_bound(change: Change, world: World) -> Iterator[Finding]:
+    """PV_BOUND: a removed PersistentVolume is bound to a claim that stays."""
+    if not change.deletes or _kind(change.ref) != VOLUME or change.base is None:
+        return
+    claim_ref = change.base.spec.get("claimRef") or {}
+    name, ns = claim_ref.get("name"), claim_ref.get("namespace") or "default"
+    if not isinstance(name, str):
+        return
+    claim = ObjectRef("", "PersistentVolumeClaim", str(ns), name)
+    stays = claim in world.head or (
+        world.live is not None and world.live.get(claim) is not None and claim not in world.base
+    )
+    if not stays:
+        return
+    yield _finding(
+        Code.PV_BOUND,
+        change,
+        f"PersistentVolume {change.ref.name} is removed but is bound to claim {ns}/{name}, "
+        "which stays",
+        [f"spec.claimRef: {ns}/{name}", f"{claim.display()} is still declared or live"],
+        f"retire the claim {ns}/{name} first, or keep the volume{_at(change)}",
+    )
+
+
+def check_immutable_change(change: Change, world: World) -> Iterator[Finding]:
+    """IMMUTABLE_FIELD_CHANGE / FORCED_REPLACEMENT: the apply fails, or deletes and recreates."""
+    if change.action is Action.UPDATE and change.immutable:
+        yield _finding(
+            Code.IMMUTABLE_FIELD_CHANGE,
+            change,
+            f"{change.ref.display()} changes immutable field(s) {', '.join(change.immutable)}: the "
+            "API server will reject the apply and every later deploy fails the same way",
+            [f"{path} differs between base and candidate" for path in change.immutable],
+            "revert the change to these fields; to really change them, create a new object "
+            "under a new name and retire the old one in two stages",
+        )
+    elif change.action is Action.REPLACE:
+        yield _finding(
+            Code.FORCED_REPLACEMENT,
+            change,
+            f"{change.ref.display()} would be deleted and recreated ({change.force}) because "
+            f"immutable field(s) change: {', '.join(change.immutable)}",
+            [f"{path} differs between base and candidate" for path in change.immutable]
+            + [f"force: {change.force}"],
+            "revert the immutable change, or create a new object under a new name and retire the "
+            "old one in two stages; do not rely on force for objects that hold data",
+        )
+
+
+def _at(change: Change) -> str:
+    src = _source(change)
+    return f" ({src})" if src else ""
+
+
+def _consumers(change: Change, world: World, what: str) -> Iterator[Finding]:
+    ref = change.ref
+    users: list[str] = []
+    for m in world.head:
+        if m.ref.namespace != ref.namespace:
+            continue
+        if _uses_claim(m, ref.name):
+            where = f" ({m.source})" if m.source else ""
+            users.append(f"{m.ref.display()}{where} mounts claim {ref.name} in its pod template")
+    if world.live is not None:
+        for consumer in world.live.claim_consumers(ref.namespace, ref.name):
+            if consumer in world.head:
+                continue  # already reported from the candidate (its manifest wins)
+            users.append(f"live {consumer.display()} mounts claim {ref.name} in its pod template")
+    if not users:
+        return
+    yield _finding(
+        Code.CONSUMER_REMAINS,
+        change,
+        f"claim {ref.namespace}/{ref.name} {what} but {len(users)} workload(s) still use it",
+        users,
+        f"remove claim {ref.name} from these workloads in the same change that retires the claim "
+        "(stage 1), and remove the claim only after that has deployed",
+    )
+
+
+def _uses_claim(m: Manifest, claim: str) -> bool:
+    spec = pod_spec_of(m.ref.group, m.ref.kind, m.body)
+    if spec is not None and claim in set(claim_names(spec)):
+        return True
+    return _kind(m.ref) == STATEFULSET and statefulset_claim_matches(m.ref.name, m.body, claim)
+
+
+#: Rules that look at one change each, in report order.
+CHANGE_RULES: tuple[Callable[[Change, World], Iterator[Finding]], ...] = (
+    check_not_retired,
+    check_speculative_prune,
+    check_consumer_remains,
+    check_immutable_change,
+    check_namespace_holds_claims,
+    check_statefulset_deletes_claims,
+    check_crd_holds_resources,
+    check_pv_bound,
+)
+
+
+def check_retiring_consumers(world: World) -> Iterator[Finding]:
+    """CONSUMER_REMAINS for stage 1: a claim marked for retirement must lose its consumers."""
+    key = world.policy.retire_annotation
+    for m in world.head.of_kind(*CLAIM):
+        if m.annotations.get(key):
+            change = Change(m.ref, Action.UPDATE, world.base.get(m.ref), m, "retiring")
+            yield from _consumers(change, world, f"is marked `{key}`")
+
+
+def run_rules(changes: Iterable[Change], world: World) -> list[Finding]:
+    """Every finding the rules make for these changes, before policy is applied."""
+    findings: list[Finding] = []
+    for change in changes:
+        if change.action is Action.DELETE and change.base is not None:
+            orphaned = list(check_orphaned_by_keep(change, world))
+            if orphaned:
+                findings.extend(orphaned)  # the tool will not delete it: no deletion rules apply
+                continue
+        for rule in CHANGE_RULES:
+            findings.extend(rule(change, world))
+    findings.extend(check_retiring_consumers(world))
+    return findings
