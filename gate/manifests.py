@@ -144,7 +144,7 @@ def read_path(path: str | Path, stdin_label: str = "<stdin>") -> list[RawObject]
         out: list[RawObject] = []
         for f in sorted(p.rglob("*")):
             if f.is_file() and f.suffix in MANIFEST_SUFFIXES and not _hidden(f, p):
-                out.extend(_read_file(f, f.relative_to(p).as_posix()))
+                out.extend(_read_file(f, (Path(path) / f.relative_to(p)).as_posix()))
         return out
     if p.is_file():
         return _read_file(p, str(path))

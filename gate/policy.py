@@ -154,11 +154,17 @@ def load_policy(path: str | Path | None) -> Policy:
     """Load and validate a policy file; `None` gives the defaults."""
     if path is None:
         return Policy()
-    label = str(path)
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
-        raise ConfigError(f"{label}: cannot read the policy: {exc.strerror}") from None
+        raise ConfigError(f"{path}: cannot read the policy: {exc.strerror}") from None
+    return policy_from_text(text, str(path))
+
+
+def policy_from_text(text: str, label: str) -> Policy:
+    """Parse and validate a policy document given as text (e.g. read from a git revision)."""
+    try:
+        data = yaml.safe_load(text)
     except yaml.MarkedYAMLError as exc:
         line = exc.problem_mark.line + 1 if exc.problem_mark else 0
         raise ConfigError(f"{label}:{line}: invalid YAML: {exc.problem}") from None

@@ -210,8 +210,8 @@ def check_speculative_prune(change: Change, world: World) -> Iterator[Finding]:
         f"this merge-queue candidate would delete {change.ref.display()}; a deletion cannot be "
         "undone if the candidate is evicted",
         [f"context: {world.context}", f"cause: {change.cause}"],
-        "deploy the deferred candidate (`gate defer`), which keeps the object as in base; the "
-        "deletion then happens on the merged deploy, where the checks run again",
+        "deploy this candidate with the object kept exactly as in base (defer the deletion); "
+        "it then happens on the merged deploy, where the checks run again",
     )
 
 

@@ -1,0 +1,223 @@
+"""The `gate` command: parse options, call the core, print. No decisions are made here.
+
+Every `GateError` becomes `error: <what>` on stderr and exit code 2 ("could not decide");
+click's own usage errors exit 2 as well. Exit codes come from `gate.verdict`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import click
+
+from gate import __version__
+from gate.check import CheckResult, check_objects
+from gate.context import Context, detect_ci_context
+from gate.errors import GateError, InputError
+from gate.findings import MEANING, Code
+from gate.manifests import RawObject, read_path
+from gate.policy import POLICY_FILE, Policy, load_policy, policy_from_text
+from gate.report import render_report, step_summary
+from gate.verdict import EXIT_UNDECIDED
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+FORMATS = ("text", "json", "github", "markdown")
+
+
+def fail(message: str) -> NoReturn:
+    """Print `error: message` and exit 2."""
+    click.echo(f"error: {message}", err=True)
+    sys.exit(EXIT_UNDECIDED)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, "--version", prog_name="gate")
+def main() -> None:
+    """prune-gate: stop deletions that lose data or wedge a deploy.
+
+    Exit codes: 0 pass (allow or warn), 1 blocked or deferred by policy, 2 could not decide.
+    """
+
+
+@main.command("check")
+@click.option("--base-manifests", metavar="PATH", help="Rendered base: file, directory or -.")
+@click.option("--head-manifests", metavar="PATH", help="Rendered candidate: file, directory or -.")
+@click.option("--base", "base_rev", metavar="REV", help="Base git revision (git mode).")
+@click.option("--head", "head_rev", metavar="REV", help="Candidate git revision (git mode).")
+@click.option(
+    "--path",
+    "paths",
+    multiple=True,
+    metavar="DIR",
+    help="Directory in the repository to read (repeatable; default: the whole tree).",
+)
+@click.option(
+    "--repo",
+    default=".",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Git repository (git mode).",
+)
+@click.option(
+    "--render",
+    type=click.Choice(["none", "kustomize"]),
+    default="none",
+    show_default=True,
+    help="Build each --path with kustomize at each revision.",
+)
+@click.option(
+    "--context",
+    "context_name",
+    type=click.Choice(["auto", "speculative", "merged", "preview"]),
+    default="auto",
+    show_default=True,
+    help="Deploy context; auto reads the GitHub Actions event.",
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    help=f"Policy file (default: {POLICY_FILE} at the repository root, from the base revision "
+    "in git mode).",
+)
+@click.option(
+    "-n",
+    "--namespace",
+    default="default",
+    show_default=True,
+    help="Namespace of namespaced objects that declare none.",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="The deployer force-replaces on immutable changes (Flux Kustomization spec.force: true).",
+)
+@click.option(
+    "-o",
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="text",
+    show_default=True,
+    help="Report format.",
+)
+def check_command(
+    base_manifests: str | None,
+    head_manifests: str | None,
+    base_rev: str | None,
+    head_rev: str | None,
+    paths: Sequence[str],
+    repo: str,
+    render: str,
+    context_name: str,
+    config_path: str | None,
+    namespace: str,
+    force: bool,
+    fmt: str,
+) -> None:
+    """Compare base and candidate manifests and say which deletions must not happen.
+
+    Rendered mode: --base-manifests PATH --head-manifests PATH. Git mode: --base REV --head REV
+    [--path DIR]... (in the merge queue, --base/--head default to the merge_group event's SHAs).
+    """
+    try:
+        ci = detect_ci_context(os.environ)
+        context = ci.context if context_name == "auto" else Context(context_name)
+        rendered = base_manifests is not None or head_manifests is not None
+        if rendered:
+            if base_rev or head_rev or paths or render != "none":
+                fail("use either --base-manifests/--head-manifests or --base/--head, not both")
+            if base_manifests is None or head_manifests is None:
+                fail("rendered mode needs both --base-manifests and --head-manifests")
+            if base_manifests == "-" and head_manifests == "-":
+                fail("only one side can be read from stdin (-)")
+            policy = _policy_for_files(config_path)
+            base_raw, head_raw = read_path(base_manifests), read_path(head_manifests)
+            base_label, head_label = base_manifests, head_manifests
+        else:
+            base_rev = base_rev or ci.base
+            head_rev = head_rev or ci.head
+            if not base_rev or not head_rev:
+                fail(
+                    "nothing to compare: give --base-manifests and --head-manifests, or --base "
+                    "and --head (in a merge_group, pull_request or push workflow they default "
+                    "to the event's revisions)"
+                )
+            base_raw, head_raw, policy, base_label, head_label = _read_git(
+                repo, base_rev, head_rev, paths, render, config_path
+            )
+        result = check_objects(
+            base_raw,
+            head_raw,
+            context=context,
+            policy=policy,
+            today=dt.date.today(),
+            default_namespace=namespace,
+            force=force,
+        )
+    except GateError as exc:
+        fail(str(exc))
+    _emit(result, fmt, context, base_label, head_label)
+    sys.exit(result.decision.verdict.exit_code)
+
+
+def _policy_for_files(config_path: str | None) -> Policy:
+    if config_path:
+        return load_policy(config_path)
+    default = Path(POLICY_FILE)
+    return load_policy(default) if default.is_file() else Policy()
+
+
+def _read_git(
+    repo: str,
+    base_rev: str,
+    head_rev: str,
+    paths: Sequence[str],
+    render: str,
+    config_path: str | None,
+) -> tuple[list[RawObject], list[RawObject], Policy, str, str]:
+    from gate import gitsource  # git mode only: GitPython is slow to import
+    from gate import render as renderers
+
+    base_sha = gitsource.resolve_revision(repo, base_rev)
+    head_sha = gitsource.resolve_revision(repo, head_rev)
+    if config_path:
+        policy = load_policy(config_path)
+    else:
+        # The base revision's policy: a candidate must not be able to switch its own gate off.
+        text = gitsource.read_file(repo, base_sha, POLICY_FILE)
+        policy = policy_from_text(text, f"{POLICY_FILE} at {base_sha[:12]}") if text else Policy()
+    if render == "kustomize":
+        if not paths:
+            raise InputError("--render kustomize needs at least one --path to build")
+        base_raw = [o for p in paths for o in renderers.render_kustomize(repo, base_sha, p)]
+        head_raw = [o for p in paths for o in renderers.render_kustomize(repo, head_sha, p)]
+    else:
+        base_raw = gitsource.read_tree(repo, base_sha, paths)
+        head_raw = gitsource.read_tree(repo, head_sha, paths)
+    base_label, head_label = f"{base_rev} ({base_sha[:12]})", f"{head_rev} ({head_sha[:12]})"
+    return base_raw, head_raw, policy, base_label, head_label
+
+
+def _emit(result: CheckResult, fmt: str, context: Context, base: str, head: str) -> None:
+
+    color = fmt == "text" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    click.echo(render_report(result, fmt, context=context, base=base, head=head, color=color))
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if fmt == "github" and summary:
+        with Path(summary).open("a", encoding="utf-8") as fh:
+            fh.write(step_summary(result, context=context, base=base, head=head))
+
+
+@main.command("codes")
+def codes_command() -> None:
+    """List every finding code and what it means."""
+    width = max(len(c.value) for c in Code)
+    for code in Code:
+        click.echo(f"{code.value:<{width}}  {MEANING[code]}")

@@ -1,0 +1,92 @@
+"""Small builders for rule tests: YAML in, a CheckResult out."""
+
+from __future__ import annotations
+
+import datetime as dt
+import textwrap
+
+from gate.check import CheckResult, check_objects
+from gate.cluster import LiveView
+from gate.context import Context
+from gate.findings import Code
+from gate.manifests import parse_stream
+from gate.policy import Policy
+
+TODAY = dt.date(2026, 12, 2)
+
+
+def run(
+    base: str,
+    head: str,
+    *,
+    context: Context = Context.PREVIEW,
+    policy: Policy | None = None,
+    force: bool = False,
+    live: LiveView | None = None,
+) -> CheckResult:
+    """Check two YAML streams (dedented) with a fixed date."""
+    return check_objects(
+        parse_stream(textwrap.dedent(base), "base.yaml"),
+        parse_stream(textwrap.dedent(head), "head.yaml"),
+        context=context,
+        policy=policy or Policy(),
+        today=TODAY,
+        force=force,
+        live=live,
+    )
+
+
+def codes(result: CheckResult) -> set[Code]:
+    """The codes of the findings that survived policy."""
+    return {f.code for f in result.decision.findings}
+
+
+CLAIM = """\
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: data
+  namespace: app{annotations}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources:
+    requests:
+      storage: {size}
+"""
+
+
+def claim(size: str = "10Gi", retire: str | None = None, extra_ann: str = "") -> str:
+    """A claim app/data, optionally annotated for retirement."""
+    ann = ""
+    if retire or extra_ann:
+        ann = "\n  annotations:"
+        if retire:
+            ann += f'\n    prune-gate.io/retire: "{retire}"'
+        if extra_ann:
+            ann += f"\n    {extra_ann}"
+    return CLAIM.format(annotations=ann, size=size)
+
+
+def deployment(claim_name: str = "data") -> str:
+    """A Deployment app/web mounting a claim."""
+    return f"""\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: app
+spec:
+  selector: {{matchLabels: {{app: web}}}}
+  template:
+    metadata: {{labels: {{app: web}}}}
+    spec:
+      containers: [{{name: web, image: nginx}}]
+      volumes:
+        - name: data
+          persistentVolumeClaim: {{claimName: {claim_name}}}
+"""
+
+
+def doc(*parts: str) -> str:
+    """Join documents into one stream."""
+    return "---\n".join(parts)

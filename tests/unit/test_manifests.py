@@ -1,0 +1,107 @@
+"""Loading: file and line of every object, clear errors, identity normalisation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gate.errors import DuplicateObjectError, InputError
+from gate.manifests import build_inventory, learn_scopes, parse_stream, read_path
+from gate.refs import ObjectRef, Scopes
+
+
+def test_lines_of_each_document() -> None:
+    text = "# c\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\n\n---\n" + (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\n"
+    )
+    objs = parse_stream(text, "x.yaml")
+    assert [(o.body["metadata"]["name"], o.source.line) for o in objs] == [("a", 2), ("b", 8)]
+
+
+def test_malformed_yaml_names_file_and_line() -> None:
+    text = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  labels: {x: [}\n"
+    with pytest.raises(InputError) as err:
+        parse_stream(text, "bad.yaml")
+    assert str(err.value).startswith("bad.yaml:5: invalid YAML")
+
+
+def test_not_an_object_is_an_error_with_location() -> None:
+    with pytest.raises(InputError, match=r"^f.yaml:5: expected a Kubernetes object"):
+        parse_stream("apiVersion: v1\nkind: Secret\nmetadata: {name: s}\n---\n- a\n", "f.yaml")
+    with pytest.raises(InputError, match=r"^f.yaml:1: ConfigMap has no metadata.name"):
+        parse_stream("apiVersion: v1\nkind: ConfigMap\nmetadata: {}\n", "f.yaml")
+
+
+def test_list_is_flattened_and_generate_name_skipped() -> None:
+    text = (
+        "apiVersion: v1\nkind: List\nitems:\n"
+        "- {apiVersion: v1, kind: ConfigMap, metadata: {name: a}}\n"
+        "- {apiVersion: v1, kind: Pod, metadata: {generateName: job-}}\n"
+    )
+    assert [o.body["metadata"]["name"] for o in parse_stream(text, "l.yaml")] == ["a"]
+
+
+def test_json_files_and_directories(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "a.json").write_text(
+        '{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "j"}}'
+    )
+    (tmp_path / "b.yml").write_text("apiVersion: v1\nkind: Secret\nmetadata: {name: s}\n")
+    (tmp_path / "notes.txt").write_text("not yaml: [")
+    (tmp_path / ".hidden").mkdir()
+    (tmp_path / ".hidden" / "x.yaml").write_text("broken: [")
+    objs = read_path(tmp_path)
+    assert sorted(o.body["metadata"]["name"] for o in objs) == ["j", "s"]
+    assert any(o.source.path.endswith("sub/a.json") for o in objs)
+
+
+def test_missing_path() -> None:
+    with pytest.raises(InputError, match="no such file"):
+        read_path("/nonexistent/manifests")
+
+
+def test_identity_ignores_version_and_defaults_namespace() -> None:
+    a = parse_stream(
+        "apiVersion: autoscaling/v2beta2\nkind: HorizontalPodAutoscaler\nmetadata: {name: h}\n",
+        "a",
+    )
+    b = parse_stream(
+        "apiVersion: autoscaling/v2\nkind: HorizontalPodAutoscaler\n"
+        "metadata: {name: h, namespace: default}\n",
+        "b",
+    )
+    scopes = Scopes()
+    ia, ib = build_inventory(a, scopes), build_inventory(b, scopes)
+    assert (
+        set(ia.objects)
+        == set(ib.objects)
+        == {ObjectRef("autoscaling", "HorizontalPodAutoscaler", "default", "h")}
+    )
+    assert {m.ref.namespace for m in build_inventory(a, scopes, "team")} == {"team"}
+
+
+def test_cluster_scoped_builtin_and_crd_scopes() -> None:
+    crd = parse_stream(
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n"
+        "metadata: {name: widgets.example.com}\n"
+        "spec: {group: example.com, scope: Cluster, names: {kind: Widget}}\n"
+        "---\napiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w, namespace: x}\n"
+        "---\napiVersion: v1\nkind: PersistentVolume\nmetadata: {name: pv, namespace: x}\n",
+        "c.yaml",
+    )
+    scopes = Scopes()
+    learn_scopes(scopes, crd)
+    refs = set(build_inventory(crd, scopes).objects)
+    assert ObjectRef("example.com", "Widget", "", "w") in refs
+    assert ObjectRef("", "PersistentVolume", "", "pv") in refs
+
+
+def test_duplicate_identity_names_both_locations() -> None:
+    text = (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\n"
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: default}\n"
+    )
+    with pytest.raises(DuplicateObjectError) as err:
+        build_inventory(parse_stream(text, "d.yaml"), Scopes())
+    assert "d.yaml:5" in str(err.value) and "d.yaml:1" in str(err.value)

@@ -1,0 +1,328 @@
+"""One test group per rule: the case that fires, and the nearest case that must not."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from gate.context import Context
+from gate.findings import Code, Severity
+from gate.policy import Policy, policy_from_dict
+from gate.verdict import Verdict
+from tests.unit.helpers import claim, codes, deployment, doc, run
+
+NS = "apiVersion: v1\nkind: Namespace\nmetadata: {name: app}\n"
+
+
+def test_unchanged_side_is_allowed() -> None:
+    result = run(doc(claim(), deployment()), doc(claim(), deployment()))
+    assert result.decision.verdict is Verdict.ALLOW
+    assert result.decision.findings == ()
+
+
+# NOT_RETIRED ------------------------------------------------------------------------------------
+
+
+def test_removed_claim_not_retired_blocks_with_fix() -> None:
+    result = run(claim(), "")
+    (f,) = result.decision.findings
+    assert f.code is Code.NOT_RETIRED
+    assert f.severity is Severity.BLOCK
+    assert f.ref.display() == "PersistentVolumeClaim app/data"
+    assert f.source is not None and str(f.source) == "base.yaml:1"
+    assert "prune-gate.io/retire" in f.remediation
+    assert result.decision.verdict is Verdict.BLOCK
+
+
+def test_removed_claim_retired_in_base_is_allowed() -> None:
+    result = run(claim(retire="moved to S3"), "")
+    assert Code.NOT_RETIRED not in codes(result)
+    assert result.decision.verdict is Verdict.ALLOW
+
+
+def test_removed_configmap_is_not_guarded() -> None:
+    cm = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: app}\n"
+    assert run(cm, "").decision.verdict is Verdict.ALLOW
+
+
+def test_custom_annotation_name_from_policy() -> None:
+    policy = policy_from_dict({"annotations": {"retire": "example.com/retire"}})
+    retired = claim(extra_ann='example.com/retire: "yes"')
+    assert Code.NOT_RETIRED not in codes(run(retired, "", policy=policy))
+    assert Code.NOT_RETIRED in codes(run(claim(retire="x"), "", policy=policy))
+
+
+# SPECULATIVE_PRUNE ------------------------------------------------------------------------------
+
+
+def test_speculative_prune_defers_even_when_retired() -> None:
+    result = run(claim(retire="done"), "", context=Context.SPECULATIVE)
+    (f,) = result.decision.findings
+    assert f.code is Code.SPECULATIVE_PRUNE
+    assert f.severity is Severity.DEFER
+    assert result.decision.verdict is Verdict.DEFER
+    assert result.decision.verdict.exit_code == 1
+
+
+def test_speculative_context_only() -> None:
+    assert Code.SPECULATIVE_PRUNE not in codes(
+        run(claim(retire="done"), "", context=Context.MERGED)
+    )
+
+
+# CONSUMER_REMAINS -------------------------------------------------------------------------------
+
+
+def test_removed_claim_still_mounted_by_template() -> None:
+    result = run(doc(claim(), deployment()), deployment())
+    consumer = [f for f in result.decision.findings if f.code is Code.CONSUMER_REMAINS]
+    assert len(consumer) == 1
+    assert "Deployment app/web" in consumer[0].evidence[0]
+    assert "head.yaml:1" in consumer[0].evidence[0]
+
+
+def test_retiring_claim_with_consumer_is_stage1_incomplete() -> None:
+    result = run(doc(claim(), deployment()), doc(claim(retire="bye"), deployment()))
+    assert codes(result) == {Code.CONSUMER_REMAINS}
+
+
+def test_retiring_claim_without_consumer_is_fine() -> None:
+    result = run(doc(claim(), deployment()), doc(claim(retire="bye"), deployment("other")))
+    assert result.decision.verdict is Verdict.ALLOW
+
+
+def test_cronjob_and_statefulset_templates_count_as_consumers() -> None:
+    cron = """\
+apiVersion: batch/v1
+kind: CronJob
+metadata: {name: backup, namespace: app}
+spec:
+  schedule: "@daily"
+  jobTemplate:
+    spec:
+      template:
+        spec:
+          containers: [{name: b, image: busybox}]
+          volumes: [{name: d, persistentVolumeClaim: {claimName: data}}]
+"""
+    assert Code.CONSUMER_REMAINS in codes(run(doc(claim(), cron), cron))
+    sts = """\
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db, namespace: app}
+spec:
+  selector: {matchLabels: {a: b}}
+  serviceName: db
+  template: {metadata: {labels: {a: b}}, spec: {containers: [{name: c, image: x}]}}
+  volumeClaimTemplates:
+    - metadata: {name: pgdata}
+"""
+    generated = claim().replace("name: data", "name: pgdata-db-0")
+    assert Code.CONSUMER_REMAINS in codes(run(doc(generated, sts), sts))
+
+
+def test_consumer_in_other_namespace_does_not_count() -> None:
+    other = deployment().replace("namespace: app", "namespace: elsewhere")
+    assert Code.CONSUMER_REMAINS not in codes(run(doc(claim(), other), other))
+
+
+# IMMUTABLE_FIELD_CHANGE / FORCED_REPLACEMENT ----------------------------------------------------
+
+
+def test_claim_shrink_is_immutable_change() -> None:
+    result = run(claim("10Gi"), claim("5Gi"))
+    (f,) = result.decision.findings
+    assert f.code is Code.IMMUTABLE_FIELD_CHANGE
+    assert "shrink" in f.message
+
+
+def test_claim_growth_is_allowed() -> None:
+    assert run(claim("10Gi"), claim("20Gi")).decision.verdict is Verdict.ALLOW
+    assert run(claim("1Gi"), claim("1024Mi")).decision.verdict is Verdict.ALLOW
+
+
+def test_claim_storage_class_unset_to_set_is_allowed_but_change_is_not() -> None:
+    with_class = claim().replace("spec:\n", "spec:\n  storageClassName: fast\n")
+    assert run(claim(), with_class).decision.verdict is Verdict.ALLOW
+    other_class = with_class.replace("fast", "slow")
+    assert codes(run(with_class, other_class)) == {Code.IMMUTABLE_FIELD_CHANGE}
+
+
+def test_access_mode_change_with_flux_force_is_forced_replacement() -> None:
+    forced = claim(extra_ann="kustomize.toolkit.fluxcd.io/force: enabled")
+    changed = forced.replace("ReadWriteOnce", "ReadWriteMany")
+    result = run(forced, changed)
+    assert codes(result) == {Code.FORCED_REPLACEMENT, Code.NOT_RETIRED}
+    f = next(f for f in result.decision.findings if f.code is Code.FORCED_REPLACEMENT)
+    assert "spec.accessModes" in f.message
+
+
+def test_argo_replace_and_cli_force() -> None:
+    argo = claim(extra_ann='argocd.argoproj.io/sync-options: "ServerSideApply=true,Replace=true"')
+    assert Code.FORCED_REPLACEMENT in codes(run(argo, argo.replace("10Gi", "1Gi")))
+    plain = claim()
+    assert Code.FORCED_REPLACEMENT in codes(run(plain, plain.replace("10Gi", "1Gi"), force=True))
+
+
+def test_statefulset_volume_claim_template_change() -> None:
+    sts = """\
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db, namespace: app}
+spec:
+  replicas: 1
+  selector: {matchLabels: {a: b}}
+  serviceName: db
+  template: {metadata: {labels: {a: b}}, spec: {containers: [{name: c, image: x}]}}
+  volumeClaimTemplates: [{metadata: {name: d}, spec: {resources: {requests: {storage: 1Gi}}}}]
+"""
+    result = run(sts, sts.replace("storage: 1Gi", "storage: 2Gi"))
+    assert codes(result) == {Code.IMMUTABLE_FIELD_CHANGE}
+    assert "spec.volumeClaimTemplates" in result.decision.findings[0].message
+    scaled = run(sts, sts.replace("replicas: 1", "replicas: 3").replace("image: x", "image: y"))
+    assert scaled.decision.verdict is Verdict.ALLOW
+
+
+def test_volume_source_is_immutable() -> None:
+    pv = """\
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: pv1}
+spec:
+  capacity: {storage: 1Gi}
+  persistentVolumeReclaimPolicy: Retain
+  nfs: {server: a, path: /x}
+"""
+    assert codes(run(pv, pv.replace("server: a", "server: b"))) == {Code.IMMUTABLE_FIELD_CHANGE}
+    assert run(pv, pv.replace("Retain", "Delete")).decision.verdict is Verdict.ALLOW
+
+
+# NAMESPACE_HOLDS_CLAIMS -------------------------------------------------------------------------
+
+
+def test_removed_namespace_holding_claim() -> None:
+    result = run(doc(NS, claim(retire="x")), claim(retire="x"))
+    (f,) = result.decision.findings
+    assert f.code is Code.NAMESPACE_HOLDS_CLAIMS
+    assert "PersistentVolumeClaim app/data" in f.message
+
+
+def test_removed_empty_namespace_is_allowed() -> None:
+    cm = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: app}\n"
+    assert run(doc(NS, cm), "").decision.verdict is Verdict.ALLOW
+
+
+# STATEFULSET_DELETES_CLAIMS ---------------------------------------------------------------------
+
+STS = """\
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db, namespace: app}
+spec:
+  selector: {matchLabels: {a: b}}
+  serviceName: db
+  template: {metadata: {labels: {a: b}}, spec: {containers: [{name: c, image: x}]}}
+  persistentVolumeClaimRetentionPolicy: {whenDeleted: WHEN}
+"""
+
+
+def test_statefulset_when_deleted_delete() -> None:
+    result = run(STS.replace("WHEN", "Delete"), "", context=Context.SPECULATIVE)
+    assert codes(result) == {Code.STATEFULSET_DELETES_CLAIMS, Code.SPECULATIVE_PRUNE}
+    assert run(STS.replace("WHEN", "Retain"), "").decision.verdict is Verdict.ALLOW
+
+
+# CRD_HOLDS_RESOURCES ----------------------------------------------------------------------------
+
+CRD = """\
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: backups.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {kind: Backup, plural: backups}
+  versions: [{name: v1, served: true, storage: true}]
+"""
+CR = "apiVersion: example.com/v1\nkind: Backup\nmetadata: {name: nightly, namespace: app}\n"
+
+
+def test_removed_crd_with_resources() -> None:
+    result = run(doc(CRD, CR), CR)
+    (f,) = result.decision.findings
+    assert f.code is Code.CRD_HOLDS_RESOURCES
+    assert "Backup app/nightly exists" in f.evidence
+    assert run(CRD, "").decision.verdict is Verdict.ALLOW
+
+
+# PV_BOUND ---------------------------------------------------------------------------------------
+
+PV = """\
+apiVersion: v1
+kind: PersistentVolume
+metadata:
+  name: pv-data
+  annotations: {prune-gate.io/retire: "old"}
+spec:
+  capacity: {storage: 10Gi}
+  claimRef: {namespace: app, name: data}
+  nfs: {server: a, path: /x}
+"""
+
+
+def test_removed_volume_bound_to_claim_that_stays() -> None:
+    result = run(doc(PV, claim()), claim())
+    assert codes(result) == {Code.PV_BOUND}
+    assert run(doc(PV, claim(retire="x")), "").decision.verdict is Verdict.ALLOW
+
+
+# ORPHANED_BY_KEEP -------------------------------------------------------------------------------
+
+
+def test_keep_annotations_orphan_instead_of_delete() -> None:
+    for ann in (
+        "kustomize.toolkit.fluxcd.io/prune: disabled",
+        "argocd.argoproj.io/sync-options: Prune=false",
+        "helm.sh/resource-policy: keep",
+        "kapp.k14s.io/delete-strategy: orphan",
+    ):
+        result = run(claim(extra_ann=ann), "", context=Context.SPECULATIVE)
+        assert codes(result) == {Code.ORPHANED_BY_KEEP}, ann
+        assert result.decision.verdict is Verdict.WARN
+        assert result.decision.verdict.exit_code == 0
+
+
+# policy: severities and exemptions --------------------------------------------------------------
+
+
+def test_severity_per_context_and_off() -> None:
+    policy = policy_from_dict(
+        {"severity": {"NOT_RETIRED": {"preview": "warn"}, "SPECULATIVE_PRUNE": "off"}}
+    )
+    assert run(claim(), "", policy=policy).decision.verdict is Verdict.WARN
+    spec = run(claim(), "", policy=policy, context=Context.SPECULATIVE)
+    assert codes(spec) == {Code.NOT_RETIRED}
+    assert spec.decision.verdict is Verdict.BLOCK
+
+
+def test_exemption_applies_until_it_expires() -> None:
+    def policy(expires: dt.date) -> Policy:
+        return policy_from_dict(
+            {
+                "exemptions": [
+                    {
+                        "kind": "PersistentVolumeClaim",
+                        "namespace": "app",
+                        "name": "da*",
+                        "reason": "scratch data, INC-42",
+                        "expires": expires.isoformat(),
+                    }
+                ]
+            }
+        )
+
+    live_ex = run(claim(), "", policy=policy(dt.date(2027, 1, 1)))
+    assert live_ex.decision.verdict is Verdict.ALLOW
+    (ex,) = live_ex.decision.exempted
+    assert ex.reason == "scratch data, INC-42"
+    expired = run(claim(), "", policy=policy(dt.date(2026, 12, 1)))
+    assert expired.decision.verdict is Verdict.BLOCK
