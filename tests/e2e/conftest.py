@@ -1,0 +1,122 @@
+"""Fixtures for end-to-end tests: one real control plane per session, one namespace per test.
+
+``kube`` (session) starts ``scripts/dev-cluster up`` in a temporary state dir, building the binaries
+first when they are missing, and stops it at the end. With ``PRUNE_GATE_TEST_KUBECONFIG`` set it
+uses that cluster instead (e.g. one from ``scripts/dev-cluster up``) and starts nothing.
+
+In CI (``CI=true``) a cluster that cannot be had is a failure, never a skip.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from . import kube as k
+from .kube import Cluster
+
+REPO = Path(__file__).resolve().parents[2]
+DEV_CLUSTER = REPO / "scripts" / "dev-cluster"
+E2E_LABEL = "prune-gate.io/e2e"
+
+
+def in_ci() -> bool:
+    """True when running under CI (``CI`` set to anything but false/0/empty)."""
+    return os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
+
+
+def _start_cluster(state_dir: Path, pytestconfig: pytest.Config) -> str:
+    """Run ``dev-cluster up`` in ``state_dir``; return its kubeconfig. Fail (or skip) loudly."""
+    env = {**os.environ, "PRUNE_GATE_CLUSTER_DIR": str(state_dir)}
+    capture = pytestconfig.pluginmanager.getplugin("capturemanager")
+    # A cold build takes many minutes: let its progress reach the terminal.
+    ctx = capture.global_and_fixture_disabled() if capture else contextlib.nullcontext()
+    with ctx:
+        result = subprocess.run([str(DEV_CLUSTER), "up"], env=env, check=False)
+    if result.returncode == 0:
+        return str(state_dir / "kubeconfig")
+    message = (
+        f"scripts/dev-cluster up failed (exit {result.returncode}); its output is above and the "
+        f"component logs are in {state_dir / 'logs'}"
+    )
+    if not in_ci() and shutil.which("go") is None and not os.environ.get("KUBEBUILDER_ASSETS"):
+        pytest.skip(
+            "no control plane: Go is not installed to build it. Install Go, or set "
+            "KUBEBUILDER_ASSETS or PRUNE_GATE_TEST_KUBECONFIG (see README, 'A local cluster')"
+        )
+    pytest.fail(message, pytrace=False)
+
+
+def _stop_cluster(state_dir: Path, check: bool = True) -> None:
+    env = {**os.environ, "PRUNE_GATE_CLUSTER_DIR": str(state_dir)}
+    subprocess.run([str(DEV_CLUSTER), "down"], env=env, check=check)
+
+
+@pytest.fixture(scope="session")
+def kube(
+    tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config
+) -> Iterator[Cluster]:
+    """The control plane shared by the whole session (see the module docstring)."""
+    existing = os.environ.get("PRUNE_GATE_TEST_KUBECONFIG")
+    state_dir: Path | None = None
+    if existing:
+        kubeconfig = existing
+    else:
+        state_dir = tmp_path_factory.mktemp("dev-cluster")
+        try:
+            kubeconfig = _start_cluster(state_dir, pytestconfig)
+        except BaseException:
+            _stop_cluster(state_dir, check=False)  # the first error is the one to see
+            raise
+    cluster = Cluster(kubeconfig)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+        if state_dir is not None:
+            _stop_cluster(state_dir)
+
+
+@pytest.fixture
+def namespace(kube: Cluster, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace (its ``default`` service account exists), deleted after the test.
+
+    Teardown force-deletes its pods first, since no kubelet would finish their graceful deletion.
+    """
+    core = k.core(kube.client)
+    name = k.unique(f"e2e-{request.node.name}"[:40])
+    core.create_namespace(
+        client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels={E2E_LABEL: "true"}))
+    )
+    k.wait_for(
+        lambda: not k.gone(core.read_namespaced_service_account, "default", name),
+        timeout=30,
+        what=f"service account default in namespace {name}",
+    )
+    try:
+        yield name
+    finally:
+        k.force_delete_pods(kube.client, name)
+        try:
+            core.delete_namespace(name)
+        except ApiException as e:
+            if e.status != 404:
+                raise
+
+
+@pytest.fixture
+def node(kube: Cluster) -> Iterator[str]:
+    """A fresh Ready node (no kubelet behind it) for pods to be scheduled on; deleted after."""
+    name = k.make_node(kube.client).metadata.name
+    try:
+        yield name
+    finally:
+        k.delete_node(kube.client, name)
