@@ -190,8 +190,13 @@ def _explain(err: jsonschema.ValidationError) -> str:
         return f"unknown key {', '.join(map(repr, extra))}; known keys: {', '.join(allowed)}"
     if err.validator == "pattern" and "duration" in str(schema.get("description", "")):
         return f"{err.instance!r} is not a duration with units (like 30s, 5m, 1h30m)"
-    if err.validator == "propertyNames":
-        return f"{err.instance!r}: unknown finding code"
+    if "propertyNames" in err.absolute_schema_path:
+        return f"{err.instance!r}: unknown finding code (`gate codes` lists them)"
+    if err.validator == "oneOf" and "severity" in err.absolute_schema_path:
+        return (
+            f"{err.instance!r} is not a severity: use block, defer, warn or off, or a map of "
+            "context (speculative, merged, preview, admission) to severity"
+        )
     return str(err.message)
 
 

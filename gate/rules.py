@@ -325,6 +325,61 @@ def check_immutable_change(change: Change, world: World) -> Iterator[Finding]:
         )
 
 
+def check_claim_mounted(change: Change, world: World) -> Iterator[Finding]:
+    """CLAIM_MOUNTED: a pod pvc-protection counts as a user holds the claim: it would stick."""
+    if not change.deletes or _kind(change.ref) != CLAIM or world.live is None:
+        return
+    users = world.live.claim_users(change.ref.namespace, change.ref.name)
+    if not users:
+        return
+    first = users[0]
+    finished = [u for u in users if u.phase in ("Succeeded", "Failed")]
+    fix = _retire_fix(change.ref, world, _source(change))
+    if finished and len(finished) == len(users):
+        names = " ".join(u.name for u in finished)
+        fix = (
+            f"only finished pods hold it: delete them first (kubectl delete pod -n "
+            f"{change.ref.namespace} {names}), or {fix}"
+        )
+    yield _finding(
+        Code.CLAIM_MOUNTED,
+        change,
+        f"claim {change.ref.namespace}/{change.ref.name} is mounted by pod {first.name} on node "
+        f"{first.node}"
+        + (f" and {len(users) - 1} more pod(s)" if len(users) > 1 else "")
+        + ": the deletion would stick Terminating behind kubernetes.io/pvc-protection",
+        [u.describe() for u in users[:20]],
+        fix,
+    )
+
+
+def check_reclaim_delete(change: Change, world: World) -> Iterator[Finding]:
+    """RECLAIM_DELETE_LOSES_DATA: reclaimPolicy Delete and no ready snapshot of the claim."""
+    if not change.deletes or _kind(change.ref) != CLAIM or world.live is None:
+        return
+    ns, name = change.ref.namespace, change.ref.name
+    volume = world.live.bound_volume(ns, name)
+    if volume is None or volume.reclaim_policy != "Delete":
+        return
+    if world.live.ready_snapshots(ns, name):
+        return
+    retired, _ = retirement(change, world)
+    yield _finding(
+        Code.RECLAIM_DELETE_LOSES_DATA,
+        change,
+        f"claim {ns}/{name} is bound to PersistentVolume {volume.name} with reclaimPolicy "
+        "Delete and no ready VolumeSnapshot: its data is destroyed with the claim",
+        [
+            f"PersistentVolume {volume.name}: persistentVolumeReclaimPolicy: Delete",
+            f"no VolumeSnapshot of {ns}/{name} with readyToUse: true",
+        ],
+        f"keep the data: kubectl patch pv {volume.name} -p "
+        '\'{"spec":{"persistentVolumeReclaimPolicy":"Retain"}}\', or take a '
+        f"VolumeSnapshot of {ns}/{name} and wait for readyToUse before removing the claim",
+        suggested=Severity.WARN if retired else None,
+    )
+
+
 def _at(change: Change) -> str:
     src = _source(change)
     return f" ({src})" if src else ""
@@ -373,6 +428,8 @@ CHANGE_RULES: tuple[Callable[[Change, World], Iterator[Finding]], ...] = (
     check_statefulset_deletes_claims,
     check_crd_holds_resources,
     check_pv_bound,
+    check_claim_mounted,
+    check_reclaim_delete,
 )
 
 
@@ -385,8 +442,36 @@ def check_retiring_consumers(world: World) -> Iterator[Finding]:
             yield from _consumers(change, world, f"is marked `{key}`")
 
 
+def check_already_terminating(changes: Iterable[Change], world: World) -> Iterator[Finding]:
+    """ALREADY_TERMINATING: the candidate declares (or prunes) an object that is being deleted."""
+    if world.live is None:
+        return
+    deleting = {c.ref: c for c in changes if c.deletes}
+    refs = sorted({m.ref for m in world.head} | set(deleting))
+    for ref in refs:
+        live = world.live.get(ref)
+        if live is None or not live.deletion_timestamp:
+            continue
+        head = world.head.get(ref)
+        change = deleting.get(ref) or Change(
+            ref, Action.UPDATE, world.base.get(ref), head, "declared by the candidate"
+        )
+        pending = ", ".join(live.finalizers) or "none"
+        yield _finding(
+            Code.ALREADY_TERMINATING,
+            change,
+            f"{ref.display()} is already being deleted (deletionTimestamp "
+            f"{live.deletion_timestamp}): a deploy that declares it waits on it and fails",
+            [f"deletionTimestamp: {live.deletion_timestamp}", f"finalizers: {pending}"],
+            f"see what holds it (kubectl get {ref.kubectl()} -o yaml: finalizers, and for a "
+            "claim the pods that still mount it); let the deletion finish before deploying "
+            "this object again",
+        )
+
+
 def run_rules(changes: Iterable[Change], world: World) -> list[Finding]:
     """Every finding the rules make for these changes, before policy is applied."""
+    changes = list(changes)
     findings: list[Finding] = []
     for change in changes:
         if change.action is Action.DELETE and change.base is not None:
@@ -397,4 +482,5 @@ def run_rules(changes: Iterable[Change], world: World) -> list[Finding]:
         for rule in CHANGE_RULES:
             findings.extend(rule(change, world))
     findings.extend(check_retiring_consumers(world))
+    findings.extend(check_already_terminating(changes, world))
     return findings

@@ -1,0 +1,55 @@
+# The two commands of the README:
+#   make example   run `gate check` on the bundled incident (examples/incident)
+#   make test      lint, type-check and run the whole test suite, e2e against a real control plane
+# Both set up what they need: a virtualenv in .venv, and the Kubernetes binaries (built from Go
+# modules into ~/.cache/prune-gate/bin, once).
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: example test lint unit e2e bench binaries cluster-up cluster-down clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+example: $(STAMP)
+	@echo '$$ gate check --base-manifests examples/incident/base --head-manifests examples/incident/candidate --context speculative'
+	@$(BIN)/gate check --base-manifests examples/incident/base \
+		--head-manifests examples/incident/candidate --context speculative; \
+		code=$$?; echo; echo "gate exited $$code (0 pass, 1 blocked or deferred, 2 could not decide)"; \
+		test $$code -ne 2
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+unit: $(STAMP)
+	$(BIN)/pytest tests/unit
+
+binaries:
+	scripts/build-binaries
+
+e2e: $(STAMP) binaries
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest tests/e2e
+
+test: lint binaries
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest
+
+bench: $(STAMP) binaries
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench
+
+cluster-up:
+	scripts/dev-cluster up
+
+cluster-down:
+	scripts/dev-cluster down
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

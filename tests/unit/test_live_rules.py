@@ -1,0 +1,145 @@
+"""Rules that read the live view, fed by a LiveState built from raw API objects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gate.cluster import LiveView
+from gate.context import Context
+from gate.findings import Code, Severity
+from gate.livestate import LiveState
+from gate.policy import Policy
+from gate.refs import ObjectRef
+from gate.verdict import Verdict
+from tests.unit.helpers import claim, codes, run
+
+GUARDED = Policy().guarded_kinds
+
+
+def pod(
+    name: str, claim: str, node: str = "n1", phase: str = "Running", **meta: Any
+) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "app", "uid": f"uid-{name}", **meta},
+        "spec": {
+            "nodeName": node,
+            "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": claim}}],
+        },
+        "status": {"phase": phase},
+    }
+
+
+def live_claim(name: str = "data", volume: str | None = "pv-1", **ann: str) -> dict[str, Any]:
+    spec = {"volumeName": volume} if volume else {}
+    return {"metadata": {"name": name, "namespace": "app", "annotations": ann}, "spec": spec}
+
+
+def state(*objs: tuple[str, str, dict[str, Any]]) -> LiveState:
+    s = LiveState(GUARDED)
+    for api_version, kind, obj in objs:
+        s.upsert(obj, api_version, kind)
+    return s
+
+
+def test_livestate_is_a_liveview() -> None:
+    view: LiveView = LiveState()
+    assert view.get(ObjectRef("", "Pod", "a", "b")) is None
+
+
+def test_claim_mounted_by_scheduled_pod() -> None:
+    live = state(("v1", "PersistentVolumeClaim", live_claim()), ("v1", "Pod", pod("web-1", "data")))
+    result = run(claim(), "", live=live)
+    assert codes(result) == {Code.CLAIM_MOUNTED, Code.NOT_RETIRED}
+    f = next(f for f in result.decision.findings if f.code is Code.CLAIM_MOUNTED)
+    assert "pod web-1 on node n1" in f.message
+    assert "pod app/web-1 on node n1 (Running" in f.evidence[0]
+
+
+def test_unscheduled_pod_does_not_pin_but_finished_pod_does() -> None:
+    live = state(("v1", "Pod", pod("p", "data", node="")))
+    assert Code.CLAIM_MOUNTED not in codes(run(claim(retire="x"), "", live=live))
+    done = state(("v1", "Pod", pod("job-1", "data", phase="Succeeded")))
+    result = run(claim(retire="x"), "", live=done)
+    (f,) = result.decision.findings
+    assert f.code is Code.CLAIM_MOUNTED
+    assert "kubectl delete pod -n app job-1" in f.remediation
+
+
+def test_ephemeral_claim_pinned_until_pod_shut_down() -> None:
+    eph = {
+        "metadata": {"name": "w", "namespace": "app", "uid": "u1"},
+        "spec": {"nodeName": "n1", "volumes": [{"name": "scratch", "ephemeral": {}}]},
+        "status": {"phase": "Running"},
+    }
+    live = state(("v1", "Pod", eph))
+    ephemeral_claim = claim(retire="x").replace("name: data", "name: w-scratch")
+    assert codes(run(ephemeral_claim, "", live=live)) == {Code.CLAIM_MOUNTED}
+    eph["metadata"].update(deletionTimestamp="2026-12-02T10:00:00Z", deletionGracePeriodSeconds=0)
+    live.upsert(eph, "v1", "Pod")
+    assert run(ephemeral_claim, "", live=live).decision.verdict is Verdict.ALLOW
+
+
+def test_pod_deleted_from_cache_unpins() -> None:
+    live = state(("v1", "Pod", pod("web-1", "data")))
+    live.delete(ObjectRef("", "Pod", "app", "web-1"))
+    assert run(claim(retire="x"), "", live=live).decision.verdict is Verdict.ALLOW
+
+
+def test_live_annotation_wins_over_base() -> None:
+    retired_live = state(
+        ("v1", "PersistentVolumeClaim", live_claim(**{"prune-gate.io/retire": "x"}))
+    )
+    assert Code.NOT_RETIRED not in codes(run(claim(), "", live=retired_live))
+    unretired_live = state(("v1", "PersistentVolumeClaim", live_claim()))
+    assert Code.NOT_RETIRED in codes(run(claim(retire="x"), "", live=unretired_live))
+
+
+def test_reclaim_delete_without_snapshot() -> None:
+    pv = {"metadata": {"name": "pv-1"}, "spec": {"persistentVolumeReclaimPolicy": "Delete"}}
+    live = state(
+        ("v1", "PersistentVolumeClaim", live_claim(**{"prune-gate.io/retire": "x"})),
+        ("v1", "PersistentVolume", pv),
+    )
+    result = run(claim(), "", live=live)
+    (f,) = result.decision.findings
+    assert f.code is Code.RECLAIM_DELETE_LOSES_DATA
+    assert f.severity is Severity.WARN  # retired: a warning
+    assert "kubectl patch pv pv-1" in f.remediation
+    live.upsert(live_claim(), "v1", "PersistentVolumeClaim")  # not retired: a block
+    blocked = run(claim(), "", live=live)
+    assert {f.severity for f in blocked.decision.findings} == {Severity.BLOCK}
+    snap = {
+        "metadata": {"name": "s1", "namespace": "app"},
+        "spec": {"source": {"persistentVolumeClaimName": "data"}},
+        "status": {"readyToUse": True},
+    }
+    live.upsert(snap, "snapshot.storage.k8s.io/v1", "VolumeSnapshot")
+    assert Code.RECLAIM_DELETE_LOSES_DATA not in codes(run(claim(), "", live=live))
+
+
+def test_live_consumers_and_namespace_contents() -> None:
+    deploy = {
+        "metadata": {"name": "api", "namespace": "app"},
+        "spec": {
+            "template": {
+                "spec": {"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]}
+            }
+        },
+    }
+    live = state(("apps/v1", "Deployment", deploy), ("v1", "PersistentVolumeClaim", live_claim()))
+    result = run(claim(retire="x"), "", live=live)
+    f = next(f for f in result.decision.findings if f.code is Code.CONSUMER_REMAINS)
+    assert "live Deployment app/api" in f.evidence[0]
+    ns = "apiVersion: v1\nkind: Namespace\nmetadata: {name: app}\n"
+    assert Code.NAMESPACE_HOLDS_CLAIMS in codes(run(ns, "", live=live))
+
+
+def test_already_terminating() -> None:
+    terminating = live_claim(**{"prune-gate.io/retire": "x"})
+    terminating["metadata"]["deletionTimestamp"] = "2026-12-01T09:00:00Z"
+    terminating["metadata"]["finalizers"] = ["kubernetes.io/pvc-protection"]
+    live = state(("v1", "PersistentVolumeClaim", terminating))
+    result = run(claim(), claim(), live=live, context=Context.MERGED)
+    (f,) = result.decision.findings
+    assert f.code is Code.ALREADY_TERMINATING
+    assert "kubernetes.io/pvc-protection" in f.evidence[1]

@@ -1,0 +1,110 @@
+"""The policy file: defaults, validation errors that name the key path, durations with units."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+
+from gate.context import Context
+from gate.errors import ConfigError
+from gate.findings import Code, Severity
+from gate.policy import Policy, load_policy, parse_duration, policy_from_dict
+from gate.quantity import parse_quantity
+from gate.refs import ObjectRef
+
+
+def test_defaults() -> None:
+    p = Policy()
+    assert p.is_guarded_kind("", "PersistentVolumeClaim")
+    assert not p.is_guarded_kind("", "ConfigMap")
+    assert p.severity_for(Code.NOT_RETIRED, Context.MERGED) is Severity.BLOCK
+    assert p.severity_for(Code.SPECULATIVE_PRUNE, Context.SPECULATIVE) is Severity.DEFER
+    assert p.severity_for(Code.ORPHANED_BY_KEEP, Context.PREVIEW) is Severity.WARN
+
+
+def test_full_file(tmp_path: Path) -> None:
+    f = tmp_path / "prune-gate.yaml"
+    f.write_text(
+        """\
+guardedKinds: [PersistentVolumeClaim, Bucket.s3.example.com]
+severity:
+  CONSUMER_REMAINS: warn
+  NOT_RETIRED: {preview: warn}
+exemptions:
+  - kind: PersistentVolumeClaim
+    namespace: "ci-*"
+    labels: {tier: scratch}
+    codes: [NOT_RETIRED]
+    reason: CI scratch claims
+    expires: "2027-06-30"
+annotations: {retire: example.com/retire}
+live: {timeout: 45s}
+webhook:
+  deployers: ["system:serviceaccount:flux-system:kustomize-controller"]
+  fence: {namespace: prune-gate, name: speculation-fence}
+  resync: 1h30m
+"""
+    )
+    p = load_policy(f)
+    assert p.is_guarded_kind("s3.example.com", "Bucket")
+    assert not p.is_guarded_kind("", "PersistentVolume")
+    assert p.severity_for(Code.NOT_RETIRED, Context.PREVIEW) is Severity.WARN
+    assert p.severity_for(Code.NOT_RETIRED, Context.MERGED) is Severity.BLOCK
+    assert p.severity_for(Code.CONSUMER_REMAINS, Context.MERGED) is Severity.WARN
+    assert p.retire_annotation == "example.com/retire"
+    assert p.live_timeout_seconds == 45
+    assert p.webhook.resync_seconds == 5400
+    assert p.webhook.fence == ("prune-gate", "speculation-fence")
+    ref = ObjectRef("", "PersistentVolumeClaim", "ci-7", "x")
+    today = dt.date(2026, 12, 2)
+    assert p.exemption_for(ref, {"tier": "scratch"}, Code.NOT_RETIRED, today) is not None
+    assert p.exemption_for(ref, {"tier": "prod"}, Code.NOT_RETIRED, today) is None
+    assert p.exemption_for(ref, {"tier": "scratch"}, Code.CLAIM_MOUNTED, today) is None
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ({"guardedKind": []}, "(top level): unknown key 'guardedKind'"),
+        ({"webhook": {"resync": "300"}}, "webhook.resync: '300' is not a duration with units"),
+        ({"live": {"timeout": 30}}, "live.timeout: 30 is not of type 'string'"),
+        ({"severity": {"NOT_A_CODE": "block"}}, "'NOT_A_CODE': unknown finding code"),
+        ({"severity": {"NOT_RETIRED": "fatal"}}, "severity.NOT_RETIRED"),
+        ({"exemptions": [{"kind": "PersistentVolumeClaim", "reason": "x"}]}, "exemptions.0"),
+        ({"webhook": {"fence": {"name": "f", "ns": "x"}}}, "webhook.fence: unknown key 'ns'"),
+    ],
+)
+def test_errors_name_the_key_path(doc: object, message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        policy_from_dict(doc, "prune-gate.yaml")
+    assert str(err.value).startswith("prune-gate.yaml: ")
+    assert message in str(err.value)
+
+
+def test_bad_yaml_names_line(tmp_path: Path) -> None:
+    f = tmp_path / "p.yaml"
+    f.write_text("severity:\n  NOT_RETIRED: [\n")
+    with pytest.raises(ConfigError, match=r"p.yaml:3: invalid YAML"):
+        load_policy(f)
+
+
+def test_durations() -> None:
+    assert parse_duration("90s") == 90
+    assert parse_duration("1h30m") == 5400
+    assert parse_duration("250ms") == 0.25
+    for bad in ("", "30", "5 m", "1d", "m5"):
+        with pytest.raises(ValueError, match="not a duration"):
+            parse_duration(bad)
+
+
+def test_quantities() -> None:
+    assert parse_quantity("1Gi") == 1024 * parse_quantity("1Mi")
+    assert parse_quantity("1G") == 10**9
+    assert parse_quantity("1.5Gi") == parse_quantity("1536Mi")
+    assert parse_quantity("1e3") == 1000
+    assert parse_quantity(5) == 5
+    for bad in ("", "Gi", "1GB", "x", True):
+        with pytest.raises(ValueError, match="not a quantity"):
+            parse_quantity(bad)
