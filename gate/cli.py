@@ -209,10 +209,16 @@ def _emit(result: CheckResult, fmt: str, context: Context, base: str, head: str)
 
     color = fmt == "text" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
     click.echo(render_report(result, fmt, context=context, base=base, head=head, color=color))
+    if fmt != "github":
+        return
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if fmt == "github" and summary:
+    if summary:
         with Path(summary).open("a", encoding="utf-8") as fh:
             fh.write(step_summary(result, context=context, base=base, head=head))
+    output = os.environ.get("GITHUB_OUTPUT")
+    if output:  # the step's outputs, for later steps: `steps.<id>.outputs.verdict`
+        with Path(output).open("a", encoding="utf-8") as fh:
+            fh.write(f"verdict={result.decision.verdict}\n")
 
 
 @main.command("codes")

@@ -66,15 +66,16 @@ def test_unscheduled_pod_does_not_pin_but_finished_pod_does() -> None:
 
 
 def test_ephemeral_claim_pinned_until_pod_shut_down() -> None:
+    meta: dict[str, Any] = {"name": "w", "namespace": "app", "uid": "u1"}
     eph = {
-        "metadata": {"name": "w", "namespace": "app", "uid": "u1"},
+        "metadata": meta,
         "spec": {"nodeName": "n1", "volumes": [{"name": "scratch", "ephemeral": {}}]},
         "status": {"phase": "Running"},
     }
     live = state(("v1", "Pod", eph))
     ephemeral_claim = claim(retire="x").replace("name: data", "name: w-scratch")
     assert codes(run(ephemeral_claim, "", live=live)) == {Code.CLAIM_MOUNTED}
-    eph["metadata"].update(deletionTimestamp="2026-12-02T10:00:00Z", deletionGracePeriodSeconds=0)
+    meta.update(deletionTimestamp="2026-12-02T10:00:00Z", deletionGracePeriodSeconds=0)
     live.upsert(eph, "v1", "Pod")
     assert run(ephemeral_claim, "", live=live).decision.verdict is Verdict.ALLOW
 
