@@ -186,10 +186,10 @@ def test_render_an_overlay_at_two_revisions(history: tuple[GitRepo, str, str]) -
         ("PersistentVolumeClaim", "prod", "prod-data", "base/claim.yaml:2"),
     ]
     assert [k for k, *_ in summary(after)] == ["ConfigMap", "Deployment"]
-    deploy = next(o for o in after if o.body["kind"] == "Deployment")
-    assert deploy.body["spec"]["replicas"] == 3
+    deploy = next(o for o in before if o.body["kind"] == "Deployment")
+    assert deploy.body["spec"]["replicas"] == 3  # the overlay's patch applied
     volume = deploy.body["spec"]["template"]["spec"]["volumes"][0]
-    assert volume["persistentVolumeClaim"]["claimName"] == "prod-data"
+    assert volume["persistentVolumeClaim"]["claimName"] == "prod-data"  # name references followed
 
 
 @needs_kubectl
