@@ -28,6 +28,9 @@ import git
 from gate.errors import GitError, InputError
 from gate.manifests import MANIFEST_SUFFIXES, RawObject, parse_stream
 
+#: Files kustomize reads as its own configuration: they are build instructions, not objects.
+KUSTOMIZATION_NAMES = frozenset({"kustomization.yaml", "kustomization.yml", "Kustomization"})
+
 #: git tree entry modes (as `git ls-tree` prints them).
 _MODE_SYMLINK = "120000"
 _MODE_EXECUTABLE = "100755"
@@ -73,14 +76,17 @@ def read_tree(repo: str | Path, rev: str, paths: Sequence[str] = ()) -> list[Raw
     """Parse every .yaml/.yml/.json blob under `paths` (default: the whole tree) at `rev`.
 
     Paths are relative to the repository root. Hidden directories and files (`.github/...`) are
-    skipped unless a path names them. A path that does not exist at `rev` is a `GitError`.
+    skipped unless a path names them, and so are kustomize's own `kustomization.yaml` files
+    (build them with `gate.render` instead). A path that does not exist at `rev` is a `GitError`.
     """
     with open_repo(repo) as r:
         sha = _resolve(r, rev)
         entries = [
             e
             for e in _select(r, sha, rev, paths)
-            if e.path.endswith(MANIFEST_SUFFIXES) and e.mode != _MODE_SYMLINK
+            if e.path.endswith(MANIFEST_SUFFIXES)
+            and e.mode != _MODE_SYMLINK
+            and posixpath.basename(e.path) not in KUSTOMIZATION_NAMES
         ]
         out: list[RawObject] = []
         for entry, data in _blobs(r, entries):

@@ -192,6 +192,17 @@ def test_hidden_directories_are_skipped_unless_named(repo: GitRepo) -> None:
     assert names(gitsource.read_tree(repo.root, sha, [".config"])) == ["ConfigMap/named"]
 
 
+def test_kustomization_files_are_not_objects(repo: GitRepo) -> None:
+    sha = repo.commit(
+        {
+            "base/kustomization.yaml": "resources:\n  - cm.yaml\n",
+            "base/cm.yaml": CM.format(name="a"),
+            "other/kustomization.yml": "namePrefix: x-\n",
+        }
+    )
+    assert names(gitsource.read_tree(repo.root, sha)) == ["ConfigMap/a"]
+
+
 def test_a_path_missing_at_a_revision_names_rev_and_path(
     history: tuple[GitRepo, str, str],
 ) -> None:
