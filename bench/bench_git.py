@@ -2,7 +2,7 @@
 
 The issue asks that loading does no quadratic work; this builds a throwaway repository in a
 temporary directory (one commit, written with `git fast-import` so building it is quick too) and
-times reading its tree. Run: `python bench/bench_git.py [--files N] [--per-file M]`.
+times reading its tree. Run from the repository root: `python -m bench.bench_git [--files N]`.
 """
 
 from __future__ import annotations
