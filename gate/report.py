@@ -346,8 +346,10 @@ def annotation(finding: Finding) -> str:
     if finding.remediation:
         body.append(f"fix: {finding.remediation}")
     level = ANNOTATION_LEVEL[finding.severity]
-    joined = ",".join(f"{k}={escape_property(v)}" for k, v in props)
-    return f"::{level} {joined}::{escape_data(chr(10).join(body))}"
+    # Control characters from manifests are shown escaped first, so the only line breaks in the
+    # annotation are the ones between its parts, and no escape sequence reaches the log viewer.
+    joined = ",".join(f"{k}={escape_property(_visible(v))}" for k, v in props)
+    return f"::{level} {joined}::{escape_data(chr(10).join(_visible(b) for b in body))}"
 
 
 def render_github(decision: Decision, *, context: Context, base: str, head: str) -> str:
@@ -394,7 +396,7 @@ def render_markdown(
     out = [
         f"## prune-gate: {verdict.value.upper()}",
         "",
-        f"{_md(summarize(decision))}.",
+        f"{_md(_capitalized(summarize(decision)))}.",
         "",
         f"context `{context.value}` · base {_md_code(_label(base))} · "
         f"head {_md_code(_label(head))}",
@@ -423,6 +425,10 @@ def render_markdown(
         out += ["", "</details>"]
     out += ["", f"*{_md(exit_hint(verdict))}*"]
     return "\n".join(out)
+
+
+def _capitalized(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 def _md_row(f: Finding) -> str:
