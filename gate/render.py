@@ -81,8 +81,9 @@ def render_kustomize_paths(
 ) -> list[RawObject]:
     """Build several kustomizations at one revision, materialising the tree once."""
     command = find_kustomize()
-    with tempfile.TemporaryDirectory(prefix="prune-gate-") as tmp:
-        tree = Path(tmp) / _TREE_DIR
+    with tempfile.TemporaryDirectory(prefix="prune-gate-") as tmp_name:
+        tmp = Path(tmp_name).resolve()  # kustomize resolves symlinks; origins are relative
+        tree = tmp / _TREE_DIR
         sha = gitsource.export_tree(repo, rev, tree)
         out: list[RawObject] = []
         for path in paths:
@@ -96,7 +97,7 @@ def render_kustomize_paths(
                 _build(
                     command,
                     target,
-                    Path(tmp) / _WRAPPER_DIR,
+                    tmp / _WRAPPER_DIR,
                     label=label,
                     label_file=lambda f: _under(f, tree),
                     scrub=str(tree),
@@ -121,7 +122,7 @@ def render_kustomize_dir(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT) 
         return _build(
             command,
             target.resolve(),
-            Path(tmp) / _WRAPPER_DIR,
+            Path(tmp).resolve() / _WRAPPER_DIR,
             label=f"{path} (kustomize build)",
             label_file=lambda f: _under(f, cwd) or str(f),
             scrub=None,
