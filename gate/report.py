@@ -133,7 +133,7 @@ def count(findings: Iterable[Finding], severity: Severity) -> int:
 
 
 def summarize(decision: Decision) -> str:
-    """The verdict in one clause: `2 findings block this deploy, 1 defers a deletion`."""
+    """The verdict in one clause: `2 findings block this deploy, 1 more defers a deletion ...`."""
     found = decision.findings
     blocks, defers, warns = (
         count(found, s) for s in (Severity.BLOCK, Severity.DEFER, Severity.WARN)
@@ -142,12 +142,8 @@ def summarize(decision: Decision) -> str:
     if blocks:
         parts.append(f"{_n(blocks, 'finding')} {_verb(blocks, 'block')} this deploy")
     if defers:
-        more = "more " if blocks else ""
-        parts.append(
-            f"{defers} {more}{_verb(defers, 'defer')} a deletion to the merged deploy"
-            if blocks
-            else f"{_n(defers, 'finding')} {_verb(defers, 'defer')} a deletion to the merged deploy"
-        )
+        who = f"{defers} more" if blocks else _n(defers, "finding")
+        parts.append(f"{who} {_verb(defers, 'defer')} a deletion to the merged deploy")
     if warns:
         parts.append(_n(warns, "warning"))
     if not blocks and not defers:
