@@ -37,10 +37,13 @@ binaries:
 	scripts/build-binaries
 
 e2e: $(STAMP) binaries
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest tests/e2e
+	PATH="$(CURDIR)/$(BIN):$(KUBE_BIN):$$PATH" $(BIN)/pytest tests/e2e
+
+# The pinned kubectl goes first on PATH: kustomize rendering tests use it.
+KUBE_BIN = $(shell dirname "$$(scripts/build-binaries path kubectl)")
 
 test: lint binaries
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest
+	PATH="$(CURDIR)/$(BIN):$(KUBE_BIN):$$PATH" $(BIN)/pytest
 
 bench: $(STAMP) binaries
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench

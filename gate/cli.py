@@ -22,12 +22,10 @@ from gate.errors import GateError, InputError
 from gate.findings import MEANING, Code
 from gate.manifests import RawObject, read_path
 from gate.policy import POLICY_FILE, Policy, load_policy, policy_from_text
-from gate.report import render_report, step_summary
+from gate.report import FORMATS, render_report, step_summary
 from gate.verdict import EXIT_UNDECIDED
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-FORMATS = ("text", "json", "github", "markdown")
 
 
 def fail(message: str) -> NoReturn:
@@ -138,7 +136,8 @@ def check_command(
             if base_manifests == "-" and head_manifests == "-":
                 fail("only one side can be read from stdin (-)")
             policy = _policy_for_files(config_path)
-            base_raw, head_raw = read_path(base_manifests), read_path(head_manifests)
+            base_raw = read_path(_workspace_relative(base_manifests))
+            head_raw = read_path(_workspace_relative(head_manifests))
             base_label, head_label = base_manifests, head_manifests
         else:
             base_rev = base_rev or ci.base
@@ -196,13 +195,25 @@ def _read_git(
     if render == "kustomize":
         if not paths:
             raise InputError("--render kustomize needs at least one --path to build")
-        base_raw = [o for p in paths for o in renderers.render_kustomize(repo, base_sha, p)]
-        head_raw = [o for p in paths for o in renderers.render_kustomize(repo, head_sha, p)]
+        base_raw = renderers.render_kustomize_paths(repo, base_sha, paths)
+        head_raw = renderers.render_kustomize_paths(repo, head_sha, paths)
     else:
         base_raw = gitsource.read_tree(repo, base_sha, paths)
         head_raw = gitsource.read_tree(repo, head_sha, paths)
-    base_label, head_label = f"{base_rev} ({base_sha[:12]})", f"{head_rev} ({head_sha[:12]})"
+    base_label, head_label = _rev_label(base_rev, base_sha), _rev_label(head_rev, head_sha)
     return base_raw, head_raw, policy, base_label, head_label
+
+
+def _workspace_relative(path: str) -> str:
+    """An absolute path inside the working directory, made relative: annotations need that."""
+    p = Path(path)
+    if p.is_absolute() and p.is_relative_to(Path.cwd()):
+        return p.relative_to(Path.cwd()).as_posix() or "."
+    return path
+
+
+def _rev_label(rev: str, sha: str) -> str:
+    return sha if sha.startswith(rev) else f"{rev} ({sha[:12]})"
 
 
 def _emit(result: CheckResult, fmt: str, context: Context, base: str, head: str) -> None:

@@ -26,10 +26,9 @@ from pathlib import Path
 import git
 
 from gate.errors import GitError, InputError
-from gate.manifests import MANIFEST_SUFFIXES, RawObject, parse_stream
+from gate.manifests import KUSTOMIZATION_NAMES, MANIFEST_SUFFIXES, RawObject, parse_stream
 
 #: Files kustomize reads as its own configuration: they are build instructions, not objects.
-KUSTOMIZATION_NAMES = frozenset({"kustomization.yaml", "kustomization.yml", "Kustomization"})
 
 #: git tree entry modes (as `git ls-tree` prints them).
 _MODE_SYMLINK = "120000"
@@ -90,7 +89,7 @@ def read_tree(repo: str | Path, rev: str, paths: Sequence[str] = ()) -> list[Raw
         ]
         out: list[RawObject] = []
         for entry, data in _blobs(r, entries):
-            out.extend(parse_stream(_decode(data, entry.path), entry.path))
+            out.extend(parse_stream(_decode(data, entry.path), entry.path, only_objects=True))
         return out
 
 

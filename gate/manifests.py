@@ -25,6 +25,8 @@ except AttributeError:  # PyYAML built without libyaml
 
 #: File name endings read from directories and git trees.
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+#: kustomize's own configuration files: inputs to a build, not objects.
+KUSTOMIZATION_NAMES = frozenset({"kustomization.yaml", "kustomization.yml", "Kustomization"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,11 +78,13 @@ class RawObject:
     source: Source
 
 
-def parse_stream(text: str, path: str) -> list[RawObject]:
+def parse_stream(text: str, path: str, *, only_objects: bool = False) -> list[RawObject]:
     """Parse a multi-document YAML (or JSON) stream into objects, each with its line.
 
-    Empty documents are skipped. A syntax error or a document that is not a Kubernetes object
-    raises `InputError` naming `path:line`.
+    Empty documents are skipped. A syntax error, or a document that is not a Kubernetes object,
+    raises `InputError` naming `path:line`. With `only_objects` (directories and git trees, which
+    hold other YAML too: Helm values, CI config), documents with neither apiVersion nor kind are
+    skipped; one with only one of them is still an error, since it is a broken manifest.
     """
     loader = _Loader(text)
     out: list[RawObject] = []
@@ -93,6 +97,8 @@ def parse_stream(text: str, path: str) -> list[RawObject]:
             doc = loader.construct_document(node)
             if doc is None:
                 continue
+            if only_objects and not _looks_like_object(doc):
+                continue
             _collect(doc, Source(path, line), out)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -104,6 +110,10 @@ def parse_stream(text: str, path: str) -> list[RawObject]:
     finally:
         loader.dispose()
     return out
+
+
+def _looks_like_object(doc: Any) -> bool:
+    return isinstance(doc, dict) and ("apiVersion" in doc or "kind" in doc)
 
 
 def _collect(doc: Any, source: Source, out: list[RawObject]) -> None:
@@ -143,8 +153,14 @@ def read_path(path: str | Path, stdin_label: str = "<stdin>") -> list[RawObject]
     if p.is_dir():
         out: list[RawObject] = []
         for f in sorted(p.rglob("*")):
-            if f.is_file() and f.suffix in MANIFEST_SUFFIXES and not _hidden(f, p):
-                out.extend(_read_file(f, (Path(path) / f.relative_to(p)).as_posix()))
+            if (
+                f.is_file()
+                and f.suffix in MANIFEST_SUFFIXES
+                and f.name not in KUSTOMIZATION_NAMES
+                and not _hidden(f, p)
+            ):
+                label = (Path(path) / f.relative_to(p)).as_posix()
+                out.extend(_read_file(f, label, only_objects=True))
         return out
     if p.is_file():
         return _read_file(p, str(path))
@@ -155,12 +171,12 @@ def _hidden(f: Path, root: Path) -> bool:
     return any(part.startswith(".") for part in f.relative_to(root).parts)
 
 
-def _read_file(f: Path, label: str) -> list[RawObject]:
+def _read_file(f: Path, label: str, *, only_objects: bool = False) -> list[RawObject]:
     try:
         text = f.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read: {exc}", label) from None
-    return parse_stream(text, label)
+    return parse_stream(text, label, only_objects=only_objects)
 
 
 class Inventory:

@@ -105,3 +105,15 @@ def test_duplicate_identity_names_both_locations() -> None:
     with pytest.raises(DuplicateObjectError) as err:
         build_inventory(parse_stream(text, "d.yaml"), Scopes())
     assert "d.yaml:5" in str(err.value) and "d.yaml:1" in str(err.value)
+
+
+def test_directories_skip_yaml_that_is_not_a_manifest(tmp_path: Path) -> None:
+    (tmp_path / "values.yaml").write_text("replicaCount: 2\nimage: {tag: v1}\n")
+    (tmp_path / "kustomization.yaml").write_text("resources: [a.yaml]\n")
+    (tmp_path / "a.yaml").write_text("apiVersion: v1\nkind: Secret\nmetadata: {name: s}\n")
+    assert [o.body["kind"] for o in read_path(tmp_path)] == ["Secret"]
+    (tmp_path / "broken.yaml").write_text("kind: Secret\nmetadata: {name: t}\n")
+    with pytest.raises(InputError, match=r"broken\.yaml:1: object has no apiVersion"):
+        read_path(tmp_path)
+    with pytest.raises(InputError, match=r"values\.yaml:1: object has no apiVersion"):
+        read_path(tmp_path / "values.yaml")  # a file named explicitly must be a manifest

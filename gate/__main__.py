@@ -1,0 +1,5 @@
+"""`python -m gate`: the same as the `gate` console script."""
+
+from gate.cli import main
+
+main()
