@@ -1,0 +1,178 @@
+"""Prune scopes: parsing `--prune-scope`, ownership marks, and live-owned minus candidate."""
+
+from __future__ import annotations
+
+import pytest
+
+from gate.cluster import LiveObject
+from gate.errors import InputError
+from gate.findings import Code
+from gate.livestate import LiveState
+from gate.manifests import build_inventory, parse_stream
+from gate.plan import Action
+from gate.policy import Policy
+from gate.refs import ObjectRef, Scopes
+from gate.scope import (
+    ARGOCD_INSTANCE,
+    ARGOCD_TRACKING,
+    FLUX_NAME,
+    FLUX_NAMESPACE,
+    HELM_RELEASE_NAME,
+    HELM_RELEASE_NAMESPACE,
+    PruneScope,
+    Requirement,
+    owned_objects,
+    parse_scope,
+    parse_selector,
+    prune_changes,
+    prune_set,
+)
+from tests.unit.helpers import TODAY, claim, codes
+
+FLUX = {FLUX_NAME: "apps", FLUX_NAMESPACE: "flux-system"}
+HELM = {HELM_RELEASE_NAME: "db", HELM_RELEASE_NAMESPACE: "shop"}
+
+
+def obj(
+    name: str,
+    kind: str = "PersistentVolumeClaim",
+    group: str = "",
+    namespace: str = "app",
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+) -> LiveObject:
+    return LiveObject(
+        ObjectRef(group, kind, namespace, name), dict(annotations or {}), dict(labels or {})
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("flux:flux-system/apps", PruneScope("flux", "flux-system", "apps")),
+        ("helm:shop/db", PruneScope("helm", "shop", "db")),
+        ("argocd:shop", PruneScope("argocd", name="shop")),
+        ("FLUX: flux-system/apps", PruneScope("flux", "flux-system", "apps")),
+        (
+            "label:a=b,c!=d,e,!f,g==h",
+            PruneScope(
+                "label",
+                selector=(
+                    Requirement("a", "=", "b"),
+                    Requirement("c", "!=", "d"),
+                    Requirement("e", "exists"),
+                    Requirement("f", "!exists"),
+                    Requirement("g", "=", "h"),
+                ),
+            ),
+        ),
+    ],
+)
+def test_parse_scope(text: str, expected: PruneScope) -> None:
+    assert parse_scope(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("flux", "is not one of flux:NAMESPACE/NAME"),
+        ("kapp:x", "is not one of"),
+        ("flux:apps", "flux needs flux:NAMESPACE/NAME"),
+        ("helm:shop/", "helm needs helm:NAMESPACE/RELEASE"),
+        ("helm:a/b/c", "helm needs"),
+        ("argocd:ns/app", "without a namespace"),
+        ("label:", "is not one of"),
+        ("label:a in (b)", "set-based"),
+        ("label:a=b,,c", "empty term"),
+        ("label:a=b c", "not a valid label key and value"),
+    ],
+)
+def test_malformed_scope_says_what_is_accepted(text: str, says: str) -> None:
+    with pytest.raises(InputError) as err:
+        parse_scope(text)
+    assert says in str(err.value)
+
+
+def test_str_round_trips() -> None:
+    for text in ("flux:flux-system/apps", "helm:shop/db", "argocd:shop", "label:a=b,c!=d,e,!f"):
+        assert str(parse_scope(text)) == text
+
+
+def test_flux_needs_both_labels() -> None:
+    scope = parse_scope("flux:flux-system/apps")
+    assert scope.owns(FLUX, {})
+    assert not scope.owns({FLUX_NAME: "apps"}, {})
+    assert not scope.owns({**FLUX, FLUX_NAMESPACE: "other"}, {})
+    assert not scope.owns({}, FLUX)  # labels, not annotations
+
+
+def test_helm_reads_annotations() -> None:
+    scope = parse_scope("helm:shop/db")
+    assert scope.owns({}, HELM)
+    assert not scope.owns(HELM, {})
+    assert not scope.owns({}, {**HELM, HELM_RELEASE_NAMESPACE: "other"})
+
+
+def test_argocd_tracking_annotation_wins_over_instance_label() -> None:
+    scope = parse_scope("argocd:shop")
+    assert scope.owns({}, {ARGOCD_TRACKING: "shop:/PersistentVolumeClaim:app/data"})
+    assert not scope.owns({}, {ARGOCD_TRACKING: "shopfront:/PersistentVolumeClaim:app/data"})
+    assert scope.owns({ARGOCD_INSTANCE: "shop"}, {})
+    # tracked by another app: the instance label (copied from a chart) does not count
+    assert not scope.owns({ARGOCD_INSTANCE: "shop"}, {ARGOCD_TRACKING: "other:/x:y/z"})
+
+
+def test_selector_semantics() -> None:
+    (ne,) = parse_selector("tier!=cache")
+    assert ne.matches({}) and ne.matches({"tier": "db"}) and not ne.matches({"tier": "cache"})
+    scope = parse_scope("label:app=shop,!legacy")
+    assert scope.owns({"app": "shop"}, {})
+    assert not scope.owns({"app": "shop", "legacy": "1"}, {})
+
+
+def test_prune_set_is_owned_minus_candidate_minus_controlled() -> None:
+    scope = parse_scope("flux:flux-system/apps")
+    kept = obj("kept", labels=FLUX)
+    gone = obj("gone", labels=FLUX)
+    made = obj("data-db-0", labels=FLUX)  # a StatefulSet's claim with template labels
+    other = obj("other", labels={FLUX_NAME: "infra", FLUX_NAMESPACE: "flux-system"})
+    cm = obj("cfg", kind="ConfigMap", labels=FLUX)  # not a scanned kind
+    ns = obj("app", kind="Namespace", namespace="", labels=FLUX)
+    objects = [kept, gone, made, other, cm, ns]
+    assert owned_objects(scope, objects, controlled={made.ref}) == sorted(
+        [kept.ref, gone.ref, ns.ref]
+    )
+    assert prune_set(scope, objects, {kept.ref, ns.ref}, controlled={made.ref}) == [gone.ref]
+
+
+def test_prune_changes_carry_base_manifest_and_cause() -> None:
+    base = build_inventory(parse_stream(claim(), "base.yaml"), Scopes(), "default")
+    scope = parse_scope("helm:shop/db")
+    declared = ObjectRef("", "PersistentVolumeClaim", "app", "data")
+    never = ObjectRef("", "PersistentVolumeClaim", "app", "orphan")
+    changes = prune_changes(scope, [declared, never], base)
+    assert [c.action for c in changes] == [Action.DELETE, Action.DELETE]
+    assert changes[0].base is not None and changes[0].base.ref == declared
+    assert changes[1].base is None and changes[1].head is None
+    assert changes[1].cause == "pruned: owned by helm:shop/db and not in the candidate"
+
+
+def test_pruned_object_base_never_had_is_checked_by_the_rules() -> None:
+    from gate.check import check_objects
+    from gate.context import Context
+
+    live = LiveState(Policy().guarded_kinds)
+    live.upsert(
+        {"metadata": {"name": "orphan", "namespace": "app", "labels": FLUX}},
+        "v1",
+        "PersistentVolumeClaim",
+    )
+    scope = parse_scope("flux:flux-system/apps")
+    refs = prune_set(scope, live.objects.values(), candidate=set())
+    extra = prune_changes(scope, refs, build_inventory([], Scopes(), "default"))
+    result = check_objects(
+        [], [], context=Context.MERGED, policy=Policy(), today=TODAY, live=live, extra_changes=extra
+    )
+    assert codes(result) == {Code.NOT_RETIRED}
+    (finding,) = result.decision.findings
+    assert "pruned: owned by flux:flux-system/apps" in " ".join(finding.evidence)
