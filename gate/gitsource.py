@@ -87,10 +87,22 @@ def read_tree(repo: str | Path, rev: str, paths: Sequence[str] = ()) -> list[Raw
             and e.mode != _MODE_SYMLINK
             and posixpath.basename(e.path) not in KUSTOMIZATION_NAMES
         ]
+        todo = [e for e in entries if (e.sha, e.path) not in _PARSED]
+        for entry, data in _blobs(r, todo):
+            parsed = parse_stream(_decode(data, entry.path), entry.path, only_objects=True)
+            _PARSED[(entry.sha, entry.path)] = parsed
         out: list[RawObject] = []
-        for entry, data in _blobs(r, entries):
-            out.extend(parse_stream(_decode(data, entry.path), entry.path, only_objects=True))
+        for e in entries:
+            out.extend(_PARSED[(e.sha, e.path)])
+        if len(_PARSED) > _PARSED_MAX:
+            _PARSED.clear()
         return out
+
+
+#: Parsed blobs by (blob sha, path). Base and candidate share most files: each is parsed once.
+#: Parsed objects are never mutated, so sharing them between the two sides is safe.
+_PARSED: dict[tuple[str, str], list[RawObject]] = {}
+_PARSED_MAX = 200_000
 
 
 def read_file(repo: str | Path, rev: str, path: str) -> str | None:

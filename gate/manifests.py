@@ -7,6 +7,7 @@ has it. `kind: List` documents are flattened, so `kubectl get -o yaml` output is
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -173,10 +174,24 @@ def _hidden(f: Path, root: Path) -> bool:
 
 def _read_file(f: Path, label: str, *, only_objects: bool = False) -> list[RawObject]:
     try:
-        text = f.read_text(encoding="utf-8")
+        data = f.read_bytes()
+        text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read: {exc}", label) from None
-    return parse_stream(text, label, only_objects=only_objects)
+    key = (hashlib.blake2b(data, digest_size=16).digest(), only_objects)
+    known = _BY_CONTENT.get(key)
+    if known is not None:  # the same bytes on the other side: reuse the parse, relabelled
+        return [RawObject(o.body, Source(label, o.source.line)) for o in known]
+    parsed = parse_stream(text, label, only_objects=only_objects)
+    if len(_BY_CONTENT) > 100_000:
+        _BY_CONTENT.clear()
+    _BY_CONTENT[key] = parsed
+    return parsed
+
+
+#: Parsed files by content. Base and candidate renders share most files; parse each once.
+#: Parsed bodies are never mutated, so two sides may share them.
+_BY_CONTENT: dict[tuple[bytes, bool], list[RawObject]] = {}
 
 
 class Inventory:
