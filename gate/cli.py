@@ -16,16 +16,33 @@ from typing import Any, NoReturn, TypeVar
 import click
 
 from gate import __version__
-from gate.check import CheckResult, check_objects
+from gate.check import CheckResult, check_inventories, check_objects
 from gate.context import Context, detect_ci_context
 from gate.errors import GateError, InputError
 from gate.findings import MEANING, Code
-from gate.manifests import RawObject, read_path
+from gate.manifests import RawObject, build_inventory, learn_scopes, read_path
 from gate.policy import POLICY_FILE, Policy, load_policy, policy_from_text
+from gate.refs import Scopes
 from gate.report import FORMATS, render_report, step_summary
+from gate.scope import PruneScope, parse_scope
 from gate.verdict import EXIT_UNDECIDED
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def kube_options(f: F) -> F:
+    """--kubeconfig and --kube-context, shared by every command that reads the cluster."""
+    f = click.option(
+        "--kube-context",
+        metavar="NAME",
+        help="Context in the kubeconfig (default: its current-context).",
+    )(f)
+    return click.option(
+        "--kubeconfig",
+        metavar="FILE",
+        type=click.Path(dir_okay=False),
+        help="Kubeconfig (default: $KUBECONFIG, then ~/.kube/config, then in-cluster).",
+    )(f)
 
 
 def fail(message: str) -> NoReturn:
@@ -105,6 +122,20 @@ def main() -> None:
     show_default=True,
     help="Report format.",
 )
+@click.option(
+    "--live",
+    is_flag=True,
+    help="Also read the cluster: mounted claims, live retire annotations, the prune set.",
+)
+@kube_options
+@click.option(
+    "--prune-scope",
+    "prune_scopes",
+    multiple=True,
+    metavar="SCOPE",
+    help="Live objects the deployer owns, pruned when the candidate lacks them (implies --live; "
+    "repeatable): flux:NAMESPACE/NAME, argocd:APP, helm:NAMESPACE/RELEASE, label:SELECTOR.",
+)
 def check_command(
     base_manifests: str | None,
     head_manifests: str | None,
@@ -118,6 +149,10 @@ def check_command(
     namespace: str,
     force: bool,
     fmt: str,
+    live: bool,
+    kubeconfig: str | None,
+    kube_context: str | None,
+    prune_scopes: Sequence[str],
 ) -> None:
     """Compare base and candidate manifests and say which deletions must not happen.
 
@@ -151,19 +186,72 @@ def check_command(
             base_raw, head_raw, policy, base_label, head_label = _read_git(
                 repo, base_rev, head_rev, paths, render, config_path
             )
-        result = check_objects(
-            base_raw,
-            head_raw,
-            context=context,
-            policy=policy,
-            today=dt.date.today(),
-            default_namespace=namespace,
-            force=force,
-        )
+        live = live or bool(prune_scopes) or kubeconfig is not None or kube_context is not None
+        if live:
+            result = _check_live(
+                base_raw,
+                head_raw,
+                context=context,
+                policy=policy,
+                namespace=namespace,
+                force=force,
+                kubeconfig=kubeconfig,
+                kube_context=kube_context,
+                scopes=[parse_scope(s) for s in prune_scopes],
+                quiet=fmt != "text",
+            )
+        else:
+            result = check_objects(
+                base_raw,
+                head_raw,
+                context=context,
+                policy=policy,
+                today=dt.date.today(),
+                default_namespace=namespace,
+                force=force,
+            )
     except GateError as exc:
         fail(str(exc))
     _emit(result, fmt, context, base_label, head_label)
     sys.exit(result.decision.verdict.exit_code)
+
+
+def _check_live(
+    base_raw: Sequence[RawObject],
+    head_raw: Sequence[RawObject],
+    *,
+    context: Context,
+    policy: Policy,
+    namespace: str,
+    force: bool,
+    kubeconfig: str | None,
+    kube_context: str | None,
+    scopes: Sequence[PruneScope],
+    quiet: bool,
+) -> CheckResult:
+    """`gate check --live`: the same check, with the cluster's truth and the prune set."""
+    from gate.snapshot import ApiLister, read_live  # the kubernetes client is slow to import
+
+    kinds = Scopes()
+    learn_scopes(kinds, base_raw, head_raw)
+    base = build_inventory(base_raw, kinds, namespace)
+    head = build_inventory(head_raw, kinds, namespace)
+    timeout = policy.live_timeout_seconds
+    with ApiLister.from_kubeconfig(kubeconfig, kube_context, timeout) as lister:
+        read = read_live(lister, policy, base, head, scopes)
+        if not quiet:
+            pruned = f"; prune set: {len(read.prune_changes)} object(s)" if scopes else ""
+            click.echo(f"live: {lister.host}: {read.snapshot.summary()}{pruned}", err=True)
+    return check_inventories(
+        base,
+        head,
+        context=context,
+        policy=policy,
+        today=dt.date.today(),
+        force=force,
+        live=read.snapshot.state,
+        extra_changes=read.prune_changes,
+    )
 
 
 def _policy_for_files(config_path: str | None) -> Policy:
@@ -238,3 +326,74 @@ def codes_command() -> None:
     width = max(len(c.value) for c in Code)
     for code in Code:
         click.echo(f"{code.value:<{width}}  {MEANING[code]}")
+
+
+@main.group("retire")
+def retire_group() -> None:
+    """Two-stage retirement of claims: where each one stands."""
+
+
+@retire_group.command("status")
+@click.option("-n", "--namespace", help="Only claims in this namespace (default: all).")
+@click.argument("name", required=False)
+@kube_options
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    help=f"Policy file, for the retire annotation's name (default: ./{POLICY_FILE} if present).",
+)
+@click.option(
+    "-o",
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="Output format.",
+)
+def retire_status_command(
+    namespace: str | None,
+    name: str | None,
+    kubeconfig: str | None,
+    kube_context: str | None,
+    config_path: str | None,
+    fmt: str,
+) -> None:
+    """For every live claim marked for retirement: its stage, what it still waits on (which pod
+    on which node, which workload), and whether removing its manifest is safe now.
+
+    With NAME, that claim whether marked or not. Exit 0 when it answered, 2 when it could not
+    read the cluster.
+    """
+    from gate import retire
+    from gate.snapshot import RESOURCES, ApiLister, take_snapshot
+
+    wanted = {"PersistentVolumeClaim", "PersistentVolume", "Pod", "VolumeSnapshot"}
+    wanted |= {"StatefulSet", "Deployment", "DaemonSet", "ReplicaSet", "Job", "CronJob"}
+    try:
+        policy = _policy_for_files(config_path)
+        with ApiLister.from_kubeconfig(
+            kubeconfig, kube_context, policy.live_timeout_seconds
+        ) as lister:
+            snap = take_snapshot(
+                lister,
+                policy.guarded_kinds,
+                policy.live_page_size,
+                [r for r in RESOURCES if r.kind in wanted],
+            )
+    except GateError as exc:
+        fail(str(exc))
+    annotation = policy.retire_annotation
+    state = snap.state
+    statuses = retire.retire_statuses(state.objects.values(), state, annotation, namespace, name)
+    if fmt == "json":
+        click.echo(retire.render_json(statuses, annotation))
+    elif statuses:
+        click.echo(retire.render_text(statuses, annotation))
+    elif name:
+        where = f" in namespace {namespace}" if namespace else ""
+        click.echo(f"no claim named {name}{where} exists in the cluster")
+    else:
+        where = f" in namespace {namespace}" if namespace else ""
+        click.echo(f"no claim{where} is marked `{annotation}`: nothing is being retired")

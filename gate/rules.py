@@ -123,6 +123,9 @@ def _custom_resources(change: Change, world: World) -> tuple[list[ObjectRef], in
     spec = m.spec if m else {}
     group = spec.get("group")
     kind = (spec.get("names") or {}).get("kind")
+    live = world.live.get(change.ref) if m is None and world.live is not None else None
+    if live is not None:  # pruned from the cluster, never declared in base
+        group, kind = live.facts.get("group"), live.facts.get("kind")
     if not isinstance(group, str) or not isinstance(kind, str):
         return [], 0
     declared = sorted(o.ref for o in world.base.of_kind(group, kind))
