@@ -84,7 +84,11 @@ class RetireStatus:
                     names = " ".join(p.name for p in finished)
                     steps.append(f"delete the finished pods: kubectl delete pod -n {ns} {names}")
                 else:
-                    steps.append("wait until the pods listed above are gone")
+                    names = " ".join(p.name for p in self.pods)
+                    steps.append(
+                        "wait until the pods listed above are gone (once no workload template "
+                        f"mounts the claim, stop them: kubectl delete pod -n {ns} {names})"
+                    )
             return "; ".join(steps) + "; then run this again"
         return f"stage 2: remove the manifest of claim {ns}/{name}; it is safe now"
 
