@@ -397,3 +397,9 @@ def retire_status_command(
     else:
         where = f" in namespace {namespace}" if namespace else ""
         click.echo(f"no claim{where} is marked `{annotation}`: nothing is being retired")
+
+
+# The admission webhook's commands (`gate webhook serve`): a door, not the core.
+from webhook.cli import webhook as _webhook_group  # noqa: E402
+
+main.add_command(_webhook_group)

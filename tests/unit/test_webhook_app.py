@@ -1,0 +1,215 @@
+"""The Flask app through its test client: limits, health, readiness, metrics, events, errors."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+
+from gate.cluster import LiveView
+from gate.fence import Lease
+from gate.livestate import LiveState
+from gate.policy import Policy, policy_from_dict
+from webhook.app import Settings, create_app
+from webhook.cache import CacheStats, StaticCache
+from webhook.events import RecordingSink
+
+NOW = dt.datetime(2026, 12, 2, 12, 0, tzinfo=dt.UTC)
+FLUX = "system:serviceaccount:flux-system:kustomize-controller"
+
+
+def claim(name: str = "data", **ann: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": "app", "uid": f"uid-{name}", "annotations": ann},
+        "spec": {},
+    }
+
+
+def pod(name: str, claim_name: str, node: str = "n1") -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "app", "uid": f"uid-{name}"},
+        "spec": {
+            "nodeName": node,
+            "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": claim_name}}],
+        },
+        "status": {"phase": "Running"},
+    }
+
+
+def review(
+    obj: dict[str, Any], user: str = "kubernetes-admin", dry_run: bool = False, uid: str = "u-1"
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": {"group": "", "version": "v1", "kind": obj["kind"]},
+            "resource": {"group": "", "version": "v1", "resource": "persistentvolumeclaims"},
+            "name": obj["metadata"]["name"],
+            "namespace": obj["metadata"].get("namespace", ""),
+            "operation": "DELETE",
+            "userInfo": {"username": user, "groups": ["system:authenticated"]},
+            "oldObject": obj,
+            "dryRun": dry_run,
+        },
+    }
+
+
+POLICY = policy_from_dict({"webhook": {"deployers": [FLUX], "maxCacheAge": "1m"}})
+
+
+def make_app(
+    *objs: dict[str, Any], policy: Policy = POLICY, ready: bool = True, max_bytes: int = 4096
+) -> tuple[Flask, RecordingSink]:
+    live = LiveState(policy.guarded_kinds)
+    for o in objs:
+        live.upsert(o)
+    sink = RecordingSink()
+    settings = Settings(
+        policy=policy,
+        cache=StaticCache(live, ready=ready),
+        events=sink,
+        max_body_bytes=max_bytes,
+        now=lambda: NOW,
+    )
+    return create_app(settings), sink
+
+
+@pytest.fixture
+def app_and_sink() -> tuple[Flask, RecordingSink]:
+    return make_app(claim(), pod("web-0", "data"))
+
+
+@pytest.fixture
+def client(app_and_sink: tuple[Flask, RecordingSink]) -> Iterator[FlaskClient]:
+    with app_and_sink[0].test_client() as c:
+        yield c
+
+
+def post(client: FlaskClient, doc: Any) -> Any:
+    return client.post("/validate", data=json.dumps(doc), content_type="application/json")
+
+
+def test_refusal_echoes_uid_and_names_pod_and_node(client: FlaskClient) -> None:
+    resp = post(client, review(claim(), uid="abc-123"))
+    assert resp.status_code == 200
+    out = resp.get_json()["response"]
+    assert out["uid"] == "abc-123"
+    assert out["allowed"] is False
+    assert out["status"]["code"] == 403
+    assert out["status"]["reason"] == "CLAIM_MOUNTED"
+    assert "pod web-0 on node n1" in out["status"]["message"]
+    assert "fix:" in out["status"]["message"]
+
+
+def test_dry_run_is_decided_the_same_without_events(
+    client: FlaskClient, app_and_sink: tuple[Flask, RecordingSink]
+) -> None:
+    wet = post(client, review(claim())).get_json()["response"]
+    assert [e.reason for e in app_and_sink[1].events] == ["PruneBlocked"]
+    dry = post(client, review(claim(), dry_run=True)).get_json()["response"]
+    assert dry == wet
+    assert len(app_and_sink[1].events) == 1
+
+
+def test_oversized_body_is_400_with_reason() -> None:
+    app, _ = make_app(max_bytes=1000)
+    with app.test_client() as c:
+        resp = c.post("/validate", data=b" " * 5000, content_type="application/json")
+    assert resp.status_code == 400
+    assert "exceeds the limit of 1000 bytes" in resp.get_json()["reason"]
+
+
+def test_wrong_content_type_is_400(client: FlaskClient) -> None:
+    resp = client.post("/validate", data=json.dumps(review(claim())), content_type="text/plain")
+    assert resp.status_code == 400
+    assert "Content-Type" in resp.get_json()["reason"]
+
+
+def test_non_utf8_body_is_400(client: FlaskClient) -> None:
+    resp = client.post("/validate", data=b"\xff\xfe{", content_type="application/json")
+    assert resp.status_code == 400
+
+
+def test_health_and_readiness() -> None:
+    ready_app, _ = make_app(ready=True)
+    cold_app, _ = make_app(ready=False)
+    with ready_app.test_client() as c:
+        assert c.get("/healthz").status_code == 200
+        assert c.get("/readyz").status_code == 200
+    with cold_app.test_client() as c:
+        assert c.get("/healthz").status_code == 200
+        resp = c.get("/readyz")
+        assert resp.status_code == 503
+        assert resp.get_json()["ready"] is False
+
+
+def test_metrics_count_requests_decisions_and_latency(client: FlaskClient) -> None:
+    post(client, review(claim()))
+    post(client, review(claim("other")))
+    client.post("/validate", data=b"nope", content_type="application/json")
+    text = client.get("/metrics").get_data(as_text=True)
+    assert 'prune_gate_webhook_requests_total{code="200"} 2.0' in text
+    assert 'prune_gate_webhook_requests_total{code="400"} 1.0' in text
+    assert 'prune_gate_webhook_decisions_total{code="CLAIM_MOUNTED",outcome="refused"} 1.0' in text
+    assert 'prune_gate_webhook_decisions_total{code="allow",outcome="allowed"} 1.0' in text
+    assert "prune_gate_webhook_handler_seconds_count 2.0" in text
+    assert 'prune_gate_webhook_cache_objects{type="pod"} 1.0' in text
+    assert "prune_gate_webhook_cache_age_seconds" in text
+
+
+def test_two_apps_have_their_own_registries() -> None:
+    a, _ = make_app()
+    b, _ = make_app()
+    with a.test_client() as ca, b.test_client() as cb:
+        post(ca, review(claim()))
+        assert 'requests_total{code="200"} 1.0' in ca.get("/metrics").get_data(as_text=True)
+        assert 'requests_total{code="200"}' not in cb.get("/metrics").get_data(as_text=True)
+
+
+class _BrokenCache:
+    """A cache whose live view raises: a bug must become a 500 with no stack trace."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+
+    @property
+    def state(self) -> LiveView:
+        raise RuntimeError("boom: secret internals")
+
+    def fence_lease(self) -> Lease | None:
+        return None
+
+    def ready(self) -> tuple[bool, str]:
+        return True, "ready"
+
+    def stats(self) -> CacheStats:
+        return CacheStats(0, 0, 0.0, {})
+
+
+def test_a_bug_is_a_500_without_a_stack_trace(caplog: pytest.LogCaptureFixture) -> None:
+    app = create_app(Settings(policy=POLICY, cache=_BrokenCache(), now=lambda: NOW))
+    with app.test_client() as c:
+        resp = post(c, review(claim()))
+    assert resp.status_code == 500
+    assert "boom" not in resp.get_data(as_text=True)
+    assert "Traceback" not in resp.get_data(as_text=True)
+    assert any("could not decide" in r.message for r in caplog.records)
+
+
+def test_not_a_delete_of_a_guarded_kind_is_allowed_quietly(client: FlaskClient) -> None:
+    doc = review(claim())
+    doc["request"]["operation"] = "UPDATE"
+    out = post(client, doc).get_json()["response"]
+    assert out == {"uid": "u-1", "allowed": True}

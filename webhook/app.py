@@ -1,0 +1,169 @@
+"""The Flask app factory: `create_app(settings)` with /validate, /healthz, /readyz and /metrics.
+
+Everything the app needs arrives in `Settings` (the policy, a cache, an Event sink, a clock), so
+tests build an app around a cache they filled themselves and a recording sink, and the server
+builds one around the real watch cache and Event queue. No state lives in the app beyond what the
+cluster tells the cache: replicas scale out.
+
+Exceptions become protocol answers here and only here: a malformed review is a 400 with its reason;
+a bug is logged with its traceback and answered 500 with a one-line reason, so the webhook's
+failurePolicy decides, and nothing of the stack reaches the client.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from flask import Flask, Response, jsonify, request
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from gate.fence import fence_status
+from gate.policy import Policy
+from webhook.cache import CacheView
+from webhook.decide import Outcome, decide_admission
+from webhook.events import EventSink, RecordingSink
+from webhook.metrics import Metrics
+from webhook.review import DEFAULT_MAX_BYTES, ReviewError, parse_review, render_response
+
+log = logging.getLogger("prune_gate.webhook")
+
+
+def _utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+@dataclass
+class Settings:
+    """What one app instance works with."""
+
+    policy: Policy
+    cache: CacheView
+    events: EventSink = field(default_factory=RecordingSink)
+    max_body_bytes: int = DEFAULT_MAX_BYTES
+    #: The wall clock (fence expiry, exemption dates); tests pin it.
+    now: Callable[[], dt.datetime] = _utcnow
+    #: How many Events the sink dropped (for /metrics).
+    events_dropped: Callable[[], int] = lambda: 0
+
+
+def create_app(settings: Settings) -> Flask:
+    """Build the webhook app."""
+    app = Flask("prune_gate_webhook")
+    # Flask reads at most this much of a body; the review parser checks the exact limit.
+    app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes + 1
+    metrics = Metrics(settings.cache.stats, settings.events_dropped)
+    app.extensions["prune_gate"] = {"settings": settings, "metrics": metrics}
+
+    def bad_request(reason: str) -> tuple[Response, int]:
+        metrics.requests.labels("400").inc()
+        log.warning("malformed admission review", extra={"reason": reason})
+        return jsonify({"error": "bad request", "reason": reason}), 400
+
+    @app.post("/validate")
+    def validate() -> tuple[Response, int]:
+        started = time.perf_counter()
+        length = request.content_length
+        if length is not None and length > settings.max_body_bytes:
+            return bad_request(
+                f"body of {length} bytes exceeds the limit of {settings.max_body_bytes} bytes"
+            )
+        if not (request.mimetype or "").endswith("json"):
+            return bad_request(f"Content-Type must be application/json, not {request.mimetype!r}")
+        body = request.get_data(cache=False)
+        try:
+            req = parse_review(body, settings.max_body_bytes)
+        except ReviewError as exc:
+            return bad_request(str(exc))
+        ready, why = settings.cache.ready()
+        if not ready:
+            # Deciding from an empty or stale cache would allow what it cannot see: answer an
+            # error instead, and let the webhook's failurePolicy decide.
+            metrics.requests.labels("503").inc()
+            log.warning("not ready, request not decided", extra={"uid": req.uid, "reason": why})
+            return jsonify({"error": "not ready", "reason": why}), 503
+        now = settings.now()
+        try:
+            with settings.cache.lock:
+                fence = fence_status(settings.cache.fence_lease(), now)
+                outcome = decide_admission(
+                    req, settings.policy, settings.cache.state, fence, now.date()
+                )
+        except Exception:
+            log.exception("could not decide", extra={"uid": req.uid})
+            metrics.requests.labels("500").inc()
+            return jsonify({"error": "internal error", "reason": "could not decide"}), 500
+        doc = render_response(outcome.response)
+        metrics.latency.observe(time.perf_counter() - started)
+        metrics.requests.labels("200").inc()
+        _record(outcome, req.dry_run, settings, metrics, req_fields(req))
+        return jsonify(doc), 200
+
+    @app.get("/healthz")
+    def healthz() -> tuple[Response, int]:
+        return jsonify({"status": "alive"}), 200
+
+    @app.get("/readyz")
+    def readyz() -> tuple[Response, int]:
+        ready, reason = settings.cache.ready()
+        return jsonify({"ready": ready, "reason": reason}), 200 if ready else 503
+
+    @app.get("/metrics")
+    def metrics_endpoint() -> Response:
+        return Response(generate_latest(metrics.registry), mimetype=CONTENT_TYPE_LATEST)
+
+    @app.errorhandler(413)
+    def too_large(_exc: Any) -> tuple[Response, int]:
+        return bad_request(f"body exceeds the limit of {settings.max_body_bytes} bytes")
+
+    return app
+
+
+def req_fields(req: Any) -> dict[str, Any]:
+    """Fields of a request worth a log line."""
+    return {
+        "uid": req.uid,
+        "operation": req.operation,
+        "object": f"{req.kind.kind} {req.namespace + '/' if req.namespace else ''}{req.name}",
+        "user": req.user.username,
+        "dryRun": req.dry_run,
+    }
+
+
+def _record(
+    outcome: Outcome,
+    dry_run: bool,
+    settings: Settings,
+    metrics: Metrics,
+    fields: dict[str, Any],
+) -> None:
+    """Log, count and (unless a dry run) queue the Events of a decision."""
+    if outcome.overridden_by is not None:
+        what = "overridden"
+    elif outcome.response.allowed:
+        what = "allowed"
+    else:
+        what = "refused"
+    metrics.decisions.labels(what, outcome.code).inc()
+    if outcome.findings or outcome.overridden_by:
+        level = logging.INFO if outcome.response.allowed else logging.WARNING
+        log.log(
+            level,
+            f"DELETE {what}",
+            extra={
+                **fields,
+                "decision": what,
+                "code": outcome.code,
+                "findings": [f.code.value for f in outcome.findings],
+                "override": outcome.overridden_by,
+                "deployer": outcome.deployer,
+            },
+        )
+    if dry_run:
+        return  # sideEffects: NoneOnDryRun
+    for event in outcome.events:
+        settings.events.submit(event)

@@ -1,0 +1,497 @@
+"""The watch cache: list, then watch, every kind the admission rules read; re-list on a timer.
+
+Watches are fast; lists are complete. Each kind has one thread that lists it (paginated, raw JSON
+into `gate.livestate.LiveState`, which keeps only small projections), then watches from the list's
+resourceVersion, and lists again when the resync period passes, when the API answers `410 Gone`,
+or after any error. An exception in a watch thread is logged and counted (`watch_restarts`) and
+the watch starts over after a backoff: a thread that dies quietly would leave a cache that looks
+fine and is not.
+
+The request path never calls the API server: it reads `state` under `lock`. The cache is ready
+when every kind has been listed once, and stops being ready when its oldest kind has not heard
+from the API server for longer than the policy's `maxCacheAge`.
+
+Custom resources are counted for `CRD_HOLDS_RESOURCES` by a metadata-only list and watch per
+CustomResourceDefinition, started and stopped as CRDs come and go.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from gate.cluster import LiveView
+from gate.fence import Lease, parse_lease
+from gate.livestate import LiveState, ref_of
+from gate.policy import Policy
+from webhook.kubeapi import METADATA, METADATA_LIST, ApiStatusError, open_request, request_json
+
+log = logging.getLogger("prune_gate.webhook.cache")
+
+PAGE_SIZE = 500
+
+
+@dataclass(frozen=True, slots=True)
+class KindSpec:
+    """Where a kind is listed and watched."""
+
+    api_version: str
+    kind: str
+    plural: str
+    namespace: str = ""
+    field_selector: str = ""
+    metadata_only: bool = False
+
+    @property
+    def group(self) -> str:
+        return self.api_version.rsplit("/", 1)[0] if "/" in self.api_version else ""
+
+    @property
+    def path(self) -> str:
+        prefix = f"/apis/{self.api_version}" if self.group else f"/api/{self.api_version}"
+        ns = f"/namespaces/{self.namespace}" if self.namespace else ""
+        return f"{prefix}{ns}/{self.plural}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind}.{self.group}" if self.group else self.kind
+
+
+#: The kinds every admission rule may read.
+STATIC_KINDS: tuple[KindSpec, ...] = (
+    KindSpec("v1", "Pod", "pods"),
+    KindSpec("v1", "PersistentVolumeClaim", "persistentvolumeclaims"),
+    KindSpec("v1", "PersistentVolume", "persistentvolumes"),
+    KindSpec("v1", "Namespace", "namespaces"),
+    KindSpec("apps/v1", "StatefulSet", "statefulsets"),
+    KindSpec("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions"),
+)
+
+
+class CacheView(Protocol):
+    """What the app reads from a cache: the state under its lock, readiness, freshness."""
+
+    lock: threading.RLock
+
+    @property
+    def state(self) -> LiveView: ...
+
+    def fence_lease(self) -> Lease | None: ...
+
+    def ready(self) -> tuple[bool, str]: ...
+
+    def stats(self) -> CacheStats: ...
+
+
+@dataclass(frozen=True, slots=True)
+class CacheStats:
+    """Figures for /metrics."""
+
+    objects: int
+    pods: int
+    age_seconds: float
+    restarts: dict[str, int]
+
+
+class Sink(Protocol):
+    """Where one kind's list and watch events go."""
+
+    def replace(self, items: list[dict[str, Any]]) -> None: ...
+
+    def apply(self, event_type: str, obj: dict[str, Any]) -> None: ...
+
+
+class _StateSink:
+    def __init__(self, cache: WatchCache, spec: KindSpec) -> None:
+        self.cache, self.spec = cache, spec
+
+    def replace(self, items: list[dict[str, Any]]) -> None:
+        with self.cache.lock:
+            self.cache.live.replace_kind(
+                self.spec.group, self.spec.kind, items, self.spec.api_version
+            )
+
+    def apply(self, event_type: str, obj: dict[str, Any]) -> None:
+        with self.cache.lock:
+            if event_type == "DELETED":
+                self.cache.live.delete(ref_of(obj, self.spec.api_version, self.spec.kind))
+            else:
+                self.cache.live.upsert(obj, self.spec.api_version, self.spec.kind)
+
+
+class _CrdSink(_StateSink):
+    """CRDs go into the state, and start or stop the count of their custom resources."""
+
+    def replace(self, items: list[dict[str, Any]]) -> None:
+        super().replace(items)
+        self.cache.sync_custom_kinds(items)
+
+    def apply(self, event_type: str, obj: dict[str, Any]) -> None:
+        super().apply(event_type, obj)
+        if event_type == "DELETED":
+            self.cache.forget_custom_kind(obj)
+        else:
+            self.cache.watch_custom_kind(obj)
+
+
+class _LeaseSink:
+    def __init__(self, cache: WatchCache) -> None:
+        self.cache = cache
+
+    def replace(self, items: list[dict[str, Any]]) -> None:
+        with self.cache.lock:
+            self.cache.lease = parse_lease(items[0]) if items else None
+
+    def apply(self, event_type: str, obj: dict[str, Any]) -> None:
+        with self.cache.lock:
+            self.cache.lease = None if event_type == "DELETED" else parse_lease(obj)
+
+
+class _CountSink:
+    """Custom resources of one kind: only their identities, to count them."""
+
+    def __init__(self, cache: WatchCache, group: str, kind: str) -> None:
+        self.cache, self.group, self.kind = cache, group, kind
+        self.keys: set[tuple[str, str]] = set()
+
+    @staticmethod
+    def _key(obj: dict[str, Any]) -> tuple[str, str]:
+        meta = obj.get("metadata") or {}
+        return (str(meta.get("namespace", "")), str(meta.get("name", "")))
+
+    def replace(self, items: list[dict[str, Any]]) -> None:
+        with self.cache.lock:
+            self.keys = {self._key(o) for o in items}
+            self.cache.live.set_custom_resource_count(self.group, self.kind, len(self.keys))
+
+    def apply(self, event_type: str, obj: dict[str, Any]) -> None:
+        with self.cache.lock:
+            if event_type == "DELETED":
+                self.keys.discard(self._key(obj))
+            else:
+                self.keys.add(self._key(obj))
+            self.cache.live.set_custom_resource_count(self.group, self.kind, len(self.keys))
+
+
+class _GoneError(Exception):
+    """The watch's resourceVersion is too old (410): list again."""
+
+
+class Watcher:
+    """One kind: list, watch, re-list; forever, until stopped."""
+
+    def __init__(
+        self,
+        api: Any,
+        spec: KindSpec,
+        sink: Sink,
+        resync_seconds: float,
+        watch_seconds: int = 240,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.api, self.spec, self.sink = api, spec, sink
+        self.resync_seconds = resync_seconds
+        self.watch_seconds = watch_seconds
+        self.clock = clock
+        self.synced = False
+        self.last_heard = clock()
+        self.restarts = 0
+        self._stop = threading.Event()
+        self._resp: Any = None
+        self._resp_lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name=f"watch-{spec.label}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the thread: interrupt a blocked watch read, then wait for it."""
+        self._stop.set()
+        with self._resp_lock:
+            if self._resp is not None:
+                self._resp.response.shutdown()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        backoff = 0.5
+        while not self._stop.is_set():
+            try:
+                rv = self.list_once()
+                backoff = 0.5
+                self._watch_until_resync(rv)
+            except _GoneError:
+                log.info("watch expired (410 Gone), listing again", extra={"kind": self.spec.label})
+            except Exception as exc:
+                if self._stop.is_set():
+                    break
+                self.restarts += 1
+                log.error(
+                    "watch failed, restarting",
+                    extra={"kind": self.spec.label, "error": f"{type(exc).__name__}: {exc}"},
+                )
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 15.0)
+
+    def list_once(self) -> str:
+        """One complete, paginated list into the sink; returns its resourceVersion."""
+        accept = METADATA_LIST if self.spec.metadata_only else "application/json"
+        items: list[dict[str, Any]] = []
+        cont = ""
+        while True:
+            query: list[tuple[str, Any]] = [("limit", PAGE_SIZE)]
+            if cont:
+                query.append(("continue", cont))
+            if self.spec.field_selector:
+                query.append(("fieldSelector", self.spec.field_selector))
+            try:
+                page = request_json(self.api, "GET", self.spec.path, query, accept=accept)
+            except ApiStatusError as exc:
+                if exc.status == 410:
+                    raise _GoneError() from None
+                raise
+            page_items = page.get("items") or []
+            items.extend(i for i in page_items if isinstance(i, dict))
+            meta = page.get("metadata") or {}
+            cont = str(meta.get("continue") or "")
+            if not cont:
+                self.sink.replace(items)
+                self.synced = True
+                self.last_heard = self.clock()
+                return str(meta.get("resourceVersion") or "")
+
+    def _watch_until_resync(self, rv: str) -> None:
+        deadline = self.clock() + self.resync_seconds
+        while not self._stop.is_set() and self.clock() < deadline:
+            left = max(1, min(self.watch_seconds, int(deadline - self.clock())))
+            rv = self._watch_once(rv, left)
+            self.last_heard = self.clock()
+
+    def _watch_once(self, rv: str, seconds: int) -> str:
+        query: list[tuple[str, Any]] = [
+            ("watch", "true"),
+            ("resourceVersion", rv),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", seconds),
+        ]
+        if self.spec.field_selector:
+            query.append(("fieldSelector", self.spec.field_selector))
+        accept = METADATA if self.spec.metadata_only else "application/json"
+        resp = open_request(
+            self.api, "GET", self.spec.path, query, accept=accept, timeout=(10, seconds + 30)
+        )
+        with self._resp_lock:
+            self._resp = resp
+        try:
+            if self._stop.is_set():
+                return rv
+            for line in _lines(resp.response):
+                event = json.loads(line)
+                kind, obj = event.get("type"), event.get("object") or {}
+                if kind == "ERROR":
+                    if obj.get("code") == 410:
+                        raise _GoneError()
+                    raise RuntimeError(f"watch error: {obj.get('message', obj)}")
+                new_rv = (obj.get("metadata") or {}).get("resourceVersion")
+                if kind != "BOOKMARK":
+                    self.sink.apply(str(kind), obj)
+                rv = str(new_rv or rv)
+                self.last_heard = self.clock()
+        finally:
+            with self._resp_lock:
+                self._resp = None
+            resp.response.release_conn()
+        return rv
+
+
+def _lines(resp: Any) -> Iterator[bytes]:
+    """Split a streaming watch response into its JSON lines."""
+    buf = b""
+    for chunk in resp.stream(amt=None, decode_content=False):
+        buf += chunk
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            if line.strip():
+                yield line
+    if buf.strip():
+        yield buf
+
+
+def custom_kind_of(crd: dict[str, Any]) -> KindSpec | None:
+    """The metadata-only KindSpec that counts the custom resources of a CRD, if it is served."""
+    spec = crd.get("spec") or {}
+    group, names = spec.get("group"), spec.get("names") or {}
+    versions = [v for v in spec.get("versions") or [] if v.get("served")]
+    if not isinstance(group, str) or not names.get("kind") or not versions:
+        return None
+    version = next((v for v in versions if v.get("storage")), versions[0])["name"]
+    return KindSpec(
+        f"{group}/{version}", str(names["kind"]), str(names["plural"]), metadata_only=True
+    )
+
+
+class WatchCache:
+    """Every watched kind, the LiveState they feed, and the fence Lease."""
+
+    def __init__(
+        self,
+        api: Any,
+        policy: Policy,
+        watch_seconds: int = 240,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.api = api
+        self.policy = policy
+        self.lock = threading.RLock()
+        self.live = LiveState(policy.guarded_kinds)
+        self.lease: Lease | None = None
+        self.clock = clock
+        self.watch_seconds = watch_seconds
+        self._stopped = False
+        self.watchers: list[Watcher] = [
+            self._watcher(
+                spec, _CrdSink(self, spec) if spec.kind == "CustomResourceDefinition" else None
+            )
+            for spec in STATIC_KINDS
+        ]
+        fence = policy.webhook.fence
+        if fence is not None:
+            spec = KindSpec(
+                "coordination.k8s.io/v1",
+                "Lease",
+                "leases",
+                namespace=fence[0],
+                field_selector=f"metadata.name={fence[1]}",
+            )
+            self.watchers.append(self._watcher(spec, _LeaseSink(self)))
+        self.custom: dict[tuple[str, str], Watcher] = {}
+
+    def _watcher(self, spec: KindSpec, sink: Sink | None = None) -> Watcher:
+        return Watcher(
+            self.api,
+            spec,
+            sink or _StateSink(self, spec),
+            self.policy.webhook.resync_seconds,
+            self.watch_seconds,
+            self.clock,
+        )
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        for w in self.watchers:
+            w.start()
+
+    def stop(self) -> None:
+        with self.lock:
+            self._stopped = True
+            watchers = [*self.watchers, *self.custom.values()]
+        for w in watchers:
+            w.stop()
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Block until ready (or the timeout); for the CLI and tests."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.ready()[0]:
+                return True
+            time.sleep(0.05)
+        return False
+
+    # --- custom resources --------------------------------------------------------------------
+
+    def watch_custom_kind(self, crd: dict[str, Any]) -> None:
+        spec = custom_kind_of(crd)
+        if spec is None:
+            return
+        with self.lock:
+            if self._stopped or (spec.group, spec.kind) in self.custom:
+                return
+            w = self._watcher(spec, _CountSink(self, spec.group, spec.kind))
+            self.custom[(spec.group, spec.kind)] = w
+        w.start()
+
+    def forget_custom_kind(self, crd: dict[str, Any]) -> None:
+        spec = custom_kind_of(crd)
+        if spec is None:
+            return
+        with self.lock:
+            w = self.custom.pop((spec.group, spec.kind), None)
+            self.live.set_custom_resource_count(spec.group, spec.kind, 0)
+        if w is not None:
+            w.stop()
+
+    def sync_custom_kinds(self, crds: list[dict[str, Any]]) -> None:
+        wanted = {(s.group, s.kind): c for c in crds if (s := custom_kind_of(c)) is not None}
+        with self.lock:
+            gone = [k for k in self.custom if k not in wanted]
+        for key in gone:
+            with self.lock:
+                w = self.custom.pop(key, None)
+                self.live.set_custom_resource_count(*key, 0)
+            if w is not None:
+                w.stop()
+        for crd in wanted.values():
+            self.watch_custom_kind(crd)
+
+    # --- CacheView ---------------------------------------------------------------------------
+
+    @property
+    def state(self) -> LiveView:
+        return self.live
+
+    def fence_lease(self) -> Lease | None:
+        return self.lease
+
+    def _all(self) -> list[Watcher]:
+        with self.lock:
+            return [*self.watchers, *self.custom.values()]
+
+    def age(self) -> float:
+        """Seconds since the kind heard from longest ago last heard from the API server."""
+        now = self.clock()
+        return max((now - w.last_heard for w in self._all()), default=0.0)
+
+    def ready(self) -> tuple[bool, str]:
+        pending = [w.spec.label for w in self._all() if not w.synced]
+        if pending:
+            return False, f"waiting for the first list of {', '.join(sorted(pending))}"
+        age, limit = self.age(), self.policy.webhook.max_cache_age_seconds
+        if age > limit:
+            return False, f"cache is {age:.0f}s old, older than maxCacheAge {limit:.0f}s"
+        return True, "ready"
+
+    def stats(self) -> CacheStats:
+        with self.lock:
+            objects, pods = len(self.live.objects), len(self.live.pods)
+        return CacheStats(
+            objects, pods, self.age(), {w.spec.label: w.restarts for w in self._all()}
+        )
+
+
+class StaticCache:
+    """A cache that is already full: for tests, benchmarks and golden cases."""
+
+    def __init__(self, live: LiveState, lease: Lease | None = None, ready: bool = True) -> None:
+        self.lock = threading.RLock()
+        self.live = live
+        self.lease = lease
+        self._ready = ready
+
+    @property
+    def state(self) -> LiveView:
+        return self.live
+
+    def fence_lease(self) -> Lease | None:
+        return self.lease
+
+    def ready(self) -> tuple[bool, str]:
+        return (True, "ready") if self._ready else (False, "not ready (static cache)")
+
+    def stats(self) -> CacheStats:
+        return CacheStats(len(self.live.objects), len(self.live.pods), 0.0, {})

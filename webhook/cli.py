@@ -1,0 +1,197 @@
+"""`gate webhook serve`: the admission webhook's command line.
+
+Parses options, makes certificates when asked, registers the webhook when asked (and removes the
+registration on exit, SIGTERM or SIGINT), and hands the app to gunicorn. Everything it does is
+also a function in `webhook.*`, so tests call those directly.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import click
+
+from gate.errors import GateError
+from gate.policy import load_policy
+from webhook import jsonlog
+from webhook.review import DEFAULT_MAX_BYTES
+
+log = logging.getLogger("prune_gate.webhook.cli")
+
+
+def api_client(kubeconfig: str | None) -> Any:
+    """An ApiClient: from `kubeconfig`, else in-cluster, else the default kubeconfig."""
+    from kubernetes import client, config
+
+    cfg = client.Configuration()
+    load_kube: Any = config.load_kube_config  # untyped in the client
+    load_incluster: Any = config.load_incluster_config
+    if kubeconfig:
+        load_kube(config_file=kubeconfig, client_configuration=cfg)
+    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+        load_incluster(client_configuration=cfg)
+    else:
+        load_kube(client_configuration=cfg)
+    cfg.connection_pool_maxsize = 64  # one connection per watch, plus Events
+    return client.ApiClient(configuration=cfg)
+
+
+@click.group("webhook")
+def webhook() -> None:
+    """The admission webhook: refuse guarded deletions at the API server."""
+
+
+@webhook.command("serve")
+@click.option("--listen", default="127.0.0.1:8443", show_default=True, help="HOST:PORT to serve.")
+@click.option("--cert-file", type=click.Path(dir_okay=False), help="Serving certificate (PEM).")
+@click.option("--key-file", type=click.Path(dir_okay=False), help="Its private key (PEM).")
+@click.option(
+    "--self-signed",
+    is_flag=True,
+    help="Make a CA and a serving certificate for the --listen address (for trying it out).",
+)
+@click.option(
+    "--cert-dir",
+    type=click.Path(file_okay=False),
+    help="Where --self-signed writes ca.crt, tls.crt and tls.key (default: a temporary dir).",
+)
+@click.option(
+    "--register",
+    is_flag=True,
+    help="Register a ValidatingWebhookConfiguration pointing at this server; removed on exit.",
+)
+@click.option(
+    "--ca-file",
+    type=click.Path(dir_okay=False, exists=True),
+    help="caBundle for --register when the certificate is not --self-signed.",
+)
+@click.option("--name", default="prune-gate", show_default=True, help="Name of the registration.")
+@click.option(
+    "--failure-policy",
+    type=click.Choice(["Fail", "Ignore"]),
+    default="Fail",
+    show_default=True,
+    help="What the API server does when the webhook cannot answer.",
+)
+@click.option("--timeout-seconds", type=click.IntRange(1, 30), default=5, show_default=True)
+@click.option(
+    "--namespace",
+    default=lambda: os.environ.get("POD_NAMESPACE", "prune-gate"),
+    show_default="$POD_NAMESPACE or prune-gate",
+    help="The webhook's own namespace, excluded from the registration like kube-system.",
+)
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="prune-gate.yaml")
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Default: in-cluster.")
+@click.option("--threads", type=click.IntRange(1, 64), default=8, show_default=True)
+@click.option("--max-body-bytes", type=int, default=DEFAULT_MAX_BYTES, show_default=True)
+def serve(
+    listen: str,
+    cert_file: str | None,
+    key_file: str | None,
+    self_signed: bool,
+    cert_dir: str | None,
+    register: bool,
+    ca_file: str | None,
+    name: str,
+    failure_policy: str,
+    timeout_seconds: int,
+    namespace: str,
+    config_path: str | None,
+    kubeconfig: str | None,
+    threads: int,
+    max_body_bytes: int,
+) -> None:
+    """Serve /validate over TLS with gunicorn; the watch cache fills from the API server."""
+    from webhook import register as reg
+    from webhook import tls
+    from webhook.serve import CertReloader, WebhookServer, host_of
+
+    jsonlog.configure()
+    try:
+        policy = load_policy(config_path)
+        host, _port = host_of(listen)
+    except (GateError, ValueError) as exc:
+        raise click.UsageError(str(exc)) from None
+    ca_pem: bytes | None = Path(ca_file).read_bytes() if ca_file else None
+    if self_signed:
+        if cert_file or key_file:
+            raise click.UsageError("--self-signed makes its own certificate: drop --cert-file")
+        out = Path(cert_dir or tempfile.mkdtemp(prefix="prune-gate-certs-"))
+        out.mkdir(parents=True, exist_ok=True)
+        ca = tls.make_ca()
+        (out / "ca.crt").write_bytes(ca.cert_pem)
+        cert_file, key_file = str(out / "tls.crt"), str(out / "tls.key")
+        tls.write_pair(tls.make_serving_cert(ca, [host]), Path(cert_file), Path(key_file))
+        ca_pem = ca.cert_pem
+        log.info("self-signed certificate written", extra={"dir": str(out), "host": host})
+    if not cert_file or not key_file:
+        raise click.UsageError("give --cert-file and --key-file, or --self-signed")
+    if register and ca_pem is None:
+        raise click.UsageError("--register needs the CA: use --self-signed or --ca-file")
+    reloader = CertReloader(cert_file, key_file)
+
+    state: dict[str, Any] = {}
+
+    def build_app() -> Any:
+        from webhook.app import Settings, create_app
+        from webhook.cache import WatchCache
+        from webhook.events import EventQueue
+
+        api = api_client(kubeconfig)
+        cache = WatchCache(api, policy)
+        events = EventQueue(api, instance=os.environ.get("HOSTNAME", "prune-gate"))
+        state.update(api=api, cache=cache, events=events)
+        cache.start()
+        events.start()
+        return create_app(
+            Settings(
+                policy=policy,
+                cache=cache,
+                events=events,
+                max_body_bytes=max_body_bytes,
+                events_dropped=lambda: events.dropped,
+            )
+        )
+
+    def stop_worker() -> None:
+        if "cache" in state:
+            state["events"].stop()
+            state["cache"].stop()
+            state["api"].close()
+
+    server = WebhookServer(build_app, listen, reloader, threads, stop_worker)
+    registered = False
+    if register:
+        assert ca_pem is not None
+        url_host = f"[{host}]" if ":" in host else host
+        url = f"https://{url_host}:{_port}/validate"
+        config = reg.build_configuration(
+            name, url, ca_pem, policy, failure_policy, timeout_seconds, namespace
+        )
+        api = api_client(kubeconfig)
+        try:
+            reg.register(api, config)
+        finally:
+            api.close()
+        registered = True
+        log.info("webhook registered", extra={"name": name, "url": url})
+    try:
+        server.run()
+    finally:
+        if registered:
+            _unregister(kubeconfig, name)
+
+
+def _unregister(kubeconfig: str | None, name: str) -> None:
+    from webhook import register as reg
+
+    api = api_client(kubeconfig)
+    try:
+        removed = reg.unregister(api, name)
+    finally:
+        api.close()
+    log.info("webhook registration removed", extra={"name": name, "existed": removed})

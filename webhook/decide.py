@@ -1,0 +1,248 @@
+"""One DELETE, decided by the rule engine of `gate check`: no second copy of any rule here.
+
+The request becomes a `Change` (action DELETE, the request's `oldObject` as its base) in a `World`
+whose context is `admission`, whose inventories are empty and whose live view is the watch cache,
+overlaid with the `oldObject` itself (the freshest truth of the object being deleted). The rules
+that apply at admission run on it; `NOT_RETIRED` and the speculation fence only for requests by
+the configured deployer identities, since a person deleting by hand is not a prune. Policy
+(severity for the admission context, exemptions) and the verdict come from `gate.verdict`.
+
+Pure, like the engine: the cache's state, the fence's status, today and now are passed in. The
+result says what to answer, what to log, and which Events to record; the app does those.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from gate.cluster import LiveObject, LiveView, PodUse, Volume
+from gate.context import Context
+from gate.fence import FenceState, FenceStatus, check_speculation_fence
+from gate.findings import Code, Finding, Severity
+from gate.livestate import project_object
+from gate.manifests import Inventory, Manifest
+from gate.plan import Action, Change
+from gate.policy import Policy
+from gate.refs import CLUSTER_SCOPED, ObjectRef
+from gate.rules import (
+    World,
+    check_claim_mounted,
+    check_crd_holds_resources,
+    check_namespace_holds_claims,
+    check_not_retired,
+    check_pv_bound,
+    check_statefulset_deletes_claims,
+)
+from gate.verdict import Verdict, apply_policy, decide
+from webhook.review import AdmissionRequest, AdmissionResponse, Status
+
+#: Rules that decide every guarded DELETE, whoever makes it.
+ADMISSION_RULES: tuple[Callable[[Change, World], Iterator[Finding]], ...] = (
+    check_claim_mounted,
+    check_pv_bound,
+    check_namespace_holds_claims,
+    check_statefulset_deletes_claims,
+    check_crd_holds_resources,
+)
+#: Rules that decide only DELETEs by a deployer identity (a prune, not a person).
+DEPLOYER_RULES: tuple[Callable[[Change, World], Iterator[Finding]], ...] = (check_not_retired,)
+
+#: Event reasons (Kubernetes Event `reason`), Warning type.
+PRUNE_BLOCKED = "PruneBlocked"
+PRUNE_OVERRIDDEN = "PruneOverridden"
+FENCE_EXPIRED = "FenceExpired"
+
+#: The longest message we put in `status.message` (kubectl prints it whole).
+MAX_MESSAGE = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class EventSpec:
+    """A Kubernetes Event to record on the object, once the response is sent."""
+
+    reason: str
+    message: str
+    ref: ObjectRef
+    api_version: str
+    uid: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The decision for one request: the answer, and what to log and record."""
+
+    response: AdmissionResponse
+    verdict: Verdict
+    findings: tuple[Finding, ...] = ()
+    overridden_by: str | None = None
+    events: tuple[EventSpec, ...] = field(default=())
+    deployer: bool = False
+
+    @property
+    def code(self) -> str:
+        """The finding code that decided (the refusal's reason), or the verdict."""
+        return self.response.status.reason if self.response.status else self.verdict.value
+
+
+class _Overlay:
+    """The cache's live view, with the object being deleted answered from `oldObject`."""
+
+    def __init__(self, live: LiveView, obj: LiveObject | None) -> None:
+        self._live = live
+        self._obj = obj
+
+    def get(self, ref: ObjectRef) -> LiveObject | None:
+        if self._obj is not None and ref == self._obj.ref:
+            return self._obj
+        return self._live.get(ref)
+
+    def claim_users(self, namespace: str, claim: str) -> list[PodUse]:
+        return self._live.claim_users(namespace, claim)
+
+    def claim_consumers(self, namespace: str, claim: str) -> list[ObjectRef]:
+        return self._live.claim_consumers(namespace, claim)
+
+    def guarded_in_namespace(self, namespace: str) -> list[ObjectRef]:
+        return self._live.guarded_in_namespace(namespace)
+
+    def custom_resource_count(self, group: str, kind: str) -> int | None:
+        return self._live.custom_resource_count(group, kind)
+
+    def bound_volume(self, namespace: str, claim: str) -> Volume | None:
+        return self._live.bound_volume(namespace, claim)
+
+    def ready_snapshots(self, namespace: str, claim: str) -> list[str]:
+        return self._live.ready_snapshots(namespace, claim)
+
+
+def ref_of_request(req: AdmissionRequest) -> ObjectRef:
+    """The identity of the object the request deletes."""
+    group, kind = req.kind.group, req.kind.kind
+    ns = "" if (group, kind) in CLUSTER_SCOPED else req.namespace
+    return ObjectRef(group, kind, ns, req.name)
+
+
+def is_deployer(req: AdmissionRequest, policy: Policy) -> bool:
+    """True when the requester is one of the configured deployer identities."""
+    return req.user.username in policy.webhook.deployers
+
+
+def _allowed(req: AdmissionRequest, warnings: tuple[str, ...] = ()) -> AdmissionResponse:
+    return AdmissionResponse(req.uid, True, warnings=warnings)
+
+
+def _warning(f: Finding) -> str:
+    return f"{f.code}: {f.message}"
+
+
+def refusal_message(blocking: list[Finding]) -> str:
+    """What a person reads in kubectl: the first reason, its evidence and its fix; then the rest."""
+    first = blocking[0]
+    parts = [f"prune-gate {first.code}: {first.message}"]
+    if first.evidence:
+        parts.append("evidence: " + "; ".join(first.evidence[:5]))
+    if first.remediation:
+        parts.append(f"fix: {first.remediation}")
+    for other in blocking[1:]:
+        parts.append(f"also {other.code}: {other.message}")
+    message = ". ".join(p.rstrip(".") for p in parts)
+    return message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 3] + "..."
+
+
+def decide_admission(
+    req: AdmissionRequest,
+    policy: Policy,
+    live: LiveView,
+    fence: FenceStatus,
+    today: dt.date,
+) -> Outcome:
+    """Decide one AdmissionReview request. Anything but a guarded DELETE is allowed untouched."""
+    ref = ref_of_request(req)
+    if req.operation != "DELETE" or req.sub_resource:
+        return Outcome(_allowed(req), Verdict.ALLOW)
+    if (ref.group, ref.kind) not in policy.webhook.guarded_kinds:
+        return Outcome(_allowed(req), Verdict.ALLOW)
+    body = req.old_object or {"metadata": {"name": req.name, "namespace": ref.namespace}}
+    own = project_object(ref, body) if req.old_object is not None else None
+    change = Change(
+        ref,
+        Action.DELETE,
+        Manifest(ref, req.api_version, body),
+        None,
+        f"DELETE by {req.user.username or 'an unknown user'}",
+    )
+    world = World(
+        base=Inventory(),
+        head=Inventory(),
+        context=Context.ADMISSION,
+        policy=policy,
+        live=_Overlay(live, own),
+    )
+    deployer = is_deployer(req, policy)
+    raw: list[Finding] = []
+    for rule in ADMISSION_RULES + (DEPLOYER_RULES if deployer else ()):
+        raw.extend(rule(change, world))
+    if deployer:
+        raw.extend(check_speculation_fence(change, world, fence))
+    labels = own.labels if own is not None else {}
+    kept, _exempted = apply_policy(raw, policy, Context.ADMISSION, today, {ref: labels})
+    decision = decide(kept)
+    blocking = [f for f in decision.findings if f.severity in (Severity.BLOCK, Severity.DEFER)]
+    warnings = tuple(_warning(f) for f in decision.findings if f.severity is Severity.WARN)
+    uid = str(((req.old_object or {}).get("metadata") or {}).get("uid") or "")
+
+    def event(reason: str, message: str) -> EventSpec:
+        return EventSpec(reason, message, ref, req.api_version, uid)
+
+    events: list[EventSpec] = []
+    if fence.state is FenceState.EXPIRED and any(
+        f.code is Code.SPECULATION_FENCE for f in decision.findings
+    ):
+        events.append(event(FENCE_EXPIRED, f"not obeyed: {fence.describe()}"))
+    if not blocking:
+        return Outcome(
+            _allowed(req, warnings),
+            decision.verdict,
+            decision.findings,
+            None,
+            tuple(events),
+            deployer,
+        )
+    override = _override(req, policy, own)
+    message = refusal_message(blocking)
+    if override is not None:
+        codes = ", ".join(dict.fromkeys(f.code.value for f in blocking))
+        note = f"allowed by override ({override}) despite {codes}: {blocking[0].message}"
+        events.append(event(PRUNE_OVERRIDDEN, f"{note}; requested by {req.user.username}"))
+        return Outcome(
+            _allowed(req, (f"prune-gate: {note}", *warnings)),
+            decision.verdict,
+            decision.findings,
+            override,
+            tuple(events),
+            deployer,
+        )
+    events.append(event(PRUNE_BLOCKED, f"DELETE by {req.user.username} refused: {message}"))
+    status = Status(403, blocking[0].code.value, message)
+    return Outcome(
+        AdmissionResponse(req.uid, False, status, warnings),
+        decision.verdict,
+        decision.findings,
+        None,
+        tuple(events),
+        deployer,
+    )
+
+
+def _override(req: AdmissionRequest, policy: Policy, own: LiveObject | None) -> str | None:
+    """Why a refusal is overridden: the allow-delete annotation, or a break-glass group."""
+    key = policy.allow_delete_annotation
+    reason = own.annotations.get(key) if own is not None else None
+    if isinstance(reason, str) and reason.strip():
+        return f'{key}: "{reason}"'
+    groups = [g for g in req.user.groups if g in policy.webhook.break_glass_groups]
+    if groups:
+        return f"{req.user.username} is in break-glass group {groups[0]}"
+    return None

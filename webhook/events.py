@@ -1,0 +1,128 @@
+"""Kubernetes Events (`PruneBlocked`, `PruneOverridden`, `FenceExpired`) from a background queue.
+
+A refusal must reach the deployer quickly, and an Event is a courtesy to the person who looks at
+the object later: so the handler only puts the Event on a bounded queue and answers; one thread
+sends them. A full queue drops the Event (counted) rather than delaying or failing a response, and
+an API error while sending is logged, never raised into a request.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import logging
+import queue
+import threading
+import uuid
+from typing import Any, Protocol
+
+from webhook.decide import EventSpec
+from webhook.kubeapi import request_json
+
+log = logging.getLogger("prune_gate.webhook.events")
+
+COMPONENT = "prune-gate"
+
+
+class EventSink(Protocol):
+    """Where the app hands Events; `submit` never blocks and never raises."""
+
+    def submit(self, event: EventSpec) -> None: ...
+
+
+class RecordingSink:
+    """Keeps Events in a list: for tests and dry runs of the app."""
+
+    def __init__(self) -> None:
+        self.events: list[EventSpec] = []
+
+    def submit(self, event: EventSpec) -> None:
+        self.events.append(event)
+
+
+def event_body(event: EventSpec, now: dt.datetime, instance: str) -> dict[str, Any]:
+    """The core/v1 Event for one EventSpec (cluster-scoped objects get theirs in `default`)."""
+    ns = event.ref.namespace or "default"
+    stamp = now.isoformat().replace("+00:00", "Z")
+    involved: dict[str, Any] = {
+        "apiVersion": event.api_version,
+        "kind": event.ref.kind,
+        "name": event.ref.name,
+    }
+    if event.ref.namespace:
+        involved["namespace"] = event.ref.namespace
+    if event.uid:
+        involved["uid"] = event.uid
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {
+            "name": f"{event.ref.name[:200]}.{uuid.uuid4().hex[:16]}",
+            "namespace": ns,
+        },
+        "involvedObject": involved,
+        "reason": event.reason,
+        "message": event.message[:1024],
+        "type": "Warning",
+        "source": {"component": COMPONENT},
+        "reportingComponent": COMPONENT,
+        "reportingInstance": instance,
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+    }
+
+
+class EventQueue:
+    """A bounded queue and one sender thread."""
+
+    def __init__(self, api: Any, maxsize: int = 1000, instance: str = "prune-gate") -> None:
+        self.api = api
+        self.instance = instance
+        self.queue: queue.Queue[EventSpec | None] = queue.Queue(maxsize)
+        self.sent = 0
+        self.dropped = 0
+        self.failed = 0
+        self._thread = threading.Thread(target=self._run, name="events", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def submit(self, event: EventSpec) -> None:
+        try:
+            self.queue.put_nowait(event)
+        except queue.Full:
+            self.dropped += 1
+            log.warning(
+                "event queue full, event dropped",
+                extra={"reason": event.reason, "object": event.ref.display()},
+            )
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Send what is queued (within `timeout`), then end the thread."""
+        if not self._thread.is_alive():
+            return
+        with contextlib.suppress(queue.Full):
+            self.queue.put(None, timeout=timeout)
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while True:
+            event = self.queue.get()
+            if event is None:
+                return
+            try:
+                body = event_body(event, dt.datetime.now(dt.UTC), self.instance)
+                path = f"/api/v1/namespaces/{body['metadata']['namespace']}/events"
+                request_json(self.api, "POST", path, body=body, timeout=10)
+                self.sent += 1
+            except Exception as exc:
+                self.failed += 1
+                log.error(
+                    "could not record event",
+                    extra={
+                        "reason": event.reason,
+                        "object": event.ref.display(),
+                        "error": f"{type(exc).__name__}: {exc}",
+                    },
+                )

@@ -1,0 +1,77 @@
+"""Prometheus metrics, in a registry of the app's own (two apps in one process do not collide).
+
+Requests and decisions are counted as they happen; the cache's size, age and watch restarts are
+read from the cache when /metrics is scraped, so the cache does not need to know about metrics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from webhook.cache import CacheStats
+
+PREFIX = "prune_gate_webhook"
+
+
+class _CacheCollector(Collector):
+    def __init__(self, stats: Callable[[], CacheStats], dropped: Callable[[], int]) -> None:
+        self._stats = stats
+        self._dropped = dropped
+
+    def collect(self) -> Iterator[Any]:
+        s = self._stats()
+        size = GaugeMetricFamily(
+            f"{PREFIX}_cache_objects", "Objects in the watch cache, by type", labels=["type"]
+        )
+        size.add_metric(["pod"], s.pods)
+        size.add_metric(["object"], s.objects)
+        yield size
+        yield GaugeMetricFamily(
+            f"{PREFIX}_cache_age_seconds",
+            "Seconds since the least recently heard-from watched kind heard from the API server",
+            value=s.age_seconds,
+        )
+        restarts = CounterMetricFamily(
+            f"{PREFIX}_watch_restarts", "Watches restarted after an error, by kind", labels=["kind"]
+        )
+        for kind, n in sorted(s.restarts.items()):
+            restarts.add_metric([kind], n)
+        yield restarts
+        yield CounterMetricFamily(
+            f"{PREFIX}_events_dropped",
+            "Events dropped because the queue was full",
+            value=self._dropped(),
+        )
+
+
+class Metrics:
+    """The app's metrics."""
+
+    def __init__(
+        self, stats: Callable[[], CacheStats], dropped: Callable[[], int] = lambda: 0
+    ) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter(
+            f"{PREFIX}_requests",
+            "Admission requests answered, by HTTP status code",
+            ["code"],
+            registry=self.registry,
+        )
+        self.decisions = Counter(
+            f"{PREFIX}_decisions",
+            "Admission decisions, by outcome (allowed, refused, overridden) and deciding code",
+            ["outcome", "code"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            f"{PREFIX}_handler_seconds",
+            "Time spent handling /validate, from body read to response built",
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0),
+            registry=self.registry,
+        )
+        self.registry.register(_CacheCollector(stats, dropped))

@@ -1,0 +1,115 @@
+"""Register the webhook with the API server (a ValidatingWebhookConfiguration), and remove it.
+
+For trying prune-gate against a cluster without a chart: the configuration points at the server by
+URL with the self-signed CA as its caBundle, asks only about DELETEs of the guarded kinds, and
+leaves kube-system and the webhook's own namespace alone, so a broken webhook cannot lock the
+control plane or itself out. `build_configuration` is pure; the two calls around it are not.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from gate.policy import Policy
+from webhook.kubeapi import ApiStatusError, request_json
+
+PATH = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
+WEBHOOK_NAME = "prune-gate.prune-gate.io"
+
+#: API versions and resource names of the kinds the webhook can guard.
+RESOURCES: dict[tuple[str, str], tuple[str, str]] = {
+    ("", "PersistentVolumeClaim"): ("v1", "persistentvolumeclaims"),
+    ("", "PersistentVolume"): ("v1", "persistentvolumes"),
+    ("", "Namespace"): ("v1", "namespaces"),
+    ("apps", "StatefulSet"): ("v1", "statefulsets"),
+    ("apiextensions.k8s.io", "CustomResourceDefinition"): ("v1", "customresourcedefinitions"),
+    ("snapshot.storage.k8s.io", "VolumeSnapshot"): ("v1", "volumesnapshots"),
+}
+
+
+def rules_for(policy: Policy) -> list[dict[str, Any]]:
+    """One DELETE rule per API group, naming the guarded kinds' resources."""
+    by_group: dict[str, list[str]] = {}
+    for group, kind in sorted(policy.webhook.guarded_kinds):
+        _version, resource = RESOURCES.get((group, kind), ("*", kind.lower() + "s"))
+        by_group.setdefault(group, []).append(resource)
+    return [
+        {
+            "apiGroups": [group],
+            "apiVersions": ["*"],
+            "operations": ["DELETE"],
+            "resources": sorted(resources),
+            "scope": "*",
+        }
+        for group, resources in sorted(by_group.items())
+    ]
+
+
+def build_configuration(
+    name: str,
+    url: str,
+    ca_pem: bytes,
+    policy: Policy,
+    failure_policy: str = "Fail",
+    timeout_seconds: int = 5,
+    own_namespace: str = "prune-gate",
+) -> dict[str, Any]:
+    """The ValidatingWebhookConfiguration for a webhook served at `url`."""
+    excluded = sorted({"kube-system", own_namespace})
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "prune-gate"}},
+        "webhooks": [
+            {
+                "name": WEBHOOK_NAME,
+                "clientConfig": {"url": url, "caBundle": base64.b64encode(ca_pem).decode()},
+                "rules": rules_for(policy),
+                "failurePolicy": failure_policy,
+                "matchPolicy": "Equivalent",
+                "sideEffects": "NoneOnDryRun",
+                "timeoutSeconds": timeout_seconds,
+                "admissionReviewVersions": ["v1"],
+                "namespaceSelector": {
+                    "matchExpressions": [
+                        {
+                            "key": "kubernetes.io/metadata.name",
+                            "operator": "NotIn",
+                            "values": excluded,
+                        }
+                    ]
+                },
+            }
+        ],
+    }
+
+
+def register(api: Any, config: dict[str, Any]) -> None:
+    """Create the configuration, replacing one of the same name."""
+    name = config["metadata"]["name"]
+    try:
+        current = request_json(api, "GET", f"{PATH}/{name}")
+    except ApiStatusError as exc:
+        if exc.status != 404:
+            raise
+        request_json(api, "POST", PATH, body=config)
+        return
+    body = {**config, "metadata": {**config["metadata"], **_version(current)}}
+    request_json(api, "PUT", f"{PATH}/{name}", body=body)
+
+
+def unregister(api: Any, name: str) -> bool:
+    """Delete the configuration; False when it was already gone."""
+    try:
+        request_json(api, "DELETE", f"{PATH}/{name}")
+    except ApiStatusError as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
+
+
+def _version(current: dict[str, Any]) -> dict[str, Any]:
+    rv = (current.get("metadata") or {}).get("resourceVersion")
+    return {"resourceVersion": rv} if rv else {}

@@ -1,0 +1,159 @@
+"""The wire format: AdmissionReview `admission.k8s.io/v1`, as typed structures, in one module.
+
+`parse_review` turns the request body into an `AdmissionRequest` or raises `ReviewError` with a
+reason a person can act on (the app answers 400 with it, never a 500); `render_response` is the one
+pure function that builds the response document. Nothing here knows about rules, Flask or the
+cluster, so the golden tests of this module pin the protocol on its own.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+API_VERSION = "admission.k8s.io/v1"
+KIND = "AdmissionReview"
+
+#: The API server sends at most ~3 MiB objects; anything far beyond that is not a real review.
+DEFAULT_MAX_BYTES = 4 * 1024 * 1024
+
+
+class ReviewError(ValueError):
+    """The body is not an AdmissionReview v1 request we can decide; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class GroupVersionKind:
+    group: str
+    version: str
+    kind: str
+
+
+@dataclass(frozen=True, slots=True)
+class UserInfo:
+    """Who makes the request, as the API server authenticated them."""
+
+    username: str
+    groups: tuple[str, ...] = ()
+    uid: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionRequest:
+    """The fields of `request` the webhook reads."""
+
+    uid: str
+    kind: GroupVersionKind
+    resource: str
+    operation: str
+    name: str
+    namespace: str
+    user: UserInfo
+    old_object: dict[str, Any] | None = field(default=None, repr=False)
+    dry_run: bool = False
+    sub_resource: str = ""
+
+    @property
+    def api_version(self) -> str:
+        """`apps/v1`, or `v1` for the core group."""
+        v = self.kind
+        return f"{v.group}/{v.version}" if v.group else v.version
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """`response.status` of a refusal: HTTP-like code, a stable reason, a message."""
+
+    code: int
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionResponse:
+    """What the webhook answers for one request."""
+
+    uid: str
+    allowed: bool
+    status: Status | None = None
+    warnings: tuple[str, ...] = ()
+
+
+def _require(mapping: dict[str, Any], key: str, kind: type, where: str) -> Any:
+    value = mapping.get(key)
+    if not isinstance(value, kind):
+        names: dict[type, str] = {str: "a string", dict: "an object", list: "a list"}
+        expected = names.get(kind, kind.__name__)
+        if value is None:
+            raise ReviewError(f"{where}.{key} is missing")
+        raise ReviewError(f"{where}.{key} must be {expected}, not {type(value).__name__}")
+    return value
+
+
+def parse_review(body: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> AdmissionRequest:
+    """Parse and validate an AdmissionReview v1 request body."""
+    if len(body) > max_bytes:
+        raise ReviewError(f"body of {len(body)} bytes exceeds the limit of {max_bytes} bytes")
+    if not body.strip():
+        raise ReviewError("empty body: expected an AdmissionReview (admission.k8s.io/v1)")
+    try:
+        doc = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ReviewError(f"body is not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise ReviewError(f"body must be a JSON object, not {type(doc).__name__}")
+    api_version, kind = doc.get("apiVersion"), doc.get("kind")
+    if api_version != API_VERSION or kind != KIND:
+        raise ReviewError(
+            f"expected apiVersion {API_VERSION} kind {KIND}, got apiVersion {api_version!r} "
+            f"kind {kind!r} (register the webhook with admissionReviewVersions: [v1])"
+        )
+    req = _require(doc, "request", dict, "AdmissionReview")
+    uid = _require(req, "uid", str, "request")
+    if not uid:
+        raise ReviewError("request.uid is empty")
+    gvk = _require(req, "kind", dict, "request")
+    resource = req.get("resource") if isinstance(req.get("resource"), dict) else {}
+    assert isinstance(resource, dict)
+    user = req.get("userInfo") if isinstance(req.get("userInfo"), dict) else {}
+    assert isinstance(user, dict)
+    groups = user.get("groups") or []
+    if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
+        raise ReviewError("request.userInfo.groups must be a list of strings")
+    old = req.get("oldObject")
+    if old is not None and not isinstance(old, dict):
+        raise ReviewError(f"request.oldObject must be an object, not {type(old).__name__}")
+    dry_run = req.get("dryRun", False)
+    if not isinstance(dry_run, bool):
+        raise ReviewError("request.dryRun must be a boolean")
+    return AdmissionRequest(
+        uid=uid,
+        kind=GroupVersionKind(
+            str(gvk.get("group") or ""),
+            str(gvk.get("version") or ""),
+            _require(gvk, "kind", str, "request.kind"),
+        ),
+        resource=str(resource.get("resource") or ""),
+        operation=_require(req, "operation", str, "request"),
+        name=str(req.get("name") or ""),
+        namespace=str(req.get("namespace") or ""),
+        user=UserInfo(str(user.get("username") or ""), tuple(groups), str(user.get("uid") or "")),
+        old_object=old,
+        dry_run=dry_run,
+        sub_resource=str(req.get("subResource") or ""),
+    )
+
+
+def render_response(response: AdmissionResponse) -> dict[str, Any]:
+    """The AdmissionReview document for a response: the one place its shape is decided."""
+    out: dict[str, Any] = {"uid": response.uid, "allowed": response.allowed}
+    if response.status is not None:
+        out["status"] = {
+            "code": response.status.code,
+            "reason": response.status.reason,
+            "message": response.status.message,
+        }
+    if response.warnings:
+        out["warnings"] = list(response.warnings)
+    return {"apiVersion": API_VERSION, "kind": KIND, "response": out}

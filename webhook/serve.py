@@ -1,0 +1,135 @@
+"""Serve the app with gunicorn over TLS, picking up rotated certificate files without a restart.
+
+gunicorn is the production WSGI server (Flask's own server is for development). One worker
+process with threads: the watch cache lives in that worker, built after the fork (threads do not
+survive a fork) and stopped when the worker exits. Scale out with replicas, not workers: every
+replica keeps its own cache from the API server, and no replica holds state of its own.
+
+Rotation: gunicorn wraps every accepted connection with the SSLContext its `ssl_context` hook
+returns. The hook returns `CertReloader.context()`, which stats the certificate and key files and
+loads a new context when either changed (a failed load, e.g. a half-rotated pair, keeps the old
+context and is logged). cert-manager and kubelet secret updates replace the files atomically, so
+new connections get the new certificate and established ones keep theirs.
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from flask import Flask
+from gunicorn.app.base import BaseApplication
+
+log = logging.getLogger("prune_gate.webhook.serve")
+
+
+class CertReloader:
+    """An SSLContext for a certificate and key file pair, reloaded when the files change."""
+
+    def __init__(self, cert_file: str | Path, key_file: str | Path) -> None:
+        self.cert_file = str(cert_file)
+        self.key_file = str(key_file)
+        self._lock = threading.Lock()
+        self._stamp = self._files_stamp()
+        self._context = self._load()
+        self.reloads = 0
+
+    def _files_stamp(self) -> tuple[int, int, int, int]:
+        c, k = Path(self.cert_file).stat(), Path(self.key_file).stat()
+        return (c.st_mtime_ns, c.st_size, k.st_mtime_ns, k.st_size)
+
+    def _load(self) -> ssl.SSLContext:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        ctx.load_cert_chain(self.cert_file, self.key_file)
+        return ctx
+
+    def context(self) -> ssl.SSLContext:
+        """The current context; reloads first when the files changed since the last load."""
+        try:
+            stamp = self._files_stamp()
+        except OSError as exc:
+            log.error("cannot stat certificate files, keeping the loaded ones", extra={"err": exc})
+            return self._context
+        if stamp == self._stamp:
+            return self._context
+        with self._lock:
+            if stamp != self._stamp:
+                try:
+                    self._context = self._load()
+                except (OSError, ssl.SSLError) as exc:
+                    log.error(
+                        "cannot load rotated certificate, keeping the previous one",
+                        extra={"cert": self.cert_file, "error": str(exc)},
+                    )
+                    return self._context
+                self._stamp = stamp
+                self.reloads += 1
+                log.info("serving certificate reloaded", extra={"cert": self.cert_file})
+        return self._context
+
+
+class WebhookServer(BaseApplication):  # type: ignore[misc]
+    """gunicorn running one app, built in the worker by `app_factory`."""
+
+    def __init__(
+        self,
+        app_factory: Callable[[], Flask],
+        listen: str,
+        reloader: CertReloader,
+        threads: int = 8,
+        on_worker_exit: Callable[[], None] | None = None,
+        timeout: int = 30,
+    ) -> None:
+        self.app_factory = app_factory
+        self.listen = listen
+        self.reloader = reloader
+        self.threads = threads
+        self.on_worker_exit = on_worker_exit
+        self.timeout = timeout
+        super().__init__()
+
+    def load_config(self) -> None:
+        reloader = self.reloader
+        on_exit = self.on_worker_exit
+
+        def ssl_context(_config: Any, _default: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
+            return reloader.context()
+
+        def worker_exit(_server: Any, _worker: Any) -> None:
+            if on_exit is not None:
+                on_exit()
+
+        settings: dict[str, Any] = {
+            "bind": [self.listen],
+            "workers": 1,
+            "worker_class": "gthread",
+            "threads": self.threads,
+            "certfile": reloader.cert_file,
+            "keyfile": reloader.key_file,
+            "ssl_context": ssl_context,
+            "worker_exit": worker_exit,
+            "timeout": self.timeout,
+            "graceful_timeout": 10,
+            "keepalive": 30,
+            "accesslog": None,
+            "loglevel": "warning",
+            "proc_name": "prune-gate-webhook",
+        }
+        for key, value in settings.items():
+            self.cfg.set(key, value)
+
+    def load(self) -> Flask:
+        return self.app_factory()
+
+
+def host_of(listen: str) -> tuple[str, int]:
+    """`127.0.0.1:8443` -> ("127.0.0.1", 8443); `[::1]:8443` -> ("::1", 8443)."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"--listen {listen!r}: expected HOST:PORT, like 127.0.0.1:8443")
+    return host.strip("[]"), int(port)
