@@ -25,10 +25,16 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from gate.fence import fence_status
 from gate.policy import Policy
 from webhook.cache import CacheView
-from webhook.decide import Outcome, decide_admission
+from webhook.decide import Outcome, decide_admission, ref_of_request
 from webhook.events import EventSink, RecordingSink
 from webhook.metrics import Metrics
-from webhook.review import DEFAULT_MAX_BYTES, ReviewError, parse_review, render_response
+from webhook.review import (
+    DEFAULT_MAX_BYTES,
+    AdmissionRequest,
+    ReviewError,
+    parse_review,
+    render_response,
+)
 
 log = logging.getLogger("prune_gate.webhook")
 
@@ -123,12 +129,12 @@ def create_app(settings: Settings) -> Flask:
     return app
 
 
-def req_fields(req: Any) -> dict[str, Any]:
+def req_fields(req: AdmissionRequest) -> dict[str, Any]:
     """Fields of a request worth a log line."""
     return {
         "uid": req.uid,
         "operation": req.operation,
-        "object": f"{req.kind.kind} {req.namespace + '/' if req.namespace else ''}{req.name}",
+        "object": ref_of_request(req).display(),
         "user": req.user.username,
         "dryRun": req.dry_run,
     }

@@ -164,25 +164,26 @@ def serve(
             state["api"].close()
 
     server = WebhookServer(build_app, listen, reloader, threads, stop_worker)
-    registered = False
-    if register:
-        assert ca_pem is not None
-        url_host = f"[{host}]" if ":" in host else host
-        url = f"https://{url_host}:{_port}/validate"
-        config = reg.build_configuration(
-            name, url, ca_pem, policy, failure_policy, timeout_seconds, namespace
-        )
-        api = api_client(kubeconfig)
-        try:
-            reg.register(api, config)
-        finally:
-            api.close()
-        registered = True
-        log.info("webhook registered", extra={"name": name, "url": url})
+    # The worker is a fork of this process and unwinds through the same `finally` when it exits:
+    # only the process that registered removes the registration.
+    master = os.getpid()
     try:
+        if register:
+            assert ca_pem is not None
+            url_host = f"[{host}]" if ":" in host else host
+            url = f"https://{url_host}:{_port}/validate"
+            config = reg.build_configuration(
+                name, url, ca_pem, policy, failure_policy, timeout_seconds, namespace
+            )
+            api = api_client(kubeconfig)
+            try:
+                reg.register(api, config)
+            finally:
+                api.close()
+            log.info("webhook registered", extra={"registration": name, "url": url})
         server.run()
     finally:
-        if registered:
+        if register and os.getpid() == master:
             _unregister(kubeconfig, name)
 
 
@@ -194,4 +195,4 @@ def _unregister(kubeconfig: str | None, name: str) -> None:
         removed = reg.unregister(api, name)
     finally:
         api.close()
-    log.info("webhook registration removed", extra={"name": name, "existed": removed})
+    log.info("webhook registration removed", extra={"registration": name, "existed": removed})
