@@ -55,9 +55,9 @@ def _start_cluster(state_dir: Path, pytestconfig: pytest.Config) -> str:
     pytest.fail(message, pytrace=False)
 
 
-def _stop_cluster(state_dir: Path, check: bool = True) -> None:
+def _stop_cluster(state_dir: Path) -> None:
     env = {**os.environ, "PRUNE_GATE_CLUSTER_DIR": str(state_dir)}
-    subprocess.run([str(DEV_CLUSTER), "down"], env=env, check=check)
+    subprocess.run([str(DEV_CLUSTER), "down"], env=env, check=True)
 
 
 @pytest.fixture(scope="session")
@@ -71,17 +71,17 @@ def kube(
         kubeconfig = existing
     else:
         state_dir = tmp_path_factory.mktemp("dev-cluster")
-        try:
-            kubeconfig = _start_cluster(state_dir, pytestconfig)
-        except BaseException:
-            _stop_cluster(state_dir, check=False)  # the first error is the one to see
-            raise
+        # A failed `up` stops what it started and leaves the state dir (and its logs) to read.
+        kubeconfig = _start_cluster(state_dir, pytestconfig)
     cluster = Cluster(kubeconfig)
     try:
         yield cluster
     finally:
         cluster.close()
         if state_dir is not None:
+            # `down` removes the state dir: keep the component logs in pytest's tmp dir.
+            logs = tmp_path_factory.mktemp("dev-cluster-logs")
+            shutil.copytree(state_dir / "logs", logs, dirs_exist_ok=True)
             _stop_cluster(state_dir)
 
 

@@ -29,7 +29,7 @@ BUILD_BINARIES = Path(__file__).resolve().parents[2] / "scripts" / "build-binari
 
 def core(api: Any) -> Any:
     """``CoreV1Api`` over ``api``, typed as Any: the client's models make every field Optional."""
-    return core(api)
+    return client.CoreV1Api(api)
 
 
 def apps(api: Any) -> Any:
@@ -39,7 +39,7 @@ def apps(api: Any) -> Any:
 
 def coordination(api: Any) -> Any:
     """``CoordinationV1Api`` over ``api`` (typed as Any, like ``core``)."""
-    return coordination(api)
+    return client.CoordinationV1Api(api)
 
 
 def authentication(api: Any) -> Any:
