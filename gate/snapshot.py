@@ -272,7 +272,7 @@ def read_live(
 # --- the real API -------------------------------------------------------------------------------
 
 
-def _load_configuration(kubeconfig: str | None, context: str | None) -> Any:
+def load_configuration(kubeconfig: str | None, context: str | None) -> Any:
     """A client `Configuration` from --kubeconfig/--kube-context, else the usual resolution:
     $KUBECONFIG, ~/.kube/config, then the in-cluster service account."""
     from kubernetes import client, config
@@ -323,7 +323,7 @@ class ApiLister:
     def from_kubeconfig(
         cls, kubeconfig: str | None, context: str | None, timeout: float
     ) -> ApiLister:
-        return cls(_load_configuration(kubeconfig, context), timeout)
+        return cls(load_configuration(kubeconfig, context), timeout)
 
     def close(self) -> None:
         self._api.close()
