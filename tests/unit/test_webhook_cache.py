@@ -1,0 +1,239 @@
+"""The watch cache against a scripted API: pagination, watch events, 410 Gone, errors, readiness.
+
+The fake speaks the ApiClient surface `webhook.kubeapi` uses (`param_serialize`, `call_api`) and
+answers each path from a script; a watch with nothing scripted blocks like a quiet stream until
+the cache shuts it down, so stopping the cache is tested too.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.parse
+from collections import defaultdict, deque
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from gate.policy import policy_from_dict
+from gate.refs import ObjectRef
+from webhook.cache import KindSpec, WatchCache, custom_kind_of
+
+
+class _Raw:
+    """The urllib3 response inside a RESTResponse."""
+
+    def __init__(self, lines: list[bytes] | None, error: Exception | None) -> None:
+        self.lines = lines
+        self.error = error
+        self.closed = threading.Event()
+
+    def stream(self, amt: Any = None, decode_content: bool = False) -> Iterator[bytes]:
+        if self.lines is not None:
+            yield from self.lines
+            if self.error is not None:
+                raise self.error
+            return
+        self.closed.wait(30)  # a quiet watch: blocks until shut down
+        raise ConnectionError("connection closed")
+
+    def release_conn(self) -> None:
+        pass
+
+    def shutdown(self) -> None:
+        self.closed.set()
+
+
+class _Resp:
+    def __init__(self, status: int, data: bytes = b"", raw: _Raw | None = None) -> None:
+        self.status = status
+        self._data = data
+        self.response = raw or _Raw([], None)
+
+    def read(self) -> bytes:
+        return self._data
+
+
+class FakeApi:
+    """Scripted answers by path: `lists[path]` pages, `watches[path]` streams, in order."""
+
+    def __init__(self) -> None:
+        self.lists: dict[str, deque[tuple[int, dict[str, Any]]]] = defaultdict(deque)
+        self.watches: dict[str, deque[tuple[list[dict[str, Any]], Exception | None]]] = defaultdict(
+            deque
+        )
+        self.calls: list[tuple[str, dict[str, str]]] = []
+
+    def param_serialize(self, **kw: Any) -> tuple[str, str, dict[str, str], Any, list[Any]]:
+        query = urllib.parse.urlencode(kw.get("query_params") or [])
+        return kw["method"], f"{kw['resource_path']}?{query}", kw["header_params"], None, []
+
+    def call_api(self, method: str, url: str, **kw: Any) -> _Resp:
+        path, _, query = url.partition("?")
+        params = dict(urllib.parse.parse_qsl(query))
+        self.calls.append((path, params))
+        if params.get("watch") == "true":
+            script = self.watches[path]
+            if not script:
+                return _Resp(200, raw=_Raw(None, None))
+            events, error = script.popleft()
+            return _Resp(200, raw=_Raw([json.dumps(e).encode() + b"\n" for e in events], error))
+        if self.lists[path]:
+            status, page = self.lists[path].popleft()
+            return _Resp(status, json.dumps(page).encode())
+        return _Resp(200, json.dumps({"metadata": {"resourceVersion": "1"}, "items": []}).encode())
+
+
+def pod(name: str, claim: str, rv: str = "5") -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "app", "uid": name, "resourceVersion": rv},
+        "spec": {
+            "nodeName": "n1",
+            "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": claim}}],
+        },
+        "status": {"phase": "Running"},
+    }
+
+
+POLICY = policy_from_dict({"webhook": {"resync": "1h", "maxCacheAge": "10m"}})
+
+
+def _cache(api: FakeApi, clock: list[float] | None = None) -> WatchCache:
+    if clock is None:
+        return WatchCache(api, POLICY, watch_seconds=30)
+    return WatchCache(api, POLICY, watch_seconds=30, clock=lambda: clock[0])
+
+
+@pytest.fixture
+def api() -> FakeApi:
+    return FakeApi()
+
+
+def test_pages_then_watch_events_then_410_relists(api: FakeApi) -> None:
+    pods = "/api/v1/pods"
+    api.lists[pods].extend(
+        [
+            (200, {"metadata": {"continue": "c1"}, "items": [pod("a", "data")]}),
+            (200, {"metadata": {"resourceVersion": "10"}, "items": [pod("b", "data")]}),
+            (200, {"metadata": {"resourceVersion": "30"}, "items": [pod("c", "other")]}),
+        ]
+    )
+    api.watches[pods].append(
+        (
+            [
+                {"type": "ADDED", "object": pod("d", "data", "11")},
+                {"type": "DELETED", "object": pod("a", "data", "12")},
+                {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "20"}}},
+            ],
+            None,
+        )
+    )
+    api.watches[pods].append(([{"type": "ERROR", "object": {"code": 410}}], None))
+    cache = _cache(api)
+    cache.start()
+    try:
+        assert cache.wait_ready(10), cache.ready()
+        k_wait(lambda: len([c for c in api.calls if c[0] == pods]) >= 6)
+        watched = [p for path, p in api.calls if path == pods and p.get("watch")]
+        listed = [p for path, p in api.calls if path == pods and not p.get("watch")]
+        assert listed[1]["continue"] == "c1"
+        assert watched[0]["resourceVersion"] == "10"
+        assert watched[1]["resourceVersion"] == "20"  # resumed from the bookmark
+        assert len(listed) == 3  # the 410 made it list again
+        assert watched[2]["resourceVersion"] == "30"
+        with cache.lock:
+            assert sorted(cache.live.pods) == [("app", "c")]
+        assert cache.stats().restarts["Pod"] == 0
+    finally:
+        cache.stop()
+
+
+def k_wait(predicate: Any, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def test_a_failing_watch_is_counted_and_restarted(api: FakeApi) -> None:
+    pods = "/api/v1/pods"
+    api.lists[pods].append((500, {"message": "etcd is sad"}))
+    api.watches[pods].append(([{"type": "ADDED", "object": pod("x", "data")}], OSError("reset")))
+    cache = _cache(api)
+    cache.start()
+    try:
+        assert cache.wait_ready(10)
+        k_wait(lambda: cache.stats().restarts["Pod"] >= 2)
+    finally:
+        cache.stop()
+    assert not any(w._thread.is_alive() for w in cache.watchers)
+
+
+def test_not_ready_until_listed_and_when_too_old(api: FakeApi) -> None:
+    clock = [1000.0]
+    cache = _cache(api, clock)
+    assert cache.ready() == (
+        False,
+        "waiting for the first list of CustomResourceDefinition.apiextensions.k8s.io, "
+        "Namespace, PersistentVolume, PersistentVolumeClaim, Pod, StatefulSet.apps",
+    )
+    for w in cache.watchers:
+        w.list_once()
+    assert cache.ready() == (True, "ready")
+    clock[0] += 601
+    ready, why = cache.ready()
+    assert not ready
+    assert "older than maxCacheAge 600s" in why
+
+
+CRD_NAME = "backups.example.com"
+
+
+def test_custom_resources_are_counted_per_crd(api: FakeApi) -> None:
+    crd: dict[str, Any] = {
+        "metadata": {"name": CRD_NAME, "resourceVersion": "3"},
+        "spec": {
+            "group": "example.com",
+            "names": {"kind": "Backup", "plural": "backups"},
+            "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": True, "storage": True}],
+        },
+    }
+    crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    api.lists[crds].append((200, {"metadata": {"resourceVersion": "3"}, "items": [crd]}))
+    cr = "/apis/example.com/v1/backups"
+    items = [{"metadata": {"name": f"b{i}", "namespace": "app"}} for i in range(3)]
+    api.lists[cr].append((200, {"metadata": {"resourceVersion": "4"}, "items": items}))
+    api.watches[cr].append(
+        ([{"type": "DELETED", "object": {"metadata": {"name": "b0", "namespace": "app"}}}], None)
+    )
+    cache = _cache(api)
+    cache.start()
+    try:
+        assert cache.wait_ready(10)
+        k_wait(lambda: cache.live.custom_resource_count("example.com", "Backup") == 2)
+        accept = [c for c in api.calls if c[0] == cr]
+        assert accept, "the custom resources were never listed"
+        crd_ref = ObjectRef("apiextensions.k8s.io", "CustomResourceDefinition", "", CRD_NAME)
+        assert cache.live.get(crd_ref) is not None
+    finally:
+        cache.stop()
+
+
+def test_custom_kind_of_picks_the_storage_version() -> None:
+    crd = {
+        "spec": {
+            "group": "g.io",
+            "names": {"kind": "Thing", "plural": "things"},
+            "versions": [
+                {"name": "v1beta1", "served": True, "storage": False},
+                {"name": "v1", "served": True, "storage": True},
+            ],
+        }
+    }
+    spec = custom_kind_of(crd)
+    assert spec == KindSpec("g.io/v1", "Thing", "things", metadata_only=True)
+    assert spec.path == "/apis/g.io/v1/things"
+    assert custom_kind_of({"spec": {"group": "g.io", "names": {}, "versions": []}}) is None

@@ -1,0 +1,148 @@
+"""Certificates, rotation, registration and Events: the pieces around the app."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import ipaddress
+import logging
+import ssl
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography import x509
+
+from gate.policy import policy_from_dict
+from gate.refs import ObjectRef
+from webhook import tls
+from webhook.decide import EventSpec
+from webhook.events import EventQueue, event_body
+from webhook.register import build_configuration
+from webhook.serve import CertReloader, host_of
+
+
+def test_serving_certificate_has_the_ip_san_and_chains_to_the_ca(tmp_path: Path) -> None:
+    ca = tls.make_ca()
+    pair = tls.make_serving_cert(ca, ["127.0.0.1"])
+    cert = x509.load_pem_x509_certificate(pair.cert_pem)
+    san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert san.get_values_for_type(x509.IPAddress) == [ipaddress.ip_address("127.0.0.1")]
+    ca_cert = x509.load_pem_x509_certificate(ca.cert_pem)
+    cert.verify_directly_issued_by(ca_cert)
+    (tmp_path / "ca.crt").write_bytes(ca.cert_pem)
+    client = ssl.create_default_context(cafile=str(tmp_path / "ca.crt"))
+    assert client.verify_mode is ssl.CERT_REQUIRED
+
+
+def test_reloader_swaps_the_context_when_files_change_and_keeps_it_on_garbage(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    crt, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    ca = tls.make_ca()
+    tls.write_pair(tls.make_serving_cert(ca, ["127.0.0.1"]), crt, key)
+    reloader = CertReloader(crt, key)
+    first = reloader.context()
+    assert reloader.context() is first
+    tls.write_pair(tls.make_serving_cert(ca, ["127.0.0.1", "localhost"]), crt, key)
+    second = reloader.context()
+    assert second is not first
+    assert reloader.reloads == 1
+    crt.write_text("half-written")
+    with caplog.at_level(logging.ERROR):
+        assert reloader.context() is second
+    assert "keeping the previous one" in caplog.text
+
+
+def test_host_of() -> None:
+    assert host_of("127.0.0.1:8443") == ("127.0.0.1", 8443)
+    assert host_of("[::1]:9443") == ("::1", 9443)
+    with pytest.raises(ValueError, match="HOST:PORT"):
+        host_of("8443")
+
+
+def test_registration_is_delete_only_for_guarded_kinds_with_exclusions() -> None:
+    policy = policy_from_dict({})
+    config = build_configuration(
+        "prune-gate", "https://127.0.0.1:8443/validate", b"PEM", policy, "Ignore", 7, "tools"
+    )
+    hook = config["webhooks"][0]
+    assert hook["clientConfig"] == {
+        "url": "https://127.0.0.1:8443/validate",
+        "caBundle": base64.b64encode(b"PEM").decode(),
+    }
+    assert hook["failurePolicy"] == "Ignore"
+    assert hook["timeoutSeconds"] == 7
+    assert hook["sideEffects"] == "NoneOnDryRun"
+    assert hook["admissionReviewVersions"] == ["v1"]
+    assert {op for r in hook["rules"] for op in r["operations"]} == {"DELETE"}
+    resources = {(r["apiGroups"][0], res) for r in hook["rules"] for res in r["resources"]}
+    assert resources == {
+        ("", "persistentvolumeclaims"),
+        ("", "persistentvolumes"),
+        ("", "namespaces"),
+        ("apps", "statefulsets"),
+        ("apiextensions.k8s.io", "customresourcedefinitions"),
+    }
+    expr = hook["namespaceSelector"]["matchExpressions"][0]
+    assert expr == {
+        "key": "kubernetes.io/metadata.name",
+        "operator": "NotIn",
+        "values": ["kube-system", "tools"],
+    }
+
+
+EVENT = EventSpec(
+    "PruneBlocked",
+    "refused",
+    ObjectRef("", "PersistentVolume", "", "pv-1"),
+    "v1",
+    "uid-1",
+)
+
+
+def test_event_body_for_a_cluster_scoped_object_goes_to_default() -> None:
+    body = event_body(EVENT, dt.datetime(2026, 12, 2, tzinfo=dt.UTC), "pod-a")
+    assert body["metadata"]["namespace"] == "default"
+    assert body["involvedObject"] == {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "name": "pv-1",
+        "uid": "uid-1",
+    }
+    assert body["type"] == "Warning"
+    assert body["firstTimestamp"] == "2026-12-02T00:00:00Z"
+
+
+class _SlowApi:
+    """Blocks every request until released; then fails it."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.calls = 0
+
+    def param_serialize(self, **kw: Any) -> Any:
+        return kw["method"], kw["resource_path"], kw["header_params"], kw["body"], []
+
+    def call_api(self, *args: Any, **kw: Any) -> Any:
+        self.calls += 1
+        self.release.wait(10)
+        raise ConnectionError("API server unreachable")
+
+
+def test_a_full_queue_drops_and_a_failed_send_is_logged_not_raised(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    api = _SlowApi()
+    q = EventQueue(api, maxsize=2)
+    q.start()
+    try:
+        for _ in range(6):
+            q.submit(EVENT)  # never blocks
+        assert q.dropped >= 3
+    finally:
+        api.release.set()
+        q.stop()
+    assert q.failed >= 1
+    assert "could not record event" in caplog.text
