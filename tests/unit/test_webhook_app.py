@@ -213,3 +213,13 @@ def test_not_a_delete_of_a_guarded_kind_is_allowed_quietly(client: FlaskClient) 
     doc["request"]["operation"] = "UPDATE"
     out = post(client, doc).get_json()["response"]
     assert out == {"uid": "u-1", "allowed": True}
+
+
+def test_validate_is_503_until_the_cache_is_ready() -> None:
+    """An empty or stale cache would allow what it cannot see: the failurePolicy decides."""
+    app, sink = make_app(claim(), pod("web-0", "data"), ready=False)
+    with app.test_client() as c:
+        resp = post(c, review(claim()))
+    assert resp.status_code == 503
+    assert resp.get_json()["reason"] == "not ready (static cache)"
+    assert sink.events == []

@@ -1,0 +1,301 @@
+"""Measure the webhook: handler latency with 10,000 pods in the cache, over TLS, and cache memory.
+
+Four figures, on the same synthetic cluster (10,000 pods on 100 nodes in 200 namespaces, each pod
+mounting its own claim, pod JSON shaped like real API objects):
+
+1. the decision alone (`decide_admission` on the filled LiveState), p50/p99;
+2. the whole Flask handler in process (test client: parse, decide, render), p50/p99;
+3. end to end over HTTPS to the real gunicorn server (`WebhookServer`, TLS, one worker with
+   threads) from a client on loopback, on one kept-alive connection as the API server uses, and
+   with a new TLS connection per request; p50/p99;
+4. the cache's memory (tracemalloc: LiveState filled from the raw JSON, the JSON itself freed), and
+   what the request path would pay without a cache: decoding and indexing a 10,000-pod list on every
+   request (a lower bound: the API server's own time to produce the list is not counted).
+
+Run: `python -m bench.bench_webhook [--pods N] [--requests N]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import gc
+import http.client
+import itertools
+import json
+import logging
+import signal
+import socket
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from gate.fence import FenceState, FenceStatus
+from gate.livestate import LiveState
+from gate.policy import Policy, policy_from_dict
+from webhook import tls
+from webhook.app import Settings, create_app
+from webhook.cache import StaticCache
+from webhook.decide import decide_admission
+from webhook.review import parse_review
+
+POLICY: dict[str, Any] = {
+    "webhook": {"deployers": ["system:serviceaccount:flux-system:kustomize-controller"]}
+}
+
+
+def pod_json(i: int) -> dict[str, Any]:
+    """A pod as the API server lists it (trimmed of managedFields, which lists can omit)."""
+    ns, name = f"ns-{i % 200}", f"app-{i}-7d9f8b6c5-x{i % 97:02d}q"
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": ns,
+            "uid": f"0f1e2d3c-{i:08d}-4b5a-9c8d-7e6f5a4b3c2d",
+            "resourceVersion": str(100000 + i),
+            "creationTimestamp": "2026-12-01T09:00:00Z",
+            "labels": {"app": f"app-{i}", "pod-template-hash": "7d9f8b6c5"},
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "name": f"app-{i}-7d9f8b6c5",
+                    "uid": f"rs-{i}",
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {
+            "nodeName": f"node-{i % 100}",
+            "containers": [
+                {
+                    "name": "app",
+                    "image": "registry.example.com/app:1.2.3",
+                    "ports": [{"containerPort": 8080, "protocol": "TCP"}],
+                    "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+                    "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                }
+            ],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": f"data-{i}"}}],
+            "serviceAccountName": "default",
+            "restartPolicy": "Always",
+        },
+        "status": {
+            "phase": "Running",
+            "podIP": f"10.{i // 65536}.{i // 256 % 256}.{i % 256}",
+            "startTime": "2026-12-01T09:00:05Z",
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def claim_json(i: int) -> dict[str, Any]:
+    return {
+        "metadata": {"name": f"data-{i}", "namespace": f"ns-{i % 200}", "uid": f"c-{i}"},
+        "spec": {"volumeName": f"pv-{i}", "resources": {"requests": {"storage": "1Gi"}}},
+    }
+
+
+def fill(live: LiveState, pods: list[dict[str, Any]], claims: list[dict[str, Any]]) -> None:
+    live.replace_kind("", "Pod", pods, "v1")
+    live.replace_kind("", "PersistentVolumeClaim", claims, "v1")
+
+
+def review_body(i: int, user: str = "kubernetes-admin") -> bytes:
+    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", **claim_json(i)}
+    doc = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": f"req-{i}",
+            "kind": {"group": "", "version": "v1", "kind": "PersistentVolumeClaim"},
+            "resource": {"group": "", "version": "v1", "resource": "persistentvolumeclaims"},
+            "name": f"data-{i}",
+            "namespace": f"ns-{i % 200}",
+            "operation": "DELETE",
+            "userInfo": {"username": user, "groups": ["system:authenticated"]},
+            "oldObject": claim,
+            "dryRun": True,
+        },
+    }
+    return json.dumps(doc).encode()
+
+
+def percentiles(samples: list[float]) -> str:
+    qs = statistics.quantiles(samples, n=100)
+    return f"p50 {qs[49] * 1000:.3f} ms  p99 {qs[98] * 1000:.3f} ms  (n={len(samples)})"
+
+
+def timed(fn: Callable[[], Any], n: int) -> list[float]:
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def build_live(n: int, policy: Policy) -> LiveState:
+    live = LiveState(policy.guarded_kinds)
+    fill(live, [pod_json(i) for i in range(n)], [claim_json(i) for i in range(n)])
+    return live
+
+
+def serve(port: int, cert_dir: str, n: int) -> None:
+    """Child process: the real gunicorn server over TLS around a cache filled with `n` pods."""
+    from webhook.serve import CertReloader, WebhookServer
+
+    policy = policy_from_dict(POLICY)
+
+    def factory() -> Any:
+        return create_app(Settings(policy=policy, cache=StaticCache(build_live(n, policy))))
+
+    reloader = CertReloader(Path(cert_dir) / "tls.crt", Path(cert_dir) / "tls.key")
+    WebhookServer(factory, f"127.0.0.1:{port}", reloader, threads=4).run()
+
+
+def https_figures(n_pods: int, requests: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        ca = tls.make_ca()
+        tls.write_pair(
+            tls.make_serving_cert(ca, ["127.0.0.1"]), Path(tmp) / "tls.crt", Path(tmp) / "tls.key"
+        )
+        (Path(tmp) / "ca.crt").write_bytes(ca.cert_pem)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.bench_webhook", "--serve", str(port), tmp, str(n_pods)]
+        )
+        try:
+            ctx = ssl.create_default_context(cafile=str(Path(tmp) / "ca.crt"))
+            _wait_up(port, ctx, proc)
+            bodies = [review_body(i) for i in range(200)]
+            conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=10)
+
+            def one(c: http.client.HTTPSConnection, body: bytes) -> None:
+                c.request("POST", "/validate", body, {"Content-Type": "application/json"})
+                resp = c.getresponse()
+                data = resp.read()
+                assert resp.status == 200, data
+
+            for b in bodies[:50]:
+                one(conn, b)  # warm up
+            it = itertools.cycle(bodies)
+            kept = timed(lambda: one(conn, next(it)), requests)
+            conn.close()
+
+            def fresh() -> None:
+                c = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=10)
+                try:
+                    one(c, next(it))
+                finally:
+                    c.close()
+
+            new = timed(fresh, max(100, requests // 5))
+            print(f"HTTPS, kept-alive connection:   {percentiles(kept)}")
+            print(f"HTTPS, new TLS connection each: {percentiles(new)}")
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+
+
+def _wait_up(port: int, ctx: ssl.SSLContext, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"server exited {proc.returncode}")
+        try:
+            c = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=5)
+            c.request("GET", "/readyz")
+            ok = c.getresponse().status == 200
+            c.close()
+            if ok:
+                return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise SystemExit("server did not come up")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--pods", type=int, default=10_000)
+    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--serve", nargs=3, metavar=("PORT", "CERT_DIR", "PODS"))
+    args = parser.parse_args()
+    # Every benchmark request is a refusal: its log line would measure the terminal, not us.
+    logging.getLogger("prune_gate").setLevel(logging.ERROR)
+    if args.serve:
+        serve(int(args.serve[0]), args.serve[1], int(args.serve[2]))
+        return
+    n = args.pods
+    policy = policy_from_dict(POLICY)
+    print(f"webhook benchmark: {n} pods and {n} claims in the cache, python {sys.version[:6]}")
+
+    # 4. memory first, on a clean heap
+    pods = [pod_json(i) for i in range(n)]
+    claims = [claim_json(i) for i in range(n)]
+    gc.collect()
+    tracemalloc.start()
+    live = LiveState(policy.guarded_kinds)
+    fill(live, pods, claims)
+    del pods, claims
+    gc.collect()
+    current, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    print(
+        f"cache memory: {current / 2**20:.1f} MiB for {len(live.pods)} pods + "
+        f"{len(live.objects)} claims ({current / len(live):.0f} B per object; "
+        f"peak while filling {peak / 2**20:.1f} MiB)"
+    )
+    listing = json.dumps({"kind": "PodList", "items": [pod_json(i) for i in range(n)]}).encode()
+
+    def request_time_list() -> None:
+        scratch = LiveState(policy.guarded_kinds)
+        scratch.replace_kind("", "Pod", json.loads(listing)["items"], "v1")
+
+    cost = timed(request_time_list, 5)
+    print(
+        f"without a cache: decode + index a {len(listing) / 2**20:.1f} MiB pod list per request: "
+        f"median {statistics.median(cost) * 1000:.0f} ms (lower bound, API server time excluded)"
+    )
+
+    # 1. the decision alone
+    now = dt.datetime.now(dt.UTC)
+    free = FenceStatus(FenceState.FREE)
+    reqs = [parse_review(review_body(i)) for i in range(500)]
+    it = itertools.cycle(reqs)
+    decide_t = timed(
+        lambda: decide_admission(next(it), policy, live, free, now.date()), args.requests
+    )
+    print(f"decision (decide_admission):    {percentiles(decide_t)}")
+
+    # 2. the Flask handler in process
+    app = create_app(Settings(policy=policy, cache=StaticCache(live)))
+    bodies = [review_body(i) for i in range(500)]
+    bit = itertools.cycle(bodies)
+    with app.test_client() as client:
+
+        def post() -> None:
+            resp = client.post("/validate", data=next(bit), content_type="application/json")
+            assert resp.status_code == 200
+
+        for _ in range(50):
+            post()
+        handler_t = timed(post, args.requests)
+    print(f"handler (Flask test client):    {percentiles(handler_t)}")
+
+    # 3. end to end over TLS to the real server
+    https_figures(n, args.requests)
+
+
+if __name__ == "__main__":
+    main()
