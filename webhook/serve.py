@@ -27,6 +27,25 @@ from gunicorn.app.base import BaseApplication
 log = logging.getLogger("prune_gate.webhook.serve")
 
 
+_JSON_HANDLER = {
+    "class": "logging.StreamHandler",
+    "formatter": "json",
+    "stream": "ext://sys.stderr",
+}
+#: gunicorn's own log lines in the same JSON shape as ours (`webhook.jsonlog`).
+LOG_CONFIG: dict[str, Any] = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"json": {"()": "webhook.jsonlog.JsonFormatter"}},
+    "handlers": {"console": _JSON_HANDLER, "error_console": _JSON_HANDLER},
+    "root": {"level": "INFO", "handlers": ["console"]},
+    "loggers": {
+        "gunicorn.error": {"level": "INFO", "handlers": ["error_console"], "propagate": False},
+        "gunicorn.access": {"level": "INFO", "handlers": [], "propagate": False},
+    },
+}
+
+
 class CertReloader:
     """An SSLContext for a certificate and key file pair, reloaded when the files change."""
 
@@ -117,8 +136,12 @@ class WebhookServer(BaseApplication):  # type: ignore[misc]
             "graceful_timeout": 10,
             "keepalive": 30,
             "accesslog": None,
-            "loglevel": "warning",
+            "loglevel": "info",
+            "logconfig_dict": LOG_CONFIG,
             "proc_name": "prune-gate-webhook",
+            # gunicorn's control socket is a fixed path under $HOME: state on the host that two
+            # servers (replicas, tests) would fight over, and nothing here needs it.
+            "control_socket_disable": True,
         }
         for key, value in settings.items():
             self.cfg.set(key, value)
