@@ -152,9 +152,18 @@ def list_items(
             return
 
 
-def _controlled(item: dict[str, Any]) -> bool:
+#: (kind, controller kind) whose pod template is a copy of the owner's, which is listed as well:
+#: reporting both would name every consumer twice. A ReplicaSet of an Argo CD Rollout stays.
+_TEMPLATE_COPIES = frozenset({("ReplicaSet", "Deployment"), ("Job", "CronJob")})
+
+
+def _controller_kind(item: dict[str, Any]) -> str | None:
+    """The kind of the object's controller owner, or None when nothing controls it."""
     owners = (item.get("metadata") or {}).get("ownerReferences") or ()
-    return any(isinstance(o, dict) and o.get("controller") for o in owners)
+    for o in owners:
+        if isinstance(o, dict) and o.get("controller"):
+            return str(o.get("kind", ""))
+    return None
 
 
 def _custom_kind(crd: dict[str, Any]) -> CustomKind | None:
@@ -188,11 +197,15 @@ def take_snapshot(
                 for item in items:
                     if not isinstance(item, dict):
                         continue
-                    snap.state.upsert(item, res.api_version, res.kind)
                     if res.kind == "Pod":
+                        snap.state.upsert(item, res.api_version, res.kind)
                         continue
-                    if _controlled(item):
+                    owner = _controller_kind(item)
+                    if owner is not None:
                         snap.controlled.add(ref_of(item, res.api_version, res.kind))
+                        if (res.kind, owner) in _TEMPLATE_COPIES:
+                            continue  # its template is its owner's, which is listed too
+                    snap.state.upsert(item, res.api_version, res.kind)
                     if res.kind == "CustomResourceDefinition":
                         custom = _custom_kind(item)
                         if custom is not None:

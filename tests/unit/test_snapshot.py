@@ -251,3 +251,24 @@ def test_retire_status_warns_when_data_goes_with_the_claim() -> None:
     assert "safe to remove from the manifests now: yes" in text
     doc = json.loads(render_json([status], ANN))
     assert doc["claims"][0]["stage"] == "ready" and doc["claims"][0]["safeToRemove"] is True
+
+
+def test_a_deployments_replicaset_is_not_a_second_consumer() -> None:
+    def workload(name: str, owner: str | None) -> dict[str, Any]:
+        meta: dict[str, Any] = {"name": name, "namespace": "app"}
+        if owner:
+            meta["ownerReferences"] = [{"kind": owner, "name": "x", "controller": True}]
+        volume = {"name": "d", "persistentVolumeClaim": {"claimName": "data"}}
+        return {"metadata": meta, "spec": {"template": {"spec": {"volumes": [volume]}}}}
+
+    snap = _snap(
+        extra={
+            path("Deployment"): [workload("web", None)],
+            path("ReplicaSet"): [workload("web-1a", "Deployment"), workload("ro-1b", "Rollout")],
+        }
+    )
+    assert [r.display() for r in snap.state.claim_consumers("app", "data")] == [
+        "Deployment app/web",
+        "ReplicaSet app/ro-1b",
+    ]
+    assert ObjectRef("apps", "ReplicaSet", "app", "web-1a") in snap.controlled
