@@ -216,6 +216,10 @@ def _events(kube: Cluster, ns: str, name: str, reason: str) -> list[Any]:
     return [e for e in items if e.involved_object.name == name and e.reason == reason]
 
 
+def _has_event(kube: Cluster, ns: str, name: str, reason: str) -> Callable[[], list[Any]]:
+    return lambda: _events(kube, ns, name, reason)
+
+
 def _cleanup_claims(kube: Cluster, ns: str) -> None:
     """Remove pods, then claims, so the namespace fixture may delete the namespace."""
     k.force_delete_pods(kube.client, ns)
@@ -390,3 +394,87 @@ def test_metrics_and_rotated_certificate(kube: Cluster, webhook: Webhook) -> Non
     finally:  # back to the certificate the API server trusts
         tls.write_pair(original, crt, key)
     k.wait_for(lambda: served(original), timeout=10, what="the original certificate served")
+
+
+def test_overrides_allow_with_an_event(kube: Cluster, clean: str, node: str) -> None:
+    ns = clean
+    annotated = k.make_claim(
+        kube.client, ns, annotations={"prune-gate.io/allow-delete": "e2e: restored elsewhere"}
+    ).metadata.name
+    plain = k.make_claim(kube.client, ns).metadata.name
+    k.make_pod(kube.client, ns, node, [annotated, plain])
+    _wait_refused(_delete_claim(kube.client, ns, plain, dry_run=True), "cache sees the pod")
+
+    assert _deny(_delete_claim(kube.client, ns, annotated)) is None
+    sre = kube.impersonating("alice", ["sre-oncall", "system:masters"])
+    assert _deny(_delete_claim(sre, ns, plain)) is None
+    for claim in (annotated, plain):
+        k.wait_for(
+            _has_event(kube, ns, claim, "PruneOverridden"), what=f"PruneOverridden on {claim}"
+        )
+    # Allowed, so pvc-protection now holds them Terminating until the pod goes.
+    assert _claim_terminating(kube, ns, annotated)
+
+
+def test_crd_with_custom_resources_is_refused(kube: Cluster, webhook: Webhook) -> None:
+    group = f"e2e{uuid.uuid4().hex[:6]}.prune-gate.io"
+    crd_name = f"backups.{group}"
+    ext: Any = client.ApiextensionsV1Api(kube.client)
+    ext.create_custom_resource_definition(
+        {
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": crd_name},
+            "spec": {
+                "group": group,
+                "names": {"kind": "Backup", "plural": "backups", "singular": "backup"},
+                "scope": "Cluster",
+                "versions": [
+                    {
+                        "name": "v1",
+                        "served": True,
+                        "storage": True,
+                        "schema": {
+                            "openAPIV3Schema": {
+                                "type": "object",
+                                "x-kubernetes-preserve-unknown-fields": True,
+                            }
+                        },
+                    }
+                ],
+            },
+        }
+    )
+    custom: Any = client.CustomObjectsApi(kube.client)
+    try:
+        body = {"apiVersion": f"{group}/v1", "kind": "Backup", "metadata": {"name": "nightly"}}
+        create = lambda: custom.create_cluster_custom_object(group, "v1", "backups", body)  # noqa: E731
+        k.wait_for(lambda: _created(create), timeout=30, what="the CRD to be served")
+        refused = _wait_refused(
+            lambda: ext.delete_custom_resource_definition(crd_name, dry_run="All"),
+            "the CRD deletion to be refused",
+        )
+        reason, message = _reason(refused)
+        assert reason == "CRD_HOLDS_RESOURCES"
+        assert "1 custom resource" in message
+
+        custom.delete_cluster_custom_object(group, "v1", "backups", "nightly")
+        k.wait_for(
+            lambda: (
+                _deny(lambda: ext.delete_custom_resource_definition(crd_name, dry_run="All"))
+                is None
+            ),
+            what="the emptied CRD to be deletable",
+        )
+    finally:
+        ext.delete_custom_resource_definition(crd_name)
+
+
+def _created(create: Callable[[], Any]) -> bool:
+    try:
+        create()
+    except ApiException as exc:
+        if exc.status == 404:
+            return False  # the CRD is not served yet
+        raise
+    return True
