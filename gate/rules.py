@@ -189,6 +189,13 @@ def check_not_retired(change: Change, world: World) -> Iterator[Finding]:
     if reason:
         return
     verb = "force-replaced" if change.action is Action.REPLACE else "deleted"
+    fix = _retire_fix(change.ref, world, _source(change))
+    if change.base is None and change.head is None:  # pruned live, declared nowhere
+        fix = (
+            "no manifest declares it, so the deployer will prune it: add its manifest to the "
+            f"candidate (start from kubectl get {change.ref.kubectl()} -o yaml), then "
+            + fix.removeprefix("keep the manifest and ")
+        )
     yield _finding(
         Code.NOT_RETIRED,
         change,
@@ -197,7 +204,7 @@ def check_not_retired(change: Change, world: World) -> Iterator[Finding]:
             f"cause: {change.cause}",
             f"no `{world.policy.retire_annotation}` annotation on the {where}",
         ],
-        _retire_fix(change.ref, world, _source(change)),
+        fix,
     )
 
 
