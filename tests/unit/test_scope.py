@@ -176,3 +176,5 @@ def test_pruned_object_base_never_had_is_checked_by_the_rules() -> None:
     assert codes(result) == {Code.NOT_RETIRED}
     (finding,) = result.decision.findings
     assert "pruned: owned by flux:flux-system/apps" in " ".join(finding.evidence)
+    assert finding.remediation.startswith("no manifest declares it, so the deployer will prune it")
+    assert "kubectl get -n app persistentvolumeclaim/orphan -o yaml" in finding.remediation
