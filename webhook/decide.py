@@ -56,6 +56,8 @@ FENCE_EXPIRED = "FenceExpired"
 
 #: The longest message we put in `status.message` (kubectl prints it whole).
 MAX_MESSAGE = 2000
+#: The API server may truncate a warning longer than this; we cut it ourselves, predictably.
+MAX_WARNING = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +136,11 @@ def _allowed(req: AdmissionRequest, warnings: tuple[str, ...] = ()) -> Admission
 
 
 def _warning(f: Finding) -> str:
-    return f"{f.code}: {f.message}"
+    return _cut(f"{f.code}: {f.message}", MAX_WARNING)
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def refusal_message(blocking: list[Finding]) -> str:
@@ -147,8 +153,7 @@ def refusal_message(blocking: list[Finding]) -> str:
         parts.append(f"fix: {first.remediation}")
     for other in blocking[1:]:
         parts.append(f"also {other.code}: {other.message}")
-    message = ". ".join(p.rstrip(".") for p in parts)
-    return message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 3] + "..."
+    return _cut(". ".join(p.rstrip(".") for p in parts), MAX_MESSAGE)
 
 
 def decide_admission(
@@ -217,7 +222,7 @@ def decide_admission(
         note = f"allowed by override ({override}) despite {codes}: {blocking[0].message}"
         events.append(event(PRUNE_OVERRIDDEN, f"{note}; requested by {req.user.username}"))
         return Outcome(
-            _allowed(req, (f"prune-gate: {note}", *warnings)),
+            _allowed(req, (_cut(f"prune-gate: {note}", MAX_WARNING), *warnings)),
             decision.verdict,
             decision.findings,
             override,
