@@ -19,7 +19,7 @@ import pytest
 
 from gate.policy import policy_from_dict
 from gate.refs import ObjectRef
-from webhook.cache import KindSpec, WatchCache, custom_kind_of
+from webhook.cache import KindSpec, WatchCache, _StateSink, custom_kind_of
 
 
 class _Raw:
@@ -237,3 +237,24 @@ def test_custom_kind_of_picks_the_storage_version() -> None:
     assert spec == KindSpec("g.io/v1", "Thing", "things", metadata_only=True)
     assert spec.path == "/apis/g.io/v1/things"
     assert custom_kind_of({"spec": {"group": "g.io", "names": {}, "versions": []}}) is None
+
+
+def test_a_relist_applies_only_what_changed(api: FakeApi, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = _cache(api)
+    sink = _StateSink(cache, KindSpec("v1", "Pod", "pods"))
+    pods = [pod(f"p{i}", "data", rv=str(i)) for i in range(1000)]
+    sink.replace(pods)
+    assert len(cache.live.pods) == 1000
+    upserts: list[str] = []
+    plain_upsert = cache.live.upsert
+
+    def counting_upsert(obj: dict[str, Any], *args: Any) -> None:
+        upserts.append(obj["metadata"]["name"])
+        plain_upsert(obj, *args)
+
+    monkeypatch.setattr(cache.live, "upsert", counting_upsert)
+    changed = pod("p7", "other", rv="2000")
+    sink.replace([*pods[:7], changed, *pods[8:999]])  # p7 changed, p999 gone
+    assert upserts == ["p7"]
+    assert len(cache.live.pods) == 999
+    assert cache.live.claim_users("app", "other")[0].name == "p7"
