@@ -125,7 +125,8 @@ def main() -> None:
 @click.option(
     "--live",
     is_flag=True,
-    help="Also read the cluster: mounted claims, live retire annotations, the prune set.",
+    help="Also read the cluster: mounted claims, live retire annotations, the prune set "
+    "(--kubeconfig, --kube-context and --prune-scope imply it). Unreachable: exit 2.",
 )
 @kube_options
 @click.option(
