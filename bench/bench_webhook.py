@@ -12,12 +12,19 @@ mounting its own claim, pod JSON shaped like real API objects):
    what the request path would pay without a cache: decoding and indexing a 10,000-pod list on every
    request (a lower bound: the API server's own time to produce the list is not counted).
 
-Run: `python -m bench.bench_webhook [--pods N] [--requests N]`.
+With `--kubeconfig K` it also measures the real alternative against that cluster: it creates the
+same pods (in 200 namespaces, spread as above) and times what a webhook without a cache would do
+per DELETE: list the claim's namespace's pods (raw JSON, decoded, checked), and list all pods. The
+namespaces are force-emptied and deleted at the end. Use a throwaway cluster
+(`scripts/dev-cluster`).
+
+Run: `python -m bench.bench_webhook [--pods N] [--requests N] [--kubeconfig K]`.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import gc
 import http.client
@@ -33,6 +40,7 @@ import sys
 import tempfile
 import time
 import tracemalloc
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -225,10 +233,78 @@ def _wait_up(port: int, ctx: ssl.SSLContext, proc: subprocess.Popen[bytes]) -> N
     raise SystemExit("server did not come up")
 
 
+def api_figures(kubeconfig: str, n: int, requests: int) -> None:
+    """The request-time alternative against a real API server holding the same pods."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from webhook.cli import api_client
+    from webhook.kubeapi import request_json
+
+    api = api_client(kubeconfig)
+    run = uuid.uuid4().hex[:6]
+    namespaces = [f"bench-{run}-{i}" for i in range(200)]
+    try:
+        started = time.perf_counter()
+        for ns in namespaces:
+            request_json(api, "POST", "/api/v1/namespaces", body={"metadata": {"name": ns}})
+
+        def create(i: int) -> None:
+            body = pod_json(i)
+            ns = namespaces[i % 200]
+            body["metadata"] = {"name": body["metadata"]["name"], "namespace": ns}
+            body["spec"]["containers"][0].pop("resources")
+            request_json(api, "POST", f"/api/v1/namespaces/{ns}/pods", body=body)
+
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(create, range(n)))
+        print(f"API: created {n} pods in {time.perf_counter() - started:.0f}s")
+
+        def namespaced(i: int) -> None:
+            ns = namespaces[i % 200]
+            items = request_json(api, "GET", f"/api/v1/namespaces/{ns}/pods")["items"]
+            claim = f"data-{i}"
+            mounted = [
+                p["metadata"]["name"]
+                for p in items
+                for v in p["spec"].get("volumes", [])
+                if v.get("persistentVolumeClaim", {}).get("claimName") == claim
+            ]
+            assert mounted, f"no pod in {ns} ({len(items)} listed) mounts {claim}"
+
+        counter = itertools.count()
+        per_ns = timed(lambda: namespaced(next(counter) % n), min(requests, 500))
+        print(f"API: list the namespace's pods per DELETE: {percentiles(per_ns)}")
+
+        def everything() -> None:
+            cont = ""
+            while True:
+                query = [("limit", 500)] + ([("continue", cont)] if cont else [])
+                page = request_json(api, "GET", "/api/v1/pods", query)
+                cont = page["metadata"].get("continue", "")
+                if not cont:
+                    return
+
+        all_t = timed(everything, 5)
+        median = statistics.median(all_t) * 1000
+        print(f"API: list all pods (paginated) per DELETE: median {median:.0f} ms")
+    finally:
+        for ns in namespaces:
+            with contextlib.suppress(Exception):
+                request_json(
+                    api,
+                    "DELETE",
+                    f"/api/v1/namespaces/{ns}/pods",
+                    [("gracePeriodSeconds", 0)],
+                )
+                request_json(api, "DELETE", f"/api/v1/namespaces/{ns}")
+        api.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pods", type=int, default=10_000)
     parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--kubeconfig", help="also measure request-time API lists on this cluster")
     parser.add_argument("--serve", nargs=3, metavar=("PORT", "CERT_DIR", "PODS"))
     args = parser.parse_args()
     # Every benchmark request is a refusal: its log line would measure the terminal, not us.
@@ -295,6 +371,9 @@ def main() -> None:
 
     # 3. end to end over TLS to the real server
     https_figures(n, args.requests)
+
+    if args.kubeconfig:
+        api_figures(args.kubeconfig, n, args.requests)
 
 
 if __name__ == "__main__":
