@@ -217,6 +217,20 @@ def _events(kube: Cluster, ns: str, name: str, reason: str) -> list[Any]:
     return [e for e in items if e.involved_object.name == name and e.reason == reason]
 
 
+def _ignore_missing(call: Callable[[], Any]) -> Callable[[], Any]:
+    """The call, with 404 (already gone, e.g. a Terminating claim that finished) as success."""
+
+    def run() -> Any:
+        try:
+            return call()
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            return None
+
+    return run
+
+
 def _has_event(kube: Cluster, ns: str, name: str, reason: str) -> Callable[[], list[Any]]:
     return lambda: _events(kube, ns, name, reason)
 
@@ -227,7 +241,7 @@ def _cleanup_claims(kube: Cluster, ns: str) -> None:
     v1 = k.core(kube.client)
     k.wait_for(lambda: not v1.list_namespaced_pod(ns).items, timeout=30, what="pods gone")
     for c in v1.list_namespaced_persistent_volume_claim(ns).items:
-        delete = _delete_claim(kube.client, ns, c.metadata.name)
+        delete = _ignore_missing(_delete_claim(kube.client, ns, c.metadata.name))
         k.wait_for(lambda: _deny(delete) is None, timeout=30, what=f"{c.metadata.name} deletable")  # noqa: B023
     k.wait_for(
         lambda: not v1.list_namespaced_persistent_volume_claim(ns).items,
