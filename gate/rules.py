@@ -43,6 +43,8 @@ class World:
     context: Context
     policy: Policy = field(default_factory=Policy)
     live: LiveView | None = None
+    #: Objects this deploy deletes (filled by `run_rules`): a consumer that goes is no consumer.
+    deleting: frozenset[ObjectRef] = frozenset()
 
 
 def _kind(ref: ObjectRef) -> tuple[str, str]:
@@ -166,19 +168,31 @@ def _retire_fix(ref: ObjectRef, world: World, source: Source | None) -> str:
 
 def check_orphaned_by_keep(change: Change, world: World) -> Iterator[Finding]:
     """ORPHANED_BY_KEEP: the tool will not delete it; it stays, unmanaged."""
-    if change.action is not Action.DELETE or change.base is None:
+    if change.action is not Action.DELETE:
         return
-    keep = keep_annotation(change.base.annotations)
+    keep, where = _keep_of(change, world)
     if keep:
         yield _finding(
             Code.ORPHANED_BY_KEEP,
             change,
             f"{change.ref.display()} leaves the manifests but carries `{keep}`: it stays in the "
             "cluster, unmanaged",
-            [f"base declares `{keep}`", f"cause: {change.cause}"],
+            [f"the {where} carries `{keep}`", f"cause: {change.cause}"],
             f"if the object should go, delete it by hand after checking it: kubectl delete "
             f"{change.ref.kubectl()}; if it should stay, keep it in the manifests",
         )
+
+
+def _keep_of(change: Change, world: World) -> tuple[str | None, str]:
+    """The keep annotation on the base manifest, or on the live object when base lacks it."""
+    if change.base is not None:
+        keep = keep_annotation(change.base.annotations)
+        if keep:
+            return keep, "base manifest"
+    live = world.live.get(change.ref) if world.live is not None else None
+    if live is not None:
+        return keep_annotation(live.annotations), "live object"
+    return None, ""
 
 
 def check_not_retired(change: Change, world: World) -> Iterator[Finding]:
@@ -406,8 +420,8 @@ def _consumers(change: Change, world: World, what: str) -> Iterator[Finding]:
             users.append(f"{m.ref.display()}{where} mounts claim {ref.name} in its pod template")
     if world.live is not None:
         for consumer in world.live.claim_consumers(ref.namespace, ref.name):
-            if consumer in world.head:
-                continue  # already reported from the candidate (its manifest wins)
+            if consumer in world.head or consumer in world.deleting:
+                continue  # reported from the candidate already, or deleted by this deploy
             users.append(f"live {consumer.display()} mounts claim {ref.name} in its pod template")
     if not users:
         return
@@ -482,9 +496,10 @@ def check_already_terminating(changes: Iterable[Change], world: World) -> Iterat
 def run_rules(changes: Iterable[Change], world: World) -> list[Finding]:
     """Every finding the rules make for these changes, before policy is applied."""
     changes = list(changes)
+    world.deleting = frozenset(c.ref for c in changes if c.action is Action.DELETE)
     findings: list[Finding] = []
     for change in changes:
-        if change.action is Action.DELETE and change.base is not None:
+        if change.action is Action.DELETE:
             orphaned = list(check_orphaned_by_keep(change, world))
             if orphaned:
                 findings.extend(orphaned)  # the tool will not delete it: no deletion rules apply

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from gate.check import check_objects
 from gate.cluster import LiveView
 from gate.context import Context
 from gate.findings import Code, Severity
 from gate.livestate import LiveState
+from gate.plan import Action, Change
 from gate.policy import Policy
 from gate.refs import ObjectRef
 from gate.verdict import Verdict
-from tests.unit.helpers import claim, codes, run
+from tests.unit.helpers import TODAY, claim, codes, deployment, doc, run
 
 GUARDED = Policy().guarded_kinds
 
@@ -144,3 +146,40 @@ def test_already_terminating() -> None:
     (f,) = result.decision.findings
     assert f.code is Code.ALREADY_TERMINATING
     assert "kubernetes.io/pvc-protection" in f.evidence[1]
+
+
+def test_keep_annotation_on_live_object_of_a_pruned_claim() -> None:
+    live = state(("v1", "PersistentVolumeClaim", live_claim(**{"helm.sh/resource-policy": "keep"})))
+    pruned = Change(
+        ObjectRef("", "PersistentVolumeClaim", "app", "data"), Action.DELETE, None, None, "pruned"
+    )
+    result = check_objects(
+        [],
+        [],
+        context=Context.MERGED,
+        policy=Policy(),
+        today=TODAY,
+        live=live,
+        extra_changes=[pruned],
+    )
+    assert codes(result) == {Code.ORPHANED_BY_KEEP}
+    assert "the live object carries" in result.decision.findings[0].evidence[0]
+
+
+def test_live_consumer_deleted_by_the_same_deploy_does_not_count() -> None:
+    deploy = {
+        "metadata": {"name": "web", "namespace": "app"},
+        "spec": {
+            "template": {
+                "spec": {"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]}
+            }
+        },
+    }
+    live = state(
+        ("apps/v1", "Deployment", deploy),
+        ("v1", "PersistentVolumeClaim", live_claim(volume=None, **{"prune-gate.io/retire": "x"})),
+    )
+    both_removed = run(doc(claim(retire="x"), deployment()), "", live=live)
+    assert Code.CONSUMER_REMAINS not in codes(both_removed)
+    only_claim = run(doc(claim(retire="x"), deployment()), deployment(), live=live)
+    assert Code.CONSUMER_REMAINS in codes(only_claim)
