@@ -204,7 +204,12 @@ def check_not_retired(change: Change, world: World) -> Iterator[Finding]:
         return
     verb = "force-replaced" if change.action is Action.REPLACE else "deleted"
     fix = _retire_fix(change.ref, world, _source(change))
-    if change.base is None and change.head is None:  # pruned live, declared nowhere
+    if change.action is Action.REPLACE:
+        fix = (
+            f"revert the change to {', '.join(change.immutable)}; if the object must change, "
+            "create its replacement under a new name and retire this one in two stages"
+        )
+    elif change.base is None and change.head is None:  # pruned live, declared nowhere
         fix = (
             "no manifest declares it, so the deployer will prune it: add its manifest to the "
             f"candidate (start from kubectl get {change.ref.kubectl()} -o yaml), then "

@@ -154,6 +154,9 @@ def test_access_mode_change_with_flux_force_is_forced_replacement() -> None:
     assert codes(result) == {Code.FORCED_REPLACEMENT, Code.NOT_RETIRED}
     f = next(f for f in result.decision.findings if f.code is Code.FORCED_REPLACEMENT)
     assert "spec.accessModes" in f.message
+    not_retired = next(f for f in result.decision.findings if f.code is Code.NOT_RETIRED)
+    assert "force-replaced" in not_retired.message
+    assert not_retired.remediation.startswith("revert the change to spec.accessModes")
 
 
 def test_argo_replace_and_cli_force() -> None:
