@@ -1,0 +1,123 @@
+{{/* Chart name, truncated to 63 characters. */}}
+{{- define "prune-gate.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Full name: RELEASE-CHART, or RELEASE when it already contains the chart name. */}}
+{{- define "prune-gate.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* chart label: NAME-VERSION. */}}
+{{- define "prune-gate.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels of every object. */}}
+{{- define "prune-gate.labels" -}}
+helm.sh/chart: {{ include "prune-gate.chart" . }}
+{{ include "prune-gate.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/component: admission-webhook
+app.kubernetes.io/part-of: prune-gate
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* Labels that select the webhook pods. */}}
+{{- define "prune-gate.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "prune-gate.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "prune-gate.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "prune-gate.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* The Service's DNS name the API server calls, and the certificate is for. */}}
+{{- define "prune-gate.serviceHost" -}}
+{{- printf "%s.%s.svc" (include "prune-gate.fullname" .) .Release.Namespace }}
+{{- end }}
+
+{{- define "prune-gate.webhookName" -}}
+{{- default (include "prune-gate.fullname" .) .Values.webhook.name }}
+{{- end }}
+
+{{/* Name of the Secret with tls.crt and tls.key (and ca.crt, except in mode secret). */}}
+{{- define "prune-gate.tlsSecretName" -}}
+{{- if eq .Values.tls.mode "secret" }}
+{{- required "tls.secret.name is required with tls.mode=secret" .Values.tls.secret.name }}
+{{- else }}
+{{- printf "%s-tls" (include "prune-gate.fullname" .) }}
+{{- end }}
+{{- end }}
+
+{{- define "prune-gate.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The webhook's rules: DELETE only, one rule per API group, naming the guarded kinds' resources
+(the same derivation as `gate webhook serve --register`). From `webhook.rules` when set, else from
+`policy.webhook.guardedKinds`, else the default guarded kinds.
+*/}}
+{{- define "prune-gate.webhookRules" -}}
+{{- $known := dict
+  "PersistentVolumeClaim" (list "" "persistentvolumeclaims")
+  "PersistentVolume" (list "" "persistentvolumes")
+  "Namespace" (list "" "namespaces")
+  "StatefulSet.apps" (list "apps" "statefulsets")
+  "CustomResourceDefinition.apiextensions.k8s.io" (list "apiextensions.k8s.io" "customresourcedefinitions")
+  "VolumeSnapshot.snapshot.storage.k8s.io" (list "snapshot.storage.k8s.io" "volumesnapshots") }}
+{{- $rules := list }}
+{{- if .Values.webhook.rules }}
+{{- range .Values.webhook.rules }}
+{{- $rules = append $rules (dict "apiGroups" .apiGroups "resources" .resources) }}
+{{- end }}
+{{- else }}
+{{- $kinds := list "PersistentVolumeClaim" "PersistentVolume" "Namespace" "StatefulSet.apps" "CustomResourceDefinition.apiextensions.k8s.io" }}
+{{- $wh := (.Values.policy | default dict).webhook | default dict }}
+{{- if hasKey $wh "guardedKinds" }}
+{{- $kinds = $wh.guardedKinds }}
+{{- end }}
+{{- $byGroup := dict }}
+{{- range $kinds }}
+{{- $gr := get $known . }}
+{{- if not $gr }}
+{{- $parts := splitn "." 2 . }}
+{{- $gr = list (default "" $parts._1) (printf "%ss" (lower $parts._0)) }}
+{{- end }}
+{{- $g := index $gr 0 }}
+{{- $_ := set $byGroup $g (append (get $byGroup $g | default list) (index $gr 1) | uniq | sortAlpha) }}
+{{- end }}
+{{- range $g, $resources := $byGroup }}
+{{- $rules = append $rules (dict "apiGroups" (list $g) "resources" $resources) }}
+{{- end }}
+{{- end }}
+{{- range $rules }}
+- apiGroups: {{ toJson .apiGroups }}
+  apiVersions: ["*"]
+  operations: ["DELETE"]
+  resources: {{ toJson .resources }}
+  scope: "*"
+{{- end }}
+{{- end }}
