@@ -23,6 +23,7 @@ class LiveObject:
     finalizers: tuple[str, ...] = ()
     #: Kind-specific facts: a StatefulSet's `whenDeleted`, a PV's `claimRef`, ...
     facts: dict[str, str] = field(default_factory=dict, compare=False)
+    api_version: str = ""
 
 
 @dataclass(frozen=True, slots=True)

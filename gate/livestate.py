@@ -70,7 +70,7 @@ def ref_of(
     return ObjectRef(group, k, ns, str(meta.get("name", "")))
 
 
-def project_object(ref: ObjectRef, obj: dict[str, Any]) -> LiveObject:
+def project_object(ref: ObjectRef, obj: dict[str, Any], api_version: str = "") -> LiveObject:
     """The small projection of any object: annotations, labels, deletion state, kind facts."""
     meta = _meta(obj)
     spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
@@ -101,6 +101,7 @@ def project_object(ref: ObjectRef, obj: dict[str, Any]) -> LiveObject:
         deletion_timestamp=meta.get("deletionTimestamp"),
         finalizers=tuple(meta.get("finalizers") or ()),
         facts=facts,
+        api_version=api_version,
     )
 
 
@@ -158,7 +159,7 @@ class LiveState:
             self._put_pod(project_pod(obj))
             return
         self.delete(ref)
-        self.objects[ref] = project_object(ref, obj)
+        self.objects[ref] = project_object(ref, obj, api_version or str(obj.get("apiVersion", "")))
         if (ref.group, ref.kind) in self.guarded_kinds and ref.namespace:
             self._in_namespace[ref.namespace].add(ref)
         if (ref.group, ref.kind) in WORKLOAD_KINDS:

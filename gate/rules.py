@@ -8,7 +8,7 @@ applied afterwards, in `gate.verdict`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gate.cluster import LiveView
 from gate.context import Context
@@ -513,4 +513,12 @@ def run_rules(changes: Iterable[Change], world: World) -> list[Finding]:
             findings.extend(rule(change, world))
     findings.extend(check_retiring_consumers(world))
     findings.extend(check_already_terminating(changes, world))
-    return findings
+    return [_with_live_api_version(f, world) for f in findings]
+
+
+def _with_live_api_version(f: Finding, world: World) -> Finding:
+    """Objects no manifest declares (pruned live) take their apiVersion from the live object."""
+    if f.api_version or world.live is None:
+        return f
+    live = world.live.get(f.ref)
+    return replace(f, api_version=live.api_version) if live and live.api_version else f

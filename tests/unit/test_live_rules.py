@@ -183,3 +183,21 @@ def test_live_consumer_deleted_by_the_same_deploy_does_not_count() -> None:
     assert Code.CONSUMER_REMAINS not in codes(both_removed)
     only_claim = run(doc(claim(retire="x"), deployment()), deployment(), live=live)
     assert Code.CONSUMER_REMAINS in codes(only_claim)
+
+
+def test_pruned_object_takes_api_version_from_live() -> None:
+    live = state(("v1", "PersistentVolumeClaim", live_claim(volume=None)))
+    pruned = Change(
+        ObjectRef("", "PersistentVolumeClaim", "app", "data"), Action.DELETE, None, None, "pruned"
+    )
+    result = check_objects(
+        [],
+        [],
+        context=Context.MERGED,
+        policy=Policy(),
+        today=TODAY,
+        live=live,
+        extra_changes=[pruned],
+    )
+    (f,) = result.decision.findings
+    assert (f.code, f.api_version) == (Code.NOT_RETIRED, "v1")
