@@ -1,0 +1,658 @@
+"""The Helm chart charts/prune-gate, rendered by the real (pinned) helm and read back as objects.
+
+helm comes from `scripts/build-binaries path helm` (built when missing). Outside CI a helm that
+cannot be had skips these tests; in CI (`CI=true`) it fails them.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import json
+import os
+import subprocess
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.x509.oid import ExtendedKeyUsageOID
+
+from gate.policy import policy_from_dict, policy_from_text
+from webhook.register import WEBHOOK_NAME, rules_for
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "charts" / "prune-gate"
+RELEASE = "pg"
+NAMESPACE = "gatekeeping"
+FULLNAME = "pg-prune-gate"
+HOST = f"{FULLNAME}.{NAMESPACE}.svc"
+
+Obj = dict[str, Any]
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
+
+
+@functools.cache
+def helm() -> str:
+    """Path of the pinned helm; skip (fail in CI) when it cannot be had."""
+    result = subprocess.run(
+        [str(REPO / "scripts" / "build-binaries"), "path", "helm"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    path = result.stdout.strip()
+    if result.returncode == 0 and path and Path(path).is_file():
+        return path
+    message = f"helm is not available (scripts/build-binaries path helm): {result.stderr.strip()}"
+    if _in_ci():
+        pytest.fail(message, pytrace=False)
+    pytest.skip(message)
+
+
+def run_helm(*args: str, values: Obj | None = None) -> subprocess.CompletedProcess[str]:
+    """Run helm with `values` (JSON is YAML) on stdin as one more values file."""
+    extra = ["--values", "-"] if values is not None else []
+    return subprocess.run(
+        [helm(), *args, *extra],
+        input=json.dumps(values) if values is not None else None,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "HELM_CACHE_HOME": "/nonexistent", "HELM_CONFIG_HOME": "/nonexistent"},
+    )
+
+
+@functools.cache
+def _render(values_json: str) -> tuple[Obj, ...]:
+    result = run_helm(
+        "template", RELEASE, str(CHART), "--namespace", NAMESPACE, values=json.loads(values_json)
+    )
+    assert result.returncode == 0, result.stderr
+    return tuple(d for d in yaml.safe_load_all(result.stdout) if d)
+
+
+def render(values: Obj | None = None) -> list[Obj]:
+    """`helm template` of the chart with `values`; the objects, in helm's order."""
+    return list(_render(json.dumps(values or {}, sort_keys=True)))
+
+
+def render_error(values: Obj) -> str:
+    """`helm template` that must fail; its stderr."""
+    result = run_helm("template", RELEASE, str(CHART), "--namespace", NAMESPACE, values=values)
+    assert result.returncode != 0, f"rendered although it should not: {result.stdout[:400]}"
+    return result.stderr
+
+
+def one(objs: Iterable[Obj], kind: str, name: str | None = None) -> Obj:
+    found = [
+        o for o in objs if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)
+    ]
+    assert len(found) == 1, f"{len(found)} objects of kind {kind} named {name}"
+    return found[0]
+
+
+def kinds(objs: Iterable[Obj]) -> list[tuple[str, str]]:
+    return sorted((o["kind"], o["metadata"]["name"]) for o in objs)
+
+
+def webhook_of(objs: Iterable[Obj]) -> Obj:
+    config = one(objs, "ValidatingWebhookConfiguration")
+    hooks = config["webhooks"]
+    assert len(hooks) == 1
+    hook: Obj = hooks[0]
+    return hook
+
+
+def container(objs: Iterable[Obj]) -> Obj:
+    pod = one(objs, "Deployment")["spec"]["template"]["spec"]
+    assert [c["name"] for c in pod["containers"]] == ["webhook"]
+    c: Obj = pod["containers"][0]
+    return c
+
+
+def pem(b64: str) -> bytes:
+    return base64.b64decode(b64)
+
+
+# --- lint -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {},
+        {"tls": {"mode": "certManager"}},
+        {"tls": {"mode": "secret", "secret": {"name": "mine", "caBundle": "Zm9v"}}},
+        {"serviceMonitor": {"enabled": True}, "networkPolicy": {"enabled": True}},
+    ],
+    ids=["defaults", "certManager", "secret", "optional-objects"],
+)
+def test_lint_strict(values: Obj) -> None:
+    result = run_helm("lint", "--strict", str(CHART), "--namespace", NAMESPACE, values=values)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 chart(s) failed" in result.stdout
+
+
+# --- defaults -------------------------------------------------------------------------------
+
+
+def test_defaults_render_the_expected_objects() -> None:
+    assert kinds(render()) == [
+        ("ClusterRole", FULLNAME),
+        ("ClusterRoleBinding", FULLNAME),
+        ("ConfigMap", FULLNAME),
+        ("Deployment", FULLNAME),
+        ("PodDisruptionBudget", FULLNAME),
+        ("Secret", f"{FULLNAME}-tls"),
+        ("Service", FULLNAME),
+        ("ServiceAccount", FULLNAME),
+        ("ValidatingWebhookConfiguration", FULLNAME),
+    ]
+
+
+def test_every_object_has_the_standard_labels_and_namespaced_ones_the_release_namespace() -> None:
+    cluster_scoped = {"ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration"}
+    for obj in render({"liveReader": {"create": True}, "serviceMonitor": {"enabled": True}}):
+        labels = obj["metadata"]["labels"]
+        assert labels["app.kubernetes.io/name"] == "prune-gate", obj["kind"]
+        assert labels["app.kubernetes.io/instance"] == RELEASE
+        assert labels["app.kubernetes.io/managed-by"] == "Helm"
+        assert labels["app.kubernetes.io/version"] == "0.1.0"
+        assert labels["helm.sh/chart"] == "prune-gate-0.1.0"
+        if obj["kind"] in cluster_scoped:
+            assert "namespace" not in obj["metadata"]
+        else:
+            assert obj["metadata"]["namespace"] == NAMESPACE, obj["kind"]
+
+
+def test_webhook_asks_only_about_deletes_of_the_default_guarded_kinds() -> None:
+    hook = webhook_of(render())
+    assert hook["name"] == WEBHOOK_NAME
+    assert all(rule["operations"] == ["DELETE"] for rule in hook["rules"])
+    resources = {
+        (g, r) for rule in hook["rules"] for g in rule["apiGroups"] for r in rule["resources"]
+    }
+    assert resources == {
+        ("", "persistentvolumeclaims"),
+        ("", "persistentvolumes"),
+        ("", "namespaces"),
+        ("apps", "statefulsets"),
+        ("apiextensions.k8s.io", "customresourcedefinitions"),
+    }
+    # The same rules `gate webhook serve --register` would register for the default policy.
+    assert hook["rules"] == rules_for(policy_from_dict({}))
+    assert hook["failurePolicy"] == "Fail"
+    assert hook["timeoutSeconds"] == 5
+    assert hook["sideEffects"] == "NoneOnDryRun"
+    assert hook["admissionReviewVersions"] == ["v1"]
+    assert hook["matchPolicy"] == "Equivalent"
+    assert hook["clientConfig"]["service"] == {
+        "name": FULLNAME,
+        "namespace": NAMESPACE,
+        "path": "/validate",
+        "port": 443,
+    }
+    assert "url" not in hook["clientConfig"]
+
+
+def test_namespace_selector_excludes_kube_system_and_the_release_namespace() -> None:
+    hook = webhook_of(render({"webhook": {"excludedNamespaces": ["flux-system"]}}))
+    assert hook["namespaceSelector"] == {
+        "matchExpressions": [
+            {
+                "key": "kubernetes.io/metadata.name",
+                "operator": "NotIn",
+                "values": ["flux-system", NAMESPACE, "kube-system"],
+            }
+        ]
+    }
+
+
+@pytest.mark.parametrize(
+    "guarded",
+    [
+        ["PersistentVolumeClaim"],
+        ["PersistentVolumeClaim", "VolumeSnapshot.snapshot.storage.k8s.io", "StatefulSet.apps"],
+        ["Namespace", "Widget.example.com", "CustomResourceDefinition.apiextensions.k8s.io"],
+    ],
+)
+def test_rules_follow_policy_webhook_guarded_kinds(guarded: list[str]) -> None:
+    policy = {"webhook": {"guardedKinds": guarded}}
+    hook = webhook_of(render({"policy": policy}))
+    assert hook["rules"] == rules_for(policy_from_dict(policy))
+
+
+def test_explicit_webhook_rules_win_and_stay_delete_only() -> None:
+    values = {
+        "policy": {"webhook": {"guardedKinds": ["PersistentVolumeClaim"]}},
+        "webhook": {"rules": [{"apiGroups": [""], "resources": ["persistentvolumes"]}]},
+    }
+    hook = webhook_of(render(values))
+    assert hook["rules"] == [
+        {
+            "apiGroups": [""],
+            "apiVersions": ["*"],
+            "operations": ["DELETE"],
+            "resources": ["persistentvolumes"],
+            "scope": "*",
+        }
+    ]
+
+
+def test_failure_policy_timeout_and_object_selector_values() -> None:
+    selector = {"matchLabels": {"prune-gate.io/guard": "true"}}
+    hook = webhook_of(
+        render(
+            {
+                "webhook": {
+                    "failurePolicy": "Ignore",
+                    "timeoutSeconds": 10,
+                    "objectSelector": selector,
+                    "name": "guard",
+                }
+            }
+        )
+    )
+    assert (hook["failurePolicy"], hook["timeoutSeconds"]) == ("Ignore", 10)
+    assert hook["objectSelector"] == selector
+    assert one(render({"webhook": {"name": "guard"}}), "ValidatingWebhookConfiguration")
+
+
+# --- the Deployment ---------------------------------------------------------------------------
+
+
+def test_deployment_runs_the_webhook_in_cluster() -> None:
+    objs = render()
+    deploy = one(objs, "Deployment")
+    assert deploy["spec"]["replicas"] == 2
+    pod = deploy["spec"]["template"]["spec"]
+    c = container(objs)
+    assert c["image"] == "prune-gate:0.1.0"
+    assert c["imagePullPolicy"] == "IfNotPresent"
+    assert [*c["command"], *c["args"]] == [
+        "gate",
+        "webhook",
+        "serve",
+        "--cert-file=/tls/tls.crt",
+        "--key-file=/tls/tls.key",
+        "--listen=0.0.0.0:8443",
+        "--config=/config/prune-gate.yaml",
+        f"--namespace={NAMESPACE}",
+        "--threads=8",
+    ]
+    assert not any("kubeconfig" in a for a in c["args"])
+    env = {e["name"]: e for e in c["env"]}
+    assert env["POD_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+    assert c["ports"] == [{"name": "https", "containerPort": 8443, "protocol": "TCP"}]
+    for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
+        assert c[probe]["httpGet"] == {"path": path, "port": "https", "scheme": "HTTPS"}
+    assert c["resources"]["requests"] and c["resources"]["limits"]
+    sc = c["securityContext"]
+    assert sc["readOnlyRootFilesystem"] is True
+    assert sc["runAsNonRoot"] is True
+    assert sc["allowPrivilegeEscalation"] is False
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert pod["serviceAccountName"] == FULLNAME
+    mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
+    assert mounts == {"/tls": "tls", "/config": "config", "/tmp": "tmp"}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["tls"]["secret"]["secretName"] == f"{FULLNAME}-tls"
+    assert volumes["config"]["configMap"]["name"] == FULLNAME
+    # Pods select on the Service's selector and spread softly over nodes by default.
+    service = one(objs, "Service")
+    assert service["spec"]["ports"] == [
+        {"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}
+    ]
+    labels = deploy["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= labels.items()
+    assert deploy["spec"]["selector"]["matchLabels"] == service["spec"]["selector"]
+    anti = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert anti[0]["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+
+
+def test_image_tag_digest_and_scheduling_values() -> None:
+    spread = [
+        {
+            "maxSkew": 1,
+            "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "DoNotSchedule",
+        }
+    ]
+    objs = render(
+        {
+            "image": {"repository": "registry.example/pg", "tag": "1.2.3"},
+            "podAntiAffinity": "hard",
+            "topologySpreadConstraints": spread,
+            "extraArgs": ["--max-body-bytes=1024"],
+            "replicaCount": 3,
+        }
+    )
+    c = container(objs)
+    assert c["image"] == "registry.example/pg:1.2.3"
+    assert c["args"][-1] == "--max-body-bytes=1024"
+    pod = one(objs, "Deployment")["spec"]["template"]["spec"]
+    required = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert required[0]["topologyKey"] == "kubernetes.io/hostname"
+    (constraint,) = pod["topologySpreadConstraints"]
+    assert constraint["labelSelector"]["matchLabels"]["app.kubernetes.io/instance"] == RELEASE
+    assert constraint["topologyKey"] == "topology.kubernetes.io/zone"
+    digest = "sha256:" + "a" * 64
+    assert container(render({"image": {"digest": digest}}))["image"] == f"prune-gate@{digest}"
+    assert (
+        "affinity"
+        not in one(render({"podAntiAffinity": "none"}), "Deployment")["spec"]["template"]["spec"]
+    )
+
+
+def test_pod_disruption_budget_only_with_more_than_one_replica() -> None:
+    pdb = one(render(), "PodDisruptionBudget")
+    assert pdb["spec"]["minAvailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"]["app.kubernetes.io/instance"] == RELEASE
+    assert not [o for o in render({"replicaCount": 1}) if o["kind"] == "PodDisruptionBudget"]
+
+
+# --- the policy ConfigMap ---------------------------------------------------------------------
+
+POLICY: Obj = {
+    "guardedKinds": ["PersistentVolumeClaim", "PersistentVolume"],
+    "severity": {"SPECULATIVE_PRUNE": {"speculative": "defer"}, "ORPHANED_BY_KEEP": "warn"},
+    "exemptions": [
+        {
+            "kind": "PersistentVolumeClaim",
+            "namespace": "ci-*",
+            "labels": {"tier": "scratch"},
+            "reason": "CI scratch claims",
+            "expires": "2027-06-30",
+        }
+    ],
+    "webhook": {
+        "deployers": ["system:serviceaccount:flux-system:kustomize-controller"],
+        "breakGlassGroups": ["platform-oncall"],
+        "fence": {"namespace": "prune-gate", "name": "speculation-fence"},
+        "resync": "5m",
+        "maxCacheAge": "15m",
+    },
+}
+
+
+def test_config_map_holds_the_policy_and_it_validates() -> None:
+    data = one(render({"policy": POLICY}), "ConfigMap")["data"]
+    assert list(data) == ["prune-gate.yaml"]
+    assert yaml.safe_load(data["prune-gate.yaml"]) == POLICY
+    policy = policy_from_text(data["prune-gate.yaml"], "prune-gate.yaml")
+    assert policy.webhook.fence == ("prune-gate", "speculation-fence")
+    assert policy.webhook.deployers == ("system:serviceaccount:flux-system:kustomize-controller",)
+    # The default policy is an empty document, which is valid too.
+    empty = one(render(), "ConfigMap")["data"]["prune-gate.yaml"]
+    assert yaml.safe_load(empty) == {}
+    policy_from_dict(yaml.safe_load(empty))
+
+
+def checksum(values: Obj) -> str:
+    annotations = one(render(values), "Deployment")["spec"]["template"]["metadata"]["annotations"]
+    value: str = annotations["checksum/config"]
+    return value
+
+
+def test_checksum_annotation_changes_with_the_policy_only() -> None:
+    base = checksum({"policy": POLICY})
+    assert len(base) == 64
+    changed = {"policy": {**POLICY, "webhook": {**POLICY["webhook"], "resync": "10m"}}}
+    assert checksum(changed) != base
+    assert checksum({"policy": POLICY, "webhook": {"timeoutSeconds": 9}}) == base
+
+
+# --- TLS ------------------------------------------------------------------------------------
+
+
+def test_tls_helm_mode_ca_bundle_is_the_ca_that_signed_the_serving_certificate() -> None:
+    objs = render()
+    secret = one(objs, "Secret", f"{FULLNAME}-tls")
+    assert secret["type"] == "kubernetes.io/tls"
+    ca_bundle = webhook_of(objs)["clientConfig"]["caBundle"]
+    assert ca_bundle == secret["data"]["ca.crt"]
+    ca = x509.load_pem_x509_certificate(pem(ca_bundle))
+    cert = x509.load_pem_x509_certificate(pem(secret["data"]["tls.crt"]))
+    cert.verify_directly_issued_by(ca)  # raises unless the CA's key signed it
+    assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca is True
+    san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    names = san.get_values_for_type(x509.DNSName)
+    assert HOST in names
+    assert f"{HOST}.cluster.local" in names
+    usage = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert ExtendedKeyUsageOID.SERVER_AUTH in usage
+    key = serialization.load_pem_private_key(pem(secret["data"]["tls.key"]), password=None)
+    assert key.public_key().public_numbers() == cert.public_key().public_numbers()  # type: ignore[union-attr]
+    validity = cert.not_valid_after_utc - cert.not_valid_before_utc
+    assert validity.days >= 3649
+
+
+def test_tls_helm_mode_validity_days() -> None:
+    secret = one(render({"tls": {"helm": {"validityDays": 30}}}), "Secret")
+    cert = x509.load_pem_x509_certificate(pem(secret["data"]["tls.crt"]))
+    assert 29 <= (cert.not_valid_after_utc - cert.not_valid_before_utc).days <= 30
+
+
+def test_tls_cert_manager_mode_issues_the_certificate_and_injects_the_ca() -> None:
+    objs = render({"tls": {"mode": "certManager"}})
+    assert not [o for o in objs if o["kind"] == "Secret"]
+    config = one(objs, "ValidatingWebhookConfiguration")
+    assert "caBundle" not in config["webhooks"][0]["clientConfig"]
+    serving = one(objs, "Certificate", f"{FULLNAME}-serving")
+    assert config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == (
+        f"{NAMESPACE}/{FULLNAME}-serving"
+    )
+    assert HOST in serving["spec"]["dnsNames"]
+    pod = one(objs, "Deployment")["spec"]["template"]["spec"]
+    tls_volume = next(v for v in pod["volumes"] if v["name"] == "tls")
+    assert tls_volume["secret"]["secretName"] == serving["spec"]["secretName"]
+    # Without an issuerRef the chart makes its own CA: self-signed Issuer -> CA -> CA Issuer.
+    ca = one(objs, "Certificate", f"{FULLNAME}-ca")
+    assert ca["spec"]["isCA"] is True
+    assert ca["spec"]["issuerRef"]["name"] == f"{FULLNAME}-selfsigned"
+    assert one(objs, "Issuer", f"{FULLNAME}-selfsigned")["spec"] == {"selfSigned": {}}
+    ca_issuer = one(objs, "Issuer", f"{FULLNAME}-ca")
+    assert ca_issuer["spec"]["ca"]["secretName"] == ca["spec"]["secretName"]
+    assert serving["spec"]["issuerRef"]["name"] == f"{FULLNAME}-ca"
+
+
+def test_tls_cert_manager_mode_with_an_existing_issuer() -> None:
+    issuer = {"name": "corp-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}
+    objs = render({"tls": {"mode": "certManager", "certManager": {"issuerRef": issuer}}})
+    assert [o["kind"] for o in objs if o["apiVersion"].startswith("cert-manager.io")] == [
+        "Certificate"
+    ]
+    assert one(objs, "Certificate")["spec"]["issuerRef"] == issuer
+
+
+def test_tls_secret_mode_uses_the_given_secret_and_ca_bundle() -> None:
+    bundle = base64.b64encode(b"-----BEGIN CERTIFICATE-----\n...").decode()
+    objs = render(
+        {"tls": {"mode": "secret", "secret": {"name": "webhook-tls", "caBundle": bundle}}}
+    )
+    assert not [o for o in objs if o["kind"] in ("Secret", "Certificate", "Issuer")]
+    assert webhook_of(objs)["clientConfig"]["caBundle"] == bundle
+    pod = one(objs, "Deployment")["spec"]["template"]["spec"]
+    assert next(v for v in pod["volumes"] if v["name"] == "tls")["secret"] == {
+        "secretName": "webhook-tls"
+    }
+
+
+def test_tls_secret_mode_requires_its_name_and_ca_bundle() -> None:
+    err = render_error({"tls": {"mode": "secret", "secret": {"name": "webhook-tls"}}})
+    assert "caBundle" in err
+
+
+# --- RBAC -----------------------------------------------------------------------------------
+
+
+def grants(role: Obj) -> set[tuple[str, str, str]]:
+    """(group, resource, verb) triples of a ClusterRole."""
+    return {
+        (g, r, v)
+        for rule in role["rules"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+        for v in rule["verbs"]
+    }
+
+
+def test_cluster_role_reads_what_the_cache_watches_and_writes_only_events() -> None:
+    objs = render()
+    role = one(objs, "ClusterRole", FULLNAME)
+    have = grants(role)
+    watched = [
+        ("", "pods"),
+        ("", "persistentvolumeclaims"),
+        ("", "persistentvolumes"),
+        ("", "namespaces"),
+        ("apps", "statefulsets"),
+        ("apiextensions.k8s.io", "customresourcedefinitions"),
+        ("coordination.k8s.io", "leases"),
+    ]
+    for group, resource in watched:
+        for verb in ("get", "list", "watch"):
+            assert (group, resource, verb) in have, (group, resource, verb)
+    for group in ("", "events.k8s.io"):
+        assert {(group, "events", "create"), (group, "events", "patch")} <= have
+    # Custom resources: list and watch of everything, by default (see values.yaml, why).
+    assert {("*", "*", "list"), ("*", "*", "watch")} <= have
+    writes = {(g, r, v) for g, r, v in have if v not in ("get", "list", "watch")}
+    assert {r for _g, r, _v in writes} == {"events"}
+    binding = one(objs, "ClusterRoleBinding", FULLNAME)
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": FULLNAME,
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": FULLNAME, "namespace": NAMESPACE}
+    ]
+
+
+def test_custom_resource_access_can_be_narrowed_and_rbac_left_out() -> None:
+    narrowed = [{"apiGroups": ["example.com"], "resources": ["widgets", "gadgets"]}]
+    role = one(render({"rbac": {"customResources": narrowed}}), "ClusterRole", FULLNAME)
+    have = grants(role)
+    assert not any(g == "*" or r == "*" for g, r, _v in have)
+    assert ("example.com", "gadgets", "watch") in have
+    objs = render({"rbac": {"create": False}, "serviceAccount": {"create": False, "name": "x"}})
+    assert not [
+        o for o in objs if o["kind"].startswith("ClusterRole") or o["kind"] == "ServiceAccount"
+    ]
+    assert one(objs, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == "x"
+
+
+def test_live_reader_role_is_optional_and_read_only() -> None:
+    assert not [o for o in render() if o["metadata"]["name"].endswith("-live-reader")]
+    subjects = [{"kind": "Group", "name": "ci", "apiGroup": "rbac.authorization.k8s.io"}]
+    objs = render({"liveReader": {"create": True, "subjects": subjects}})
+    role = one(objs, "ClusterRole", f"{FULLNAME}-live-reader")
+    have = grants(role)
+    assert {v for _g, _r, v in have} == {"get", "list"}
+    listed = {(g, r) for g, r, v in have if v == "list"}
+    assert listed == {
+        ("", "pods"),
+        ("", "persistentvolumeclaims"),
+        ("", "persistentvolumes"),
+        ("", "namespaces"),
+        ("apps", "statefulsets"),
+        ("apps", "deployments"),
+        ("apps", "daemonsets"),
+        ("apps", "replicasets"),
+        ("batch", "jobs"),
+        ("batch", "cronjobs"),
+        ("apiextensions.k8s.io", "customresourcedefinitions"),
+        ("snapshot.storage.k8s.io", "volumesnapshots"),
+    }
+    binding = one(objs, "ClusterRoleBinding", f"{FULLNAME}-live-reader")
+    assert binding["subjects"] == subjects
+    assert binding["roleRef"]["name"] == f"{FULLNAME}-live-reader"
+    # Without subjects there is only the role, to bind by hand.
+    alone = render({"liveReader": {"create": True}})
+    assert not [
+        o for o in alone if o["kind"] == "ClusterRoleBinding" and "live" in o["metadata"]["name"]
+    ]
+
+
+# --- optional objects -----------------------------------------------------------------------
+
+
+def test_service_monitor_scrapes_metrics_over_https_verifying_the_ca() -> None:
+    objs = render({"serviceMonitor": {"enabled": True, "labels": {"release": "kps"}}})
+    monitor = one(objs, "ServiceMonitor")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["metadata"]["labels"]["release"] == "kps"
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert (endpoint["port"], endpoint["scheme"], endpoint["path"]) == (
+        "https",
+        "https",
+        "/metrics",
+    )
+    assert endpoint["tlsConfig"] == {
+        "serverName": HOST,
+        "ca": {"secret": {"name": f"{FULLNAME}-tls", "key": "ca.crt"}},
+    }
+    assert monitor["spec"]["selector"]["matchLabels"] == one(objs, "Service")["spec"]["selector"]
+    assert not [o for o in render() if o["kind"] == "ServiceMonitor"]
+
+
+def test_network_policy_admits_the_webhook_port() -> None:
+    peers = [{"ipBlock": {"cidr": "10.0.0.0/8"}}]
+    policy = one(
+        render({"networkPolicy": {"enabled": True, "ingressFrom": peers}}), "NetworkPolicy"
+    )
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    assert policy["spec"]["ingress"] == [
+        {"ports": [{"port": "https", "protocol": "TCP"}], "from": peers}
+    ]
+    assert not [o for o in render() if o["kind"] == "NetworkPolicy"]
+
+
+# --- values.schema.json -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("values", "needle"),
+    [
+        ({"replicaCont": 3}, "replicaCont"),
+        ({"tls": {"mode": "helm", "helmm": {}}}, "helmm"),
+        ({"tls": {"mode": "vault"}}, "mode"),
+        ({"webhook": {"failurePolicy": "Maybe"}}, "failurePolicy"),
+        ({"webhook": {"timeoutSeconds": 60}}, "timeoutSeconds"),
+        ({"policy": {"webhook": {"guardedKind": ["PersistentVolumeClaim"]}}}, "guardedKind"),
+        ({"policy": {"webhook": {"resync": "5"}}}, "resync"),
+        ({"rbac": {"customResources": [{"apiGroups": ["x"]}]}}, "resources"),
+    ],
+    ids=["top", "nested", "mode", "failure-policy", "timeout", "policy-key", "duration", "rule"],
+)
+def test_values_schema_rejects_typos_and_bad_values(values: Obj, needle: str) -> None:
+    err = render_error(values)
+    assert "schema" in err
+    assert needle in err
+
+
+def test_values_schema_embeds_the_policy_schema() -> None:
+    chart_schema = json.loads((CHART / "values.schema.json").read_text(encoding="utf-8"))
+    policy_schema = json.loads(
+        (REPO / "gate" / "schemas" / "policy.schema.json").read_text(encoding="utf-8")
+    )
+    embedded = chart_schema["properties"]["policy"]
+    for key in ("type", "additionalProperties", "properties"):
+        assert embedded[key] == policy_schema[key], key
+    for name, definition in policy_schema["$defs"].items():
+        assert chart_schema["$defs"][name] == definition, name
+
+
+def test_values_yaml_documents_every_key_of_the_schema() -> None:
+    chart_schema = json.loads((CHART / "values.schema.json").read_text(encoding="utf-8"))
+    values = yaml.safe_load((CHART / "values.yaml").read_text(encoding="utf-8"))
+    assert set(values) == set(chart_schema["properties"]) - {"global"}
