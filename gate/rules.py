@@ -239,8 +239,9 @@ def check_speculative_prune(change: Change, world: World) -> Iterator[Finding]:
         f"this merge-queue candidate would delete {change.ref.display()}; a deletion cannot be "
         "undone if the candidate is evicted",
         [f"context: {world.context}", f"cause: {change.cause}"],
-        "deploy this candidate with the object kept exactly as in base (defer the deletion); "
-        "it then happens on the merged deploy, where the checks run again",
+        f"let the deletion wait for the merge: deploy this candidate with {change.ref.display()} "
+        f"kept exactly as in base{_at(change)}, so that only the merged deploy deletes it, after "
+        "these checks run again",
     )
 
 
