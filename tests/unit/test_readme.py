@@ -1,0 +1,31 @@
+"""The README's example output is what `make example` really prints: docs that cannot drift."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+from gate.check import check_objects
+from gate.context import Context
+from gate.manifests import read_path
+from gate.policy import Policy
+from gate.report import render_report
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_readme_shows_the_real_example_output() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = readme.index("`make example` prints:\n\n```text\n")
+    block = readme[start : readme.index("\n```\n", start)].splitlines()[4:]
+    shown = "\n".join(block).split("\n\ngate exited")[0]
+    base, head = "examples/incident/base", "examples/incident/candidate"
+    result = check_objects(
+        read_path(ROOT / base),
+        read_path(ROOT / head),
+        context=Context.SPECULATIVE,
+        policy=Policy(),
+        today=dt.date.today(),
+    )
+    real = render_report(result, "text", context=Context.SPECULATIVE, base=base, head=head)
+    assert shown == real.replace(str(ROOT) + "/", "")
