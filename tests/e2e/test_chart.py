@@ -1,0 +1,245 @@
+"""The Helm chart against a real kube-apiserver: every object it renders is valid, and it installs.
+
+Nothing runs the webhook's pods here (no kubelet, no scheduler), so the installed webhook never
+answers. The real install registers it with failurePolicy Ignore and an objectSelector no object
+in the cluster has: a registered webhook that cannot answer must not refuse DELETEs of the other
+tests sharing this cluster. It is uninstalled in a `finally`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from cryptography import x509
+
+from .kube import Cluster
+
+pytestmark = pytest.mark.e2e
+
+CHART = Path(__file__).resolve().parents[2] / "charts" / "prune-gate"
+#: Kinds whose CRDs (cert-manager, the Prometheus operator) the test cluster does not have.
+ABSENT_GROUPS = ("cert-manager.io/", "monitoring.coreos.com/")
+
+Obj = dict[str, Any]
+
+
+class Helm:
+    """The pinned helm against the test cluster, with its own (temporary) config and cache."""
+
+    def __init__(self, kube: Cluster, home: Path) -> None:
+        self.kube = kube
+        self.path = kube.binary("helm")
+        self.env = {
+            **os.environ,
+            "HELM_CACHE_HOME": str(home / "cache"),
+            "HELM_CONFIG_HOME": str(home / "config"),
+            "HELM_DATA_HOME": str(home / "data"),
+        }
+
+    def __call__(
+        self, *args: str, values: Obj | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        extra = ["--values", "-"] if values is not None else []
+        result = subprocess.run(
+            [self.path, f"--kubeconfig={self.kube.kubeconfig}", *args, *extra],
+            input=json.dumps(values) if values is not None else None,
+            capture_output=True,
+            text=True,
+            check=False,
+            env=self.env,
+            timeout=180,
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"helm {' '.join(args)} failed:\n{result.stderr}")
+        return result
+
+
+@pytest.fixture
+def helm(kube: Cluster, tmp_path: Path) -> Helm:
+    return Helm(kube, tmp_path / "helm")
+
+
+def release_name() -> str:
+    return f"chart-{uuid.uuid4().hex[:8]}"
+
+
+def kubectl_json(kube: Cluster, *args: str) -> Obj:
+    data: Obj = json.loads(kube.kubectl(*args, "-o", "json").stdout)
+    return data
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"liveReader": {"create": True}, "networkPolicy": {"enabled": True}},
+        {"tls": {"mode": "certManager"}, "serviceMonitor": {"enabled": True}},
+        {
+            "tls": {"mode": "secret", "secret": {"name": "mine", "caBundle": "Zm9v"}},
+            "replicaCount": 1,
+            "podAntiAffinity": "hard",
+            "topologySpreadConstraints": [
+                {
+                    "maxSkew": 1,
+                    "topologyKey": "kubernetes.io/hostname",
+                    "whenUnsatisfiable": "ScheduleAnyway",
+                }
+            ],
+        },
+    ],
+    ids=["helm-tls", "certManager", "secret"],
+)
+def test_every_rendered_object_is_valid_for_the_api_server(
+    kube: Cluster, helm: Helm, namespace: str, values: Obj
+) -> None:
+    release = release_name()
+    rendered = helm("template", release, str(CHART), "--namespace", namespace, values=values)
+    objs = [o for o in yaml.safe_load_all(rendered.stdout) if o]
+    present = [o for o in objs if not o["apiVersion"].startswith(ABSENT_GROUPS)]
+    assert {o["kind"] for o in present} >= {
+        "ValidatingWebhookConfiguration",
+        "Deployment",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Service",
+        "ConfigMap",
+    }
+    stream = yaml.safe_dump_all(present)
+    applied = subprocess.run(
+        [
+            kube.binary("kubectl"),
+            f"--kubeconfig={kube.kubeconfig}",
+            "apply",
+            "--dry-run=server",
+            "--namespace",
+            namespace,
+            "-f",
+            "-",
+        ],
+        input=stream,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert applied.returncode == 0, applied.stderr
+    lines = [line for line in applied.stdout.splitlines() if line.strip()]
+    assert len(lines) == len(present), applied.stdout
+    assert all(line.endswith("(server dry run)") for line in lines), applied.stdout
+
+
+@pytest.fixture
+def installed(kube: Cluster, helm: Helm, namespace: str) -> Iterator[tuple[str, str]]:
+    """A real `helm install` of the chart in `namespace`, made harmless; uninstalled after."""
+    release = release_name()
+    values: Obj = {
+        "webhook": {
+            "failurePolicy": "Ignore",
+            # Nothing carries this label: the API server never calls the (absent) pods.
+            "objectSelector": {"matchLabels": {"prune-gate.io/e2e-chart": release}},
+        },
+        "liveReader": {"create": True},
+        "policy": {"webhook": {"resync": "5m"}},
+    }
+    try:
+        helm("install", release, str(CHART), "--namespace", namespace, values=values)
+        yield release, namespace
+    finally:
+        helm("uninstall", release, "--namespace", namespace, "--wait", "--timeout=60s", check=False)
+
+
+def test_helm_install_registers_the_webhook_rbac_and_deployment(
+    kube: Cluster, helm: Helm, installed: tuple[str, str]
+) -> None:
+    release, namespace = installed
+    fullname = f"{release}-prune-gate"
+
+    config = kubectl_json(kube, "get", "validatingwebhookconfiguration", fullname)
+    (hook,) = config["webhooks"]
+    assert hook["failurePolicy"] == "Ignore"
+    assert hook["clientConfig"]["service"]["namespace"] == namespace
+    assert {op for rule in hook["rules"] for op in rule["operations"]} == {"DELETE"}
+    excluded = hook["namespaceSelector"]["matchExpressions"][0]["values"]
+    assert {"kube-system", namespace} <= set(excluded)
+
+    secret = kubectl_json(kube, "get", "secret", "-n", namespace, f"{fullname}-tls")
+    assert hook["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
+    ca = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["ca.crt"]))
+    cert = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+    cert.verify_directly_issued_by(ca)
+
+    deploy = kubectl_json(kube, "get", "deployment", "-n", namespace, fullname)
+    assert deploy["spec"]["replicas"] == 2
+    kube.kubectl("get", "service", "-n", namespace, fullname)
+    kube.kubectl("get", "poddisruptionbudget", "-n", namespace, fullname)
+    kube.kubectl("get", "clusterrole", f"{fullname}-live-reader")
+
+    # The bound ServiceAccount may read what the cache watches and write Events, nothing more.
+    sa = f"system:serviceaccount:{namespace}:{fullname}"
+
+    def can(*args: str) -> bool:
+        out = kube.kubectl("auth", "can-i", *args, f"--as={sa}", check=False)
+        return out.stdout.strip() == "yes"
+
+    for resource in ("pods", "persistentvolumeclaims", "persistentvolumes", "namespaces"):
+        assert can("watch", resource, "--all-namespaces"), resource
+    assert can("list", "statefulsets.apps", "--all-namespaces")
+    assert can("watch", "customresourcedefinitions.apiextensions.k8s.io")
+    assert can("get", "leases.coordination.k8s.io", "-n", "prune-gate")
+    assert can("create", "events", "-n", "default")
+    assert can("create", "events.events.k8s.io", "-n", "default")
+    assert not can("delete", "persistentvolumeclaims", "--all-namespaces")
+    assert not can("update", "leases.coordination.k8s.io", "-n", "prune-gate")
+    assert not can("get", "secrets", "-n", "default")
+
+    # An upgrade keeps the CA (the chart looks the Secret up) and rolls pods on a policy change.
+    before = deploy["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
+    helm(
+        "upgrade",
+        release,
+        str(CHART),
+        "--namespace",
+        namespace,
+        "--reuse-values",
+        "--set",
+        "policy.webhook.resync=10m",
+    )
+    after_secret = kubectl_json(kube, "get", "secret", "-n", namespace, f"{fullname}-tls")
+    assert after_secret["data"] == secret["data"]
+    after = kubectl_json(kube, "get", "validatingwebhookconfiguration", fullname)
+    assert after["webhooks"][0]["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
+    deploy = kubectl_json(kube, "get", "deployment", "-n", namespace, fullname)
+    assert deploy["spec"]["template"]["metadata"]["annotations"]["checksum/config"] != before
+    config_map = kubectl_json(kube, "get", "configmap", "-n", namespace, fullname)
+    assert yaml.safe_load(config_map["data"]["prune-gate.yaml"]) == {"webhook": {"resync": "10m"}}
+
+    status = helm("status", release, "--namespace", namespace)
+    assert "https://" in status.stdout and "/validate" in status.stdout
+
+
+def test_helm_uninstall_removes_the_cluster_scoped_objects(
+    kube: Cluster, helm: Helm, namespace: str
+) -> None:
+    release = release_name()
+    fullname = f"{release}-prune-gate"
+    values: Obj = {
+        "webhook": {
+            "failurePolicy": "Ignore",
+            "objectSelector": {"matchLabels": {"prune-gate.io/e2e-chart": release}},
+        }
+    }
+    try:
+        helm("install", release, str(CHART), "--namespace", namespace, values=values)
+        kube.kubectl("get", "validatingwebhookconfiguration", fullname)
+    finally:
+        helm("uninstall", release, "--namespace", namespace, "--wait", "--timeout=60s")
+    for kind in ("validatingwebhookconfiguration", "clusterrole", "clusterrolebinding"):
+        gone = kube.kubectl("get", kind, fullname, check=False)
+        assert gone.returncode != 0 and "NotFound" in gone.stderr, kind
