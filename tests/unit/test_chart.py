@@ -10,6 +10,7 @@ import base64
 import functools
 import json
 import os
+import shutil
 import subprocess
 from collections.abc import Iterable
 from pathlib import Path
@@ -656,3 +657,26 @@ def test_values_yaml_documents_every_key_of_the_schema() -> None:
     chart_schema = json.loads((CHART / "values.schema.json").read_text(encoding="utf-8"))
     values = yaml.safe_load((CHART / "values.yaml").read_text(encoding="utf-8"))
     assert set(values) == set(chart_schema["properties"]) - {"global"}
+
+
+def test_notes_name_the_webhook_its_service_and_the_live_reader(tmp_path: Path) -> None:
+    # `helm template` leaves NOTES.txt out: render a copy in which it is an ordinary template.
+    chart = tmp_path / "prune-gate"
+    shutil.copytree(CHART, chart)
+    (chart / "templates" / "NOTES.txt").rename(chart / "templates" / "notes.txt")
+    result = run_helm(
+        "template",
+        RELEASE,
+        str(chart),
+        "--namespace",
+        NAMESPACE,
+        "--show-only",
+        "templates/notes.txt",
+        "--debug",  # print the text although it is not YAML
+        values={"liveReader": {"create": True}},
+    )
+    notes = result.stdout
+    assert f"https://{HOST}:443/validate" in notes
+    assert "namespaces, persistentvolumeclaims, persistentvolumes (core)" in notes
+    assert "failurePolicy is Fail" in notes
+    assert f"ClusterRole {FULLNAME}-live-reader" in notes
