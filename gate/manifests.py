@@ -199,6 +199,10 @@ class Inventory:
 
     def __init__(self, manifests: Iterable[Manifest] = ()) -> None:
         self.objects: dict[ObjectRef, Manifest] = {}
+        self._by_kind: dict[tuple[str, str], list[Manifest]] | None = None
+        self._indexed = 0
+        self._by_ns: dict[str, list[Manifest]] | None = None
+        self._ns_indexed = 0
         for m in manifests:
             self.add(m)
 
@@ -224,8 +228,22 @@ class Inventory:
         return len(self.objects)
 
     def of_kind(self, group: str, kind: str) -> Iterator[Manifest]:
-        """Objects of one kind, in declaration order."""
-        return (m for m in self.objects.values() if m.ref.kind == kind and m.ref.group == group)
+        """Objects of one kind, in declaration order (indexed once: callers ask per object)."""
+        if self._by_kind is None or self._indexed != len(self.objects):
+            index: dict[tuple[str, str], list[Manifest]] = {}
+            for m in self.objects.values():
+                index.setdefault((m.ref.group, m.ref.kind), []).append(m)
+            self._by_kind, self._indexed = index, len(self.objects)
+        return iter(self._by_kind.get((group, kind), ()))
+
+    def in_namespace(self, namespace: str) -> list[Manifest]:
+        """Objects in one namespace, indexed once."""
+        if self._by_ns is None or self._ns_indexed != len(self.objects):
+            index: dict[str, list[Manifest]] = {}
+            for m in self.objects.values():
+                index.setdefault(m.ref.namespace, []).append(m)
+            self._by_ns, self._ns_indexed = index, len(self.objects)
+        return self._by_ns.get(namespace, [])
 
 
 def learn_scopes(scopes: Scopes, *sides: Iterable[RawObject]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 from gate.cluster import LiveView
 from gate.context import Context
@@ -45,6 +46,22 @@ class World:
     live: LiveView | None = None
     #: Objects this deploy deletes (filled by `run_rules`): a consumer that goes is no consumer.
     deleting: frozenset[ObjectRef] = frozenset()
+
+    @cached_property
+    def _template_users(self) -> dict[tuple[str, str], list[Manifest]]:
+        return _index_template_users(self.head)
+
+    def template_users(self, namespace: str, claim: str) -> list[Manifest]:
+        """Workloads in the candidate whose pod template mounts the claim (indexed once)."""
+        users = list(self._template_users.get((namespace, claim), ()))
+        base, _, ordinal = claim.rpartition("-")
+        if base and ordinal.isdigit():
+            users.extend(
+                m
+                for m in self._template_users.get((namespace, f"{_STS_PREFIX}{base}"), ())
+                if statefulset_claim_matches(m.ref.name, m.body, claim)
+            )
+        return sorted(set(users), key=lambda m: m.ref)
 
 
 def _kind(ref: ObjectRef) -> tuple[str, str]:
@@ -102,8 +119,8 @@ def retirement(change: Change, world: World) -> tuple[str | None, str]:
 def _guarded_contents(namespace: str, world: World) -> list[ObjectRef]:
     refs = {
         m.ref
-        for m in world.base
-        if m.ref.namespace == namespace and world.policy.is_guarded_kind(*_kind(m.ref))
+        for m in world.base.in_namespace(namespace)
+        if world.policy.is_guarded_kind(*_kind(m.ref))
     }
     if world.live is not None:
         refs.update(world.live.guarded_in_namespace(namespace))
@@ -418,12 +435,9 @@ def _at(change: Change) -> str:
 def _consumers(change: Change, world: World, what: str) -> Iterator[Finding]:
     ref = change.ref
     users: list[str] = []
-    for m in world.head:
-        if m.ref.namespace != ref.namespace:
-            continue
-        if _uses_claim(m, ref.name):
-            where = f" ({m.source})" if m.source else ""
-            users.append(f"{m.ref.display()}{where} mounts claim {ref.name} in its pod template")
+    for m in world.template_users(ref.namespace, ref.name):
+        where = f" ({m.source})" if m.source else ""
+        users.append(f"{m.ref.display()}{where} mounts claim {ref.name} in its pod template")
     if world.live is not None:
         for consumer in world.live.claim_consumers(ref.namespace, ref.name):
             if consumer in world.head or consumer in world.deleting:
@@ -441,11 +455,26 @@ def _consumers(change: Change, world: World, what: str) -> Iterator[Finding]:
     )
 
 
-def _uses_claim(m: Manifest, claim: str) -> bool:
-    spec = pod_spec_of(m.ref.group, m.ref.kind, m.body)
-    if spec is not None and claim in set(claim_names(spec)):
-        return True
-    return _kind(m.ref) == STATEFULSET and statefulset_claim_matches(m.ref.name, m.body, claim)
+def _index_template_users(head: Inventory) -> dict[tuple[str, str], list[Manifest]]:
+    """(namespace, claim) -> workloads in the candidate whose pod template mounts it.
+
+    StatefulSet claim templates are indexed by their claim prefix `tpl-sts` (claims `tpl-sts-N`).
+    """
+    index: dict[tuple[str, str], list[Manifest]] = {}
+    for m in head:
+        spec = pod_spec_of(m.ref.group, m.ref.kind, m.body)
+        names = set(claim_names(spec)) if spec is not None else set()
+        if _kind(m.ref) == STATEFULSET:
+            for tpl in m.spec.get("volumeClaimTemplates") or ():
+                tpl_name = ((tpl or {}).get("metadata") or {}).get("name")
+                if isinstance(tpl_name, str):
+                    names.add(f"{_STS_PREFIX}{tpl_name}-{m.ref.name}")
+        for name in names:
+            index.setdefault((m.ref.namespace, name), []).append(m)
+    return index
+
+
+_STS_PREFIX = "\0sts:"
 
 
 #: Rules that look at one change each, in report order.
