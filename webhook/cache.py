@@ -262,16 +262,44 @@ class Watcher:
                 self._watch_until_resync(rv)
             except _GoneError:
                 log.info("watch expired (410 Gone), listing again", extra={"kind": self.spec.label})
+            except ApiStatusError as exc:
+                if self._stop.is_set():
+                    break
+                if exc.status == 403 and self.spec.metadata_only:
+                    self._forbidden(exc)
+                    continue
+                self._failed(exc, backoff)
+                backoff = min(backoff * 2, 15.0)
             except Exception as exc:
                 if self._stop.is_set():
                     break
-                self.restarts += 1
-                log.error(
-                    "watch failed, restarting",
-                    extra={"kind": self.spec.label, "error": f"{type(exc).__name__}: {exc}"},
-                )
-                self._stop.wait(backoff)
+                self._failed(exc, backoff)
                 backoff = min(backoff * 2, 15.0)
+
+    def _failed(self, exc: Exception, backoff: float) -> None:
+        self.restarts += 1
+        log.error(
+            "watch failed, restarting",
+            extra={"kind": self.spec.label, "error": f"{type(exc).__name__}: {exc}"},
+        )
+        self._stop.wait(backoff)
+
+    def _forbidden(self, exc: ApiStatusError) -> None:
+        """Custom resources the webhook may not list stay uncounted instead of blocking readiness.
+
+        RBAC narrowed to some groups (the chart's `rbac.customResources`) must not keep every
+        replica unready forever: with failurePolicy Fail that would refuse every guarded DELETE.
+        The kind is logged and counted, marked synced, and tried again at the next resync.
+        """
+        self.restarts += 1
+        self.synced = True
+        self.last_heard = self.clock()
+        log.warning(
+            "may not list these custom resources: deleting their CRD is not checked for them",
+            extra={"kind": self.spec.label, "error": str(exc)},
+        )
+        self._stop.wait(self.resync_seconds)
+        self.last_heard = self.clock()
 
     def list_once(self) -> str:
         """One complete, paginated list into the sink; returns its resourceVersion."""

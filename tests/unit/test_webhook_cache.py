@@ -258,3 +258,29 @@ def test_a_relist_applies_only_what_changed(api: FakeApi, monkeypatch: pytest.Mo
     assert upserts == ["p7"]
     assert len(cache.live.pods) == 999
     assert cache.live.claim_users("app", "other")[0].name == "p7"
+
+
+def test_custom_resources_it_may_not_list_stay_uncounted_but_ready(api: FakeApi) -> None:
+    crd: dict[str, Any] = {
+        "metadata": {"name": CRD_NAME, "resourceVersion": "3"},
+        "spec": {
+            "group": "example.com",
+            "names": {"kind": "Backup", "plural": "backups"},
+            "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": True, "storage": True}],
+        },
+    }
+    crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    api.lists[crds].append((200, {"metadata": {"resourceVersion": "3"}, "items": [crd]}))
+    cr = "/apis/example.com/v1/backups"
+    api.lists[cr].append((403, {"kind": "Status", "message": "backups is forbidden"}))
+    cache = _cache(api)
+    cache.start()
+    try:
+        assert cache.wait_ready(10)
+        k_wait(lambda: any(c[0] == cr for c in api.calls))
+        k_wait(lambda: cache.stats().restarts.get("Backup.example.com", 0) >= 1)
+        assert cache.ready() == (True, "ready")
+        assert cache.live.custom_resource_count("example.com", "Backup") is None
+    finally:
+        cache.stop()
