@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gate.check import check_objects
+from gate.check import CheckResult, check_objects
 from gate.cluster import LiveView
 from gate.context import Context
 from gate.findings import Code, Severity
@@ -148,12 +148,12 @@ def test_already_terminating() -> None:
     assert "kubernetes.io/pvc-protection" in f.evidence[1]
 
 
-def test_keep_annotation_on_live_object_of_a_pruned_claim() -> None:
-    live = state(("v1", "PersistentVolumeClaim", live_claim(**{"helm.sh/resource-policy": "keep"})))
+def check_pruned_claim(live: LiveState) -> CheckResult:
+    """Check a deploy that prunes the live claim app/data, which no manifest declares."""
     pruned = Change(
         ObjectRef("", "PersistentVolumeClaim", "app", "data"), Action.DELETE, None, None, "pruned"
     )
-    result = check_objects(
+    return check_objects(
         [],
         [],
         context=Context.MERGED,
@@ -162,6 +162,11 @@ def test_keep_annotation_on_live_object_of_a_pruned_claim() -> None:
         live=live,
         extra_changes=[pruned],
     )
+
+
+def test_keep_annotation_on_live_object_of_a_pruned_claim() -> None:
+    live = state(("v1", "PersistentVolumeClaim", live_claim(**{"helm.sh/resource-policy": "keep"})))
+    result = check_pruned_claim(live)
     assert codes(result) == {Code.ORPHANED_BY_KEEP}
     assert "the live object carries" in result.decision.findings[0].evidence[0]
 
@@ -187,17 +192,6 @@ def test_live_consumer_deleted_by_the_same_deploy_does_not_count() -> None:
 
 def test_pruned_object_takes_api_version_from_live() -> None:
     live = state(("v1", "PersistentVolumeClaim", live_claim(volume=None)))
-    pruned = Change(
-        ObjectRef("", "PersistentVolumeClaim", "app", "data"), Action.DELETE, None, None, "pruned"
-    )
-    result = check_objects(
-        [],
-        [],
-        context=Context.MERGED,
-        policy=Policy(),
-        today=TODAY,
-        live=live,
-        extra_changes=[pruned],
-    )
+    result = check_pruned_claim(live)
     (f,) = result.decision.findings
     assert (f.code, f.api_version) == (Code.NOT_RETIRED, "v1")

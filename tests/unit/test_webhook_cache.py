@@ -191,7 +191,8 @@ def test_not_ready_until_listed_and_when_too_old(api: FakeApi) -> None:
 CRD_NAME = "backups.example.com"
 
 
-def test_custom_resources_are_counted_per_crd(api: FakeApi) -> None:
+def _serve_backup_crd(api: FakeApi) -> None:
+    """Script the CRD list to hold one CRD, kind Backup of example.com."""
     crd: dict[str, Any] = {
         "metadata": {"name": CRD_NAME, "resourceVersion": "3"},
         "spec": {
@@ -203,6 +204,10 @@ def test_custom_resources_are_counted_per_crd(api: FakeApi) -> None:
     }
     crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
     api.lists[crds].append((200, {"metadata": {"resourceVersion": "3"}, "items": [crd]}))
+
+
+def test_custom_resources_are_counted_per_crd(api: FakeApi) -> None:
+    _serve_backup_crd(api)
     cr = "/apis/example.com/v1/backups"
     items = [{"metadata": {"name": f"b{i}", "namespace": "app"}} for i in range(3)]
     api.lists[cr].append((200, {"metadata": {"resourceVersion": "4"}, "items": items}))
@@ -261,17 +266,7 @@ def test_a_relist_applies_only_what_changed(api: FakeApi, monkeypatch: pytest.Mo
 
 
 def test_custom_resources_it_may_not_list_stay_uncounted_but_ready(api: FakeApi) -> None:
-    crd: dict[str, Any] = {
-        "metadata": {"name": CRD_NAME, "resourceVersion": "3"},
-        "spec": {
-            "group": "example.com",
-            "names": {"kind": "Backup", "plural": "backups"},
-            "scope": "Namespaced",
-            "versions": [{"name": "v1", "served": True, "storage": True}],
-        },
-    }
-    crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
-    api.lists[crds].append((200, {"metadata": {"resourceVersion": "3"}, "items": [crd]}))
+    _serve_backup_crd(api)
     cr = "/apis/example.com/v1/backups"
     api.lists[cr].append((403, {"kind": "Status", "message": "backups is forbidden"}))
     cache = _cache(api)
