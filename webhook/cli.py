@@ -17,27 +17,35 @@ import click
 
 from gate.errors import GateError
 from gate.policy import load_policy
+from gate.snapshot import load_configuration
 from webhook import jsonlog
 from webhook.review import DEFAULT_MAX_BYTES
 
 log = logging.getLogger("prune_gate.webhook.cli")
 
 
-def api_client(kubeconfig: str | None) -> Any:
-    """An ApiClient: from `kubeconfig`, else in-cluster, else the default kubeconfig."""
-    from kubernetes import client, config
-
-    cfg = client.Configuration()
-    load_kube: Any = config.load_kube_config  # untyped in the client
-    load_incluster: Any = config.load_incluster_config
-    if kubeconfig:
-        load_kube(config_file=kubeconfig, client_configuration=cfg)
-    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-        load_incluster(client_configuration=cfg)
-    else:
-        load_kube(client_configuration=cfg)
+def kube_configuration(kubeconfig: str | None) -> Any:
+    """A client Configuration: `kubeconfig`, else $KUBECONFIG, else ~/.kube/config, else the
+    in-cluster service account (the resolution of `gate check --live`). Raises ClusterError."""
+    default = os.environ.get("KUBECONFIG") or "~/.kube/config"
+    if kubeconfig is None and Path(default.split(os.pathsep)[0]).expanduser().exists():
+        # The client reads $KUBECONFIG once, at import: name the file, so today's value is used.
+        kubeconfig = default
+    cfg = load_configuration(kubeconfig, None)
     cfg.connection_pool_maxsize = 64  # one connection per watch, plus Events
-    return client.ApiClient(configuration=cfg)
+    return cfg
+
+
+def client_for(configuration: Any) -> Any:
+    """An ApiClient (its own connection pool) over a resolved Configuration."""
+    from kubernetes import client
+
+    return client.ApiClient(configuration=configuration)
+
+
+def api_client(kubeconfig: str | None) -> Any:
+    """An ApiClient for `kube_configuration(kubeconfig)`."""
+    return client_for(kube_configuration(kubeconfig))
 
 
 @click.group("webhook")
@@ -85,7 +93,11 @@ def webhook() -> None:
     help="The webhook's own namespace, excluded from the registration like kube-system.",
 )
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="prune-gate.yaml")
-@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Default: in-cluster.")
+@click.option(
+    "--kubeconfig",
+    type=click.Path(dir_okay=False),
+    help="Which cluster. Default: $KUBECONFIG, else ~/.kube/config, else in-cluster.",
+)
 @click.option("--threads", type=click.IntRange(1, 64), default=8, show_default=True)
 @click.option("--max-body-bytes", type=int, default=DEFAULT_MAX_BYTES, show_default=True)
 def serve(
@@ -114,6 +126,8 @@ def serve(
     try:
         policy = load_policy(config_path)
         host, _port = host_of(listen)
+        # Resolved once, here: a missing kubeconfig is a usage error now, not a dead worker later.
+        kube_cfg = kube_configuration(kubeconfig)
     except (GateError, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
     ca_pem: bytes | None = Path(ca_file).read_bytes() if ca_file else None
@@ -141,7 +155,7 @@ def serve(
         from webhook.cache import WatchCache
         from webhook.events import EventQueue
 
-        api = api_client(kubeconfig)
+        api = client_for(kube_cfg)
         cache = WatchCache(api, policy)
         events = EventQueue(api, instance=os.environ.get("HOSTNAME", "prune-gate"))
         state.update(api=api, cache=cache, events=events)
@@ -175,7 +189,7 @@ def serve(
             config = reg.build_configuration(
                 name, url, ca_pem, policy, failure_policy, timeout_seconds, namespace
             )
-            api = api_client(kubeconfig)
+            api = client_for(kube_cfg)
             try:
                 reg.register(api, config)
             finally:
@@ -184,13 +198,13 @@ def serve(
         server.run()
     finally:
         if register and os.getpid() == master:
-            _unregister(kubeconfig, name)
+            _unregister(kube_cfg, name)
 
 
-def _unregister(kubeconfig: str | None, name: str) -> None:
+def _unregister(kube_cfg: Any, name: str) -> None:
     from webhook import register as reg
 
-    api = api_client(kubeconfig)
+    api = client_for(kube_cfg)
     try:
         removed = reg.unregister(api, name)
     finally:

@@ -1,0 +1,98 @@
+"""`gate webhook serve`: which cluster it talks to, and what it leaves behind."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from gate.errors import ClusterError
+from webhook.cli import kube_configuration
+
+KUBECONFIG = """\
+apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster: {{server: "{server}"}}
+users:
+- name: u
+  user: {{token: t}}
+contexts:
+- name: x
+  context: {{cluster: c, user: u}}
+current-context: x
+"""
+
+
+def _kubeconfig(path: Path, server: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(KUBECONFIG.format(server=server), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def in_cluster(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[str]:
+    """A pod's environment with no kubeconfig; in-cluster loading is recorded, not performed."""
+    from kubernetes import config
+
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    loaded: list[str] = []
+
+    def fake_incluster(client_configuration: Any = None, **_kw: Any) -> None:
+        loaded.append("in-cluster")
+        client_configuration.host = "https://10.96.0.1:443"
+
+    monkeypatch.setattr(config, "load_incluster_config", fake_incluster)
+    return loaded
+
+
+def test_kubeconfig_option_wins(in_cluster: list[str], tmp_path: Path) -> None:
+    path = _kubeconfig(tmp_path / "given.yaml", "https://given:6443")
+    assert kube_configuration(str(path)).host == "https://given:6443"
+    assert in_cluster == []
+
+
+def test_kubeconfig_env_before_in_cluster(
+    in_cluster: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(_kubeconfig(tmp_path / "env.yaml", "https://env:6443")))
+    cfg = kube_configuration(None)
+    assert cfg.host == "https://env:6443"
+    assert cfg.connection_pool_maxsize == 64
+    assert in_cluster == []
+
+
+def test_home_kubeconfig_before_in_cluster(in_cluster: list[str], tmp_path: Path) -> None:
+    _kubeconfig(tmp_path / "home" / ".kube" / "config", "https://home:6443")
+    assert kube_configuration(None).host == "https://home:6443"
+    assert in_cluster == []
+
+
+def test_in_cluster_when_there_is_no_kubeconfig(in_cluster: list[str]) -> None:
+    assert kube_configuration(None).host == "https://10.96.0.1:443"
+    assert in_cluster == ["in-cluster"]
+
+
+def test_no_cluster_at_all_is_a_usage_error_before_serving(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from gate.cli import main
+    from webhook import serve
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setattr(serve.WebhookServer, "run", lambda self: pytest.fail("served"))
+    with pytest.raises(ClusterError):
+        kube_configuration(None)
+    result = CliRunner().invoke(main, ["webhook", "serve", "--self-signed"])
+    assert result.exit_code == 2, result.output
+    assert "cannot load the kubeconfig" in result.output
