@@ -187,6 +187,12 @@ def check_command(
             base_raw, head_raw, policy, base_label, head_label = _read_git(
                 repo, base_rev, head_rev, paths, render, config_path
             )
+        if not base_raw and not head_raw:
+            raise InputError(
+                f"no Kubernetes objects in base ({base_label}) nor candidate ({head_label}): "
+                "check the paths; kustomizations need --render kustomize, and Helm charts must be "
+                "rendered first (helm template ... > dir, then --base-manifests/--head-manifests)"
+            )
         live = live or bool(prune_scopes) or kubeconfig is not None or kube_context is not None
         if live:
             result = _check_live(
@@ -275,12 +281,7 @@ def _read_git(
 
     base_sha = gitsource.resolve_revision(repo, base_rev)
     head_sha = gitsource.resolve_revision(repo, head_rev)
-    if config_path:
-        policy = load_policy(config_path)
-    else:
-        # The base revision's policy: a candidate must not be able to switch its own gate off.
-        text = gitsource.read_file(repo, base_sha, POLICY_FILE)
-        policy = policy_from_text(text, f"{POLICY_FILE} at {base_sha[:12]}") if text else Policy()
+    policy = _base_policy(repo, base_sha, config_path)
     if render == "kustomize":
         if not paths:
             raise InputError("--render kustomize needs at least one --path to build")
@@ -291,6 +292,38 @@ def _read_git(
         head_raw = gitsource.read_tree(repo, head_sha, paths)
     base_label, head_label = _rev_label(base_rev, base_sha), _rev_label(head_rev, head_sha)
     return base_raw, head_raw, policy, base_label, head_label
+
+
+def _base_policy(repo: str, base_sha: str, config_path: str | None) -> Policy:
+    """The policy as the base revision has it: a candidate must not switch its own gate off.
+
+    A `--config` inside the repository is read at the base revision too (if the base lacks it,
+    the defaults apply until it is merged); one outside the repository is read from disk.
+    """
+    from gate import gitsource
+
+    if config_path is None:
+        where = POLICY_FILE
+    else:
+        try:
+            with gitsource.open_repo(repo) as r:
+                root = r.working_tree_dir
+        except GateError:
+            root = None
+        absolute = Path(config_path).resolve()
+        if root is None or not absolute.is_relative_to(Path(root).resolve()):
+            return load_policy(config_path)
+        where = absolute.relative_to(Path(root).resolve()).as_posix()
+    text = gitsource.read_file(repo, base_sha, where)
+    if text is None:
+        if config_path is not None:
+            click.echo(
+                f"note: {where} does not exist at the base revision {base_sha[:12]}: using the "
+                "default policy (a candidate's policy takes effect once it is merged)",
+                err=True,
+            )
+        return Policy()
+    return policy_from_text(text, f"{where} at {base_sha[:12]}")
 
 
 def _workspace_relative(path: str) -> str:

@@ -26,7 +26,14 @@ from pathlib import Path
 import git
 
 from gate.errors import GitError, InputError
-from gate.manifests import KUSTOMIZATION_NAMES, MANIFEST_SUFFIXES, RawObject, parse_stream
+from gate.manifests import (
+    KUSTOMIZATION_NAMES,
+    MANIFEST_SUFFIXES,
+    RawObject,
+    helm_chart_dirs,
+    in_any_dir,
+    parse_stream,
+)
 
 #: Files kustomize reads as its own configuration: they are build instructions, not objects.
 
@@ -80,10 +87,13 @@ def read_tree(repo: str | Path, rev: str, paths: Sequence[str] = ()) -> list[Raw
     """
     with open_repo(repo) as r:
         sha = _resolve(r, rev)
+        selected = _select(r, sha, rev, paths)
+        charts = helm_chart_dirs(e.path for e in selected)
         entries = [
             e
-            for e in _select(r, sha, rev, paths)
+            for e in selected
             if e.path.endswith(MANIFEST_SUFFIXES)
+            and not in_any_dir(e.path, charts)
             and e.mode != _MODE_SYMLINK
             and posixpath.basename(e.path) not in KUSTOMIZATION_NAMES
         ]

@@ -8,6 +8,7 @@ has it. `kind: List` documents are flattened, so `kubectl get -o yaml` output is
 from __future__ import annotations
 
 import hashlib
+import posixpath
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -28,6 +29,21 @@ except AttributeError:  # PyYAML built without libyaml
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 #: kustomize's own configuration files: inputs to a build, not objects.
 KUSTOMIZATION_NAMES = frozenset({"kustomization.yaml", "kustomization.yml", "Kustomization"})
+
+
+def helm_chart_dirs(paths: Iterable[str]) -> frozenset[str]:
+    """Directories (posix, relative) that hold a Helm chart: a `Chart.yaml` is in them.
+
+    Their files are templates and values, not manifests: directory and tree reads skip them;
+    render the chart first (`helm template`) and compare the output instead.
+    """
+    return frozenset(posixpath.dirname(p) for p in paths if posixpath.basename(p) == "Chart.yaml")
+
+
+def in_any_dir(path: str, dirs: frozenset[str]) -> bool:
+    """True when posix `path` is inside one of `dirs` ("" is the root)."""
+    parts = path.split("/")
+    return any("/".join(parts[:i]) in dirs for i in range(len(parts)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,12 +169,13 @@ def read_path(path: str | Path, stdin_label: str = "<stdin>") -> list[RawObject]
     p = Path(path)
     if p.is_dir():
         out: list[RawObject] = []
-        for f in sorted(p.rglob("*")):
+        files = sorted(f for f in p.rglob("*") if f.is_file() and not _hidden(f, p))
+        charts = helm_chart_dirs(f.relative_to(p).as_posix() for f in files)
+        for f in files:
             if (
-                f.is_file()
-                and f.suffix in MANIFEST_SUFFIXES
+                f.suffix in MANIFEST_SUFFIXES
                 and f.name not in KUSTOMIZATION_NAMES
-                and not _hidden(f, p)
+                and not in_any_dir(f.relative_to(p).as_posix(), charts)
             ):
                 label = (Path(path) / f.relative_to(p)).as_posix()
                 out.extend(_read_file(f, label, only_objects=True))

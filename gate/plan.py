@@ -61,7 +61,8 @@ def compute_plan(base: Inventory, head: Inventory, force_all: bool = False) -> l
         diffs = tuple(check(m.body, other.body)) if check else ()
         if not diffs:
             continue
-        force = "--force" if force_all else force_reason(other) or force_reason(m)
+        # The controller reads force from the object it applies: the candidate's.
+        force = "--force" if force_all else force_reason(other)
         if force:
             cause = f"immutable field changed with force on ({force})"
             changes.append(Change(m.ref, Action.REPLACE, m, other, cause, diffs, force))
@@ -127,7 +128,10 @@ def _resources_diffs(a: Any, b: Any) -> list[str]:
                 if parse_quantity(rb[key]) >= parse_quantity(ra[key]):
                     continue  # growing a claim is allowed
             except ValueError:
-                pass
+                out.append(
+                    f"spec.resources.requests.storage ({ra[key]} -> {rb[key]}: not a quantity)"
+                )
+                continue
             out.append(f"spec.resources.requests.storage ({ra[key]} -> {rb[key]}: shrink)")
             continue
         out.append(f"spec.resources.requests.{key}")

@@ -143,6 +143,15 @@ class Policy:
                 return ex
         return None
 
+    def expired_exemption_for(
+        self, ref: ObjectRef, labels: dict[str, str], code: Code, today: dt.date
+    ) -> Exemption | None:
+        """An exemption that would cover this finding but has expired: worth saying so."""
+        for ex in self.exemptions:
+            if ex.expires < today and ex.matches(ref, labels, code):
+                return ex
+        return None
+
 
 def _schema() -> dict[str, Any]:
     text = resources.files("gate").joinpath("schemas/policy.schema.json").read_text("utf-8")
@@ -188,8 +197,17 @@ def _explain(err: jsonschema.ValidationError) -> str:
         allowed = sorted((schema.get("properties") or {}).keys())
         extra = sorted(set(err.instance) - set(allowed)) if isinstance(err.instance, dict) else []
         return f"unknown key {', '.join(map(repr, extra))}; known keys: {', '.join(allowed)}"
-    if err.validator == "pattern" and "duration" in str(schema.get("description", "")):
-        return f"{err.instance!r} is not a duration with units (like 30s, 5m, 1h30m)"
+    is_duration = "duration" in str(schema.get("description", ""))
+    if err.validator in ("pattern", "type") and is_duration:
+        hint = f": write {err.instance}s" if isinstance(err.instance, int | float) else ""
+        return f"{err.instance!r} is not a duration with units (like 30s, 5m, 1h30m){hint}"
+    if err.validator == "type" and isinstance(err.instance, dt.date):
+        return f'{err.instance.isoformat()} must be quoted, as a string: "{err.instance}"'
+    if err.validator == "pattern" and str(schema.get("pattern", "")).startswith("^[A-Z]"):
+        return (
+            f"{err.instance!r} is not a kind: write Kind for the core group, Kind.group "
+            "otherwise (PersistentVolumeClaim, StatefulSet.apps)"
+        )
     if "propertyNames" in err.absolute_schema_path:
         return f"{err.instance!r}: unknown finding code (`gate codes` lists them)"
     if err.validator == "oneOf" and "severity" in err.absolute_schema_path:

@@ -350,14 +350,23 @@ def check_pv_bound(change: Change, world: World) -> Iterator[Finding]:
 def check_immutable_change(change: Change, world: World) -> Iterator[Finding]:
     """IMMUTABLE_FIELD_CHANGE / FORCED_REPLACEMENT: the apply fails, or deletes and recreates."""
     if change.action is Action.UPDATE and change.immutable:
+        fix = (
+            "revert the change to these fields; to really change them, create a new object "
+            "under a new name and retire the old one in two stages"
+        )
+        if _kind(change.ref) == STATEFULSET:
+            fix += (
+                "; or, for a StatefulSet, replace only the object and keep its pods and claims: "
+                f"kubectl delete {change.ref.kubectl()} --cascade=orphan, then let the deploy "
+                "recreate it (resize existing claims by hand: the template does not touch them)"
+            )
         yield _finding(
             Code.IMMUTABLE_FIELD_CHANGE,
             change,
             f"{change.ref.display()} changes immutable field(s) {', '.join(change.immutable)}: the "
             "API server will reject the apply and every later deploy fails the same way",
             [f"{path} differs between base and candidate" for path in change.immutable],
-            "revert the change to these fields; to really change them, create a new object "
-            "under a new name and retire the old one in two stages",
+            fix,
         )
     elif change.action is Action.REPLACE:
         yield _finding(
@@ -382,7 +391,15 @@ def check_claim_mounted(change: Change, world: World) -> Iterator[Finding]:
     first = users[0]
     finished = [u for u in users if u.phase in ("Succeeded", "Failed")]
     fix = _retire_fix(change.ref, world, _source(change))
-    if finished and len(finished) == len(users):
+    retired, _ = retirement(change, world)
+    if retired:  # stage 1 is deployed: what is left is to get the pods off the claim
+        names = " ".join(u.name for u in users[:20])
+        fix = (
+            "stage 1 is deployed, but these pods still use the claim: remove the claim from "
+            "whatever creates them (see CONSUMER_REMAINS), wait for them to go, or delete them: "
+            f"kubectl delete pod -n {change.ref.namespace} {names}; then remove the claim"
+        )
+    elif finished and len(finished) == len(users):
         names = " ".join(u.name for u in finished)
         fix = (
             f"only finished pods hold it: delete them first (kubectl delete pod -n "

@@ -70,6 +70,14 @@ def apply_policy(
         labels = (labels_of or {}).get(f.ref, {})
         ex = policy.exemption_for(f.ref, labels, f.code, today)
         f = replace(f, severity=severity)
+        if ex is None:
+            old = policy.expired_exemption_for(f.ref, labels, f.code, today)
+            if old is not None:
+                note = (
+                    f"an exemption expired on {old.expires.isoformat()} ({old.reason}): fix "
+                    "the finding, or renew the exemption in the policy with a new expiry"
+                )
+                f = replace(f, evidence=(*f.evidence, note))
         if ex is not None:
             exempted.append(Exempted(f, ex.reason, ex.expires))
         else:

@@ -189,3 +189,60 @@ def test_context_auto_from_github_event(tmp_path: Path, event: str) -> None:
 def test_codes_lists_every_code() -> None:
     out = CliRunner().invoke(main, ["codes"]).output
     assert "CLAIM_MOUNTED" in out and "SPECULATION_FENCE" in out
+
+
+def _git(repo: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", *args],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return done.stdout.strip()
+
+
+def test_git_mode_reads_an_explicit_config_at_the_base_revision(tmp_path: Path) -> None:
+    """A candidate that exempts everything in its own prune-gate.yaml is still blocked."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    write(repo / "deploy" / "app.yaml", doc(claim(), deployment()))
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "base")
+    write(repo / "deploy" / "app.yaml", deployment())
+    write(
+        repo / "prune-gate.yaml",
+        "exemptions:\n  - {kind: PersistentVolumeClaim, reason: sneaky, expires: '2099-01-01'}\n",
+    )
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "candidate")
+    for extra in ((), ("--config", "prune-gate.yaml")):
+        result = gate("check", "--base", "HEAD~1", "--head", "HEAD", *extra, cwd=repo)
+        assert result.returncode == 1, (extra, result.stdout, result.stderr)
+    noted = gate(
+        "check", "--base", "HEAD~1", "--head", "HEAD", "--config", "prune-gate.yaml", cwd=repo
+    )
+    assert "does not exist at the base revision" in noted.stderr
+    outside = write(
+        tmp_path / "outside.yaml", "severity:\n  NOT_RETIRED: warn\n  CONSUMER_REMAINS: warn\n"
+    )
+    trusted = gate(
+        "check", "--base", "HEAD~1", "--head", "HEAD", "--config", str(outside), cwd=repo
+    )
+    assert trusted.returncode == 0, trusted.stdout + trusted.stderr
+
+
+def test_no_objects_on_either_side_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "base").mkdir()
+    (tmp_path / "head").mkdir()
+    write(tmp_path / "base" / "kustomization.yaml", "resources: [app.yaml]\n")
+    result = gate(
+        "check",
+        "--base-manifests",
+        str(tmp_path / "base"),
+        "--head-manifests",
+        str(tmp_path / "head"),
+    )
+    assert result.returncode == 2
+    assert "no Kubernetes objects" in result.stderr and "--render kustomize" in result.stderr

@@ -358,3 +358,17 @@ def test_export_tree_keeps_only_symlinks_inside_the_tree(repo: GitRepo, tmp_path
     assert not (dest / "escape.yaml").exists()
     assert not (dest / "escape.yaml").is_symlink()
     assert (dest / "run.sh").stat().st_mode & 0o100
+
+
+def test_helm_charts_in_the_tree_are_skipped(repo: GitRepo) -> None:
+    sha = repo.commit(
+        {
+            "charts/web/Chart.yaml": "apiVersion: v2\nname: web\nversion: 0.1.0\n",
+            "charts/web/values.yaml": "replicas: 2\n",
+            "charts/web/templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\n"
+            "metadata: {name: {{ .Release.Name }}}\n",
+            "charts/webby/cm.yaml": CM.format(name="kept"),
+            "apps/cm.yaml": CM.format(name="a"),
+        }
+    )
+    assert names(gitsource.read_tree(repo.root, sha)) == ["ConfigMap/a", "ConfigMap/kept"]

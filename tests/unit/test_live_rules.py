@@ -195,3 +195,14 @@ def test_pruned_object_takes_api_version_from_live() -> None:
     result = check_pruned_claim(live)
     (f,) = result.decision.findings
     assert (f.code, f.api_version) == (Code.NOT_RETIRED, "v1")
+
+
+def test_claim_mounted_after_stage_1_says_to_stop_the_pods() -> None:
+    live = state(
+        ("v1", "PersistentVolumeClaim", live_claim(volume=None, **{"prune-gate.io/retire": "x"})),
+        ("v1", "Pod", pod("web-1", "data")),
+    )
+    (f,) = run(claim(), "", live=live).decision.findings
+    assert f.code is Code.CLAIM_MOUNTED
+    assert f.remediation.startswith("stage 1 is deployed")
+    assert "kubectl delete pod -n app web-1" in f.remediation

@@ -117,3 +117,12 @@ def test_directories_skip_yaml_that_is_not_a_manifest(tmp_path: Path) -> None:
         read_path(tmp_path)
     with pytest.raises(InputError, match=r"values\.yaml:1: object has no apiVersion"):
         read_path(tmp_path / "values.yaml")  # a file named explicitly must be a manifest
+
+
+def test_directories_skip_helm_charts(tmp_path: Path) -> None:
+    chart = tmp_path / "charts" / "web"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: web\nversion: 0.1.0\n")
+    (chart / "templates" / "cm.yaml").write_text("metadata: {name: {{ .Release.Name }}}\n")
+    (tmp_path / "a.yaml").write_text("apiVersion: v1\nkind: Secret\nmetadata: {name: s}\n")
+    assert [o.body["kind"] for o in read_path(tmp_path)] == ["Secret"]

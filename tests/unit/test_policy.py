@@ -69,7 +69,6 @@ webhook:
     [
         ({"guardedKind": []}, "(top level): unknown key 'guardedKind'"),
         ({"webhook": {"resync": "300"}}, "webhook.resync: '300' is not a duration with units"),
-        ({"live": {"timeout": 30}}, "live.timeout: 30 is not of type 'string'"),
         ({"severity": {"NOT_A_CODE": "block"}}, "'NOT_A_CODE': unknown finding code"),
         ({"severity": {"NOT_RETIRED": "fatal"}}, "severity.NOT_RETIRED"),
         ({"exemptions": [{"kind": "PersistentVolumeClaim", "reason": "x"}]}, "exemptions.0"),
@@ -108,3 +107,25 @@ def test_quantities() -> None:
     for bad in ("", "Gi", "1GB", "x", True):
         with pytest.raises(ValueError, match="not a quantity"):
             parse_quantity(bad)
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ({"live": {"timeout": 30}}, "live.timeout: 30 is not a duration with units"),
+        ({"live": {"timeout": 30}}, "write 30s"),
+        (
+            {
+                "exemptions": [
+                    {"kind": "PersistentVolumeClaim", "reason": "r", "expires": dt.date(2027, 1, 1)}
+                ]
+            },
+            'exemptions.0.expires: 2027-01-01 must be quoted, as a string: "2027-01-01"',
+        ),
+        ({"guardedKinds": ["*"]}, "guardedKinds.0: '*' is not a kind: write Kind"),
+    ],
+)
+def test_errors_say_how_to_write_it(doc: object, message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        policy_from_dict(doc, "p.yaml")
+    assert message in str(err.value)

@@ -329,3 +329,33 @@ def test_exemption_applies_until_it_expires() -> None:
     assert ex.reason == "scratch data, INC-42"
     expired = run(claim(), "", policy=policy(dt.date(2026, 12, 1)))
     assert expired.decision.verdict is Verdict.BLOCK
+
+
+def test_expired_exemption_is_named_in_the_evidence() -> None:
+    policy = policy_from_dict(
+        {
+            "exemptions": [
+                {"kind": "PersistentVolumeClaim", "reason": "INC-7", "expires": "2026-01-31"}
+            ]
+        }
+    )
+    result = run(claim(), "", policy=policy)
+    (f,) = result.decision.findings
+    assert "an exemption expired on 2026-01-31 (INC-7)" in f.evidence[-1]
+
+
+def test_invalid_quantity_is_not_called_a_shrink() -> None:
+    (f,) = run(claim("10Gi"), claim("lots")).decision.findings
+    assert "not a quantity" in f.message and "shrink" not in f.message
+
+
+def test_force_is_read_from_the_candidate_only() -> None:
+    forced = claim(extra_ann="kustomize.toolkit.fluxcd.io/force: enabled")
+    unforced_change = claim().replace("ReadWriteOnce", "ReadWriteMany")
+    assert codes(run(forced, unforced_change)) == {Code.IMMUTABLE_FIELD_CHANGE}
+
+
+def test_statefulset_immutable_change_offers_the_orphan_delete() -> None:
+    sts = STS.replace("WHEN", "Retain")
+    (f,) = run(sts, sts.replace("serviceName: db", "serviceName: db2")).decision.findings
+    assert "kubectl delete -n app statefulset.apps/db --cascade=orphan" in f.remediation

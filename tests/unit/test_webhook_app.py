@@ -14,10 +14,13 @@ from flask.testing import FlaskClient
 
 from gate.cluster import LiveView
 from gate.fence import Lease
+from gate.findings import Code, Finding
 from gate.livestate import LiveState
 from gate.policy import Policy, policy_from_dict
+from gate.refs import ObjectRef
 from webhook.app import Settings, create_app
 from webhook.cache import CacheStats, StaticCache
+from webhook.decide import MAX_EVENT_MESSAGE, MAX_MESSAGE, how_to_override, refusal_message
 from webhook.events import RecordingSink
 
 NOW = dt.datetime(2026, 12, 2, 12, 0, tzinfo=dt.UTC)
@@ -223,3 +226,35 @@ def test_validate_is_503_until_the_cache_is_ready() -> None:
     assert resp.status_code == 503
     assert resp.get_json()["reason"] == "not ready (static cache)"
     assert sink.events == []
+
+
+def test_a_refusal_ends_with_how_to_override() -> None:
+    policy = policy_from_dict(
+        {"annotations": {"allowDelete": "example.com/let-go"}, "webhook": {"maxCacheAge": "1m"}}
+    )
+    app, sink = make_app(claim(), pod("web-0", "data"), policy=policy)
+    with app.test_client() as c:
+        message = post(c, review(claim())).get_json()["response"]["status"]["message"]
+    hint = (
+        "to delete anyway: kubectl annotate -n app persistentvolumeclaim/data "
+        'example.com/let-go="<reason>"'
+    )
+    assert message.endswith(f". {hint}")
+    assert "break-glass" not in message
+    assert sink.events[0].message.endswith(f". {hint}")
+
+
+def test_the_override_survives_a_long_refusal_and_names_break_glass_groups() -> None:
+    policy = policy_from_dict({"webhook": {"breakGlassGroups": ["sre-oncall", "dba"]}})
+    ref = ObjectRef("", "PersistentVolumeClaim", "app", "data")
+    long = Finding(Code.CLAIM_MOUNTED, ref, "x" * 5000, tuple(f"pod p{i}" for i in range(9)), "y")
+    hint = how_to_override(ref, policy)
+    assert hint.endswith(", or act as a member of a break-glass group (sre-oncall, dba)")
+    message = refusal_message([long], hint)
+    assert len(message) <= MAX_MESSAGE
+    assert message.startswith("prune-gate CLAIM_MOUNTED: xxx")
+    assert message.endswith(f"... {hint}")
+    event = refusal_message([long], hint, MAX_EVENT_MESSAGE, "DELETE by me refused: ")
+    assert len(event) <= MAX_EVENT_MESSAGE
+    assert event.startswith("DELETE by me refused: prune-gate CLAIM_MOUNTED")
+    assert event.endswith(f"... {hint}")
