@@ -129,3 +129,9 @@ def test_errors_say_how_to_write_it(doc: object, message: str) -> None:
     with pytest.raises(ConfigError) as err:
         policy_from_dict(doc, "p.yaml")
     assert message in str(err.value)
+
+
+def test_the_example_policy_is_valid() -> None:
+    root = Path(__file__).resolve().parents[2]
+    policy = load_policy(root / "examples" / "prune-gate.yaml")
+    assert policy.webhook.fence == ("prune-gate", "speculation-fence")
