@@ -56,6 +56,8 @@ FENCE_EXPIRED = "FenceExpired"
 
 #: The longest message we put in `status.message` (kubectl prints it whole).
 MAX_MESSAGE = 2000
+#: The longest Event message we record (`webhook.events` sends at most this much).
+MAX_EVENT_MESSAGE = 1024
 #: The API server may truncate a warning longer than this; we cut it ourselves, predictably.
 MAX_WARNING = 256
 
@@ -143,8 +145,24 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def refusal_message(blocking: list[Finding]) -> str:
-    """What a person reads in kubectl: the first reason, its evidence and its fix; then the rest."""
+def how_to_override(ref: ObjectRef, policy: Policy) -> str:
+    """The way past a refusal for a person who must delete anyway: the annotation, and the
+    break-glass groups when there are any."""
+    hint = (
+        f"to delete anyway: kubectl annotate {ref.kubectl()} "
+        f'{policy.allow_delete_annotation}="<reason>"'
+    )
+    groups = policy.webhook.break_glass_groups
+    if groups:
+        hint += f", or act as a member of a break-glass group ({', '.join(groups)})"
+    return hint
+
+
+def refusal_message(
+    blocking: list[Finding], override: str = "", limit: int = MAX_MESSAGE, lead: str = ""
+) -> str:
+    """What a person reads in kubectl: the first reason, its evidence and its fix; then the rest;
+    then how to override. At most `limit` characters: a long body is cut, never the override."""
     first = blocking[0]
     parts = [f"prune-gate {first.code}: {first.message}"]
     if first.evidence:
@@ -153,7 +171,11 @@ def refusal_message(blocking: list[Finding]) -> str:
         parts.append(f"fix: {first.remediation}")
     for other in blocking[1:]:
         parts.append(f"also {other.code}: {other.message}")
-    return _cut(". ".join(p.rstrip(".") for p in parts), MAX_MESSAGE)
+    body = lead + ". ".join(p.rstrip(".") for p in parts)
+    tail = f". {override}" if override else ""
+    if limit - len(tail) < limit // 2:
+        return _cut(body + tail, limit)  # an absurd tail: keep the reason first
+    return _cut(body, limit - len(tail)) + tail
 
 
 def decide_admission(
@@ -216,7 +238,8 @@ def decide_admission(
             deployer,
         )
     override = _override(req, policy, own)
-    message = refusal_message(blocking)
+    hint = how_to_override(ref, policy)
+    message = refusal_message(blocking, hint)
     if override is not None:
         codes = ", ".join(dict.fromkeys(f.code.value for f in blocking))
         note = f"allowed by override ({override}) despite {codes}: {blocking[0].message}"
@@ -229,7 +252,8 @@ def decide_admission(
             tuple(events),
             deployer,
         )
-    events.append(event(PRUNE_BLOCKED, f"DELETE by {req.user.username} refused: {message}"))
+    lead = f"DELETE by {req.user.username} refused: "
+    events.append(event(PRUNE_BLOCKED, refusal_message(blocking, hint, MAX_EVENT_MESSAGE, lead)))
     status = Status(403, blocking[0].code.value, message)
     return Outcome(
         AdmissionResponse(req.uid, False, status, warnings),

@@ -16,7 +16,7 @@ import threading
 import uuid
 from typing import Any, Protocol
 
-from webhook.decide import EventSpec
+from webhook.decide import MAX_EVENT_MESSAGE, EventSpec
 from webhook.kubeapi import request_json
 
 log = logging.getLogger("prune_gate.webhook.events")
@@ -62,7 +62,7 @@ def event_body(event: EventSpec, now: dt.datetime, instance: str) -> dict[str, A
         },
         "involvedObject": involved,
         "reason": event.reason,
-        "message": event.message[:1024],
+        "message": event.message[:MAX_EVENT_MESSAGE],
         "type": "Warning",
         "source": {"component": COMPONENT},
         "reportingComponent": COMPONENT,
