@@ -421,13 +421,15 @@ def retire_status_command(
     annotation = policy.retire_annotation
     state = snap.state
     statuses = retire.retire_statuses(state.objects.values(), state, annotation, namespace, name)
+    if name and not statuses:
+        where = f" in namespace {namespace}" if namespace else ""
+        fail(
+            f"no claim named {name}{where} exists in the cluster (kubectl get pvc -A | grep {name})"
+        )
     if fmt == "json":
         click.echo(retire.render_json(statuses, annotation))
     elif statuses:
         click.echo(retire.render_text(statuses, annotation))
-    elif name:
-        where = f" in namespace {namespace}" if namespace else ""
-        click.echo(f"no claim named {name}{where} exists in the cluster")
     else:
         where = f" in namespace {namespace}" if namespace else ""
         click.echo(f"no claim{where} is marked `{annotation}`: nothing is being retired")

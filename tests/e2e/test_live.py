@@ -480,3 +480,9 @@ def test_retire_status_names_what_the_claim_waits_on(
 
     unmarked = status("kept").stdout
     assert "not marked for retirement" in unmarked
+
+    missing = run_gate(
+        tmp_path, "retire", "status", "-n", namespace, "nope", f"--kubeconfig={kube.kubeconfig}"
+    )
+    assert missing.returncode == 2
+    assert missing.stderr.startswith(f"error: no claim named nope in namespace {namespace}")
