@@ -49,6 +49,9 @@ ADMISSION_RULES: tuple[Callable[[Change, World], Iterator[Finding]], ...] = (
 #: Rules that decide only DELETEs by a deployer identity (a prune, not a person).
 DEPLOYER_RULES: tuple[Callable[[Change, World], Iterator[Finding]], ...] = (check_not_retired,)
 
+#: `Outcome.code` when no finding decided.
+NO_CODE = "none"
+
 #: Event reasons (Kubernetes Event `reason`), Warning type.
 PRUNE_BLOCKED = "PruneBlocked"
 PRUNE_OVERRIDDEN = "PruneOverridden"
@@ -86,8 +89,11 @@ class Outcome:
 
     @property
     def code(self) -> str:
-        """The finding code that decided (the refusal's reason), or the verdict."""
-        return self.response.status.reason if self.response.status else self.verdict.value
+        """The finding code that decided: the refusal's reason, else the most severe finding's
+        (an overridden refusal, a warning), else `none`."""
+        if self.response.status is not None:
+            return self.response.status.reason
+        return self.findings[0].code.value if self.findings else NO_CODE
 
 
 class _Overlay:

@@ -64,7 +64,9 @@ class Metrics:
         )
         self.decisions = Counter(
             f"{PREFIX}_decisions",
-            "Admission decisions, by outcome (allowed, refused, overridden) and deciding code",
+            "Admission decisions. outcome: allowed, refused or overridden; code: the finding code "
+            "that decided (the refusal's reason, the overridden or warned finding), none without "
+            "a finding",
             ["outcome", "code"],
             registry=self.registry,
         )

@@ -161,13 +161,17 @@ def test_health_and_readiness() -> None:
 def test_metrics_count_requests_decisions_and_latency(client: FlaskClient) -> None:
     post(client, review(claim()))
     post(client, review(claim("other")))
+    post(client, review(claim(**{"prune-gate.io/allow-delete": "restoring from backup"})))
     client.post("/validate", data=b"nope", content_type="application/json")
     text = client.get("/metrics").get_data(as_text=True)
-    assert 'prune_gate_webhook_requests_total{code="200"} 2.0' in text
+    assert 'prune_gate_webhook_requests_total{code="200"} 3.0' in text
     assert 'prune_gate_webhook_requests_total{code="400"} 1.0' in text
-    assert 'prune_gate_webhook_decisions_total{code="CLAIM_MOUNTED",outcome="refused"} 1.0' in text
-    assert 'prune_gate_webhook_decisions_total{code="allow",outcome="allowed"} 1.0' in text
-    assert "prune_gate_webhook_handler_seconds_count 2.0" in text
+    decisions = "prune_gate_webhook_decisions_total"
+    assert f'{decisions}{{code="CLAIM_MOUNTED",outcome="refused"}} 1.0' in text
+    assert f'{decisions}{{code="CLAIM_MOUNTED",outcome="overridden"}} 1.0' in text
+    assert f'{decisions}{{code="none",outcome="allowed"}} 1.0' in text
+    assert 'code="allow"' not in text
+    assert "prune_gate_webhook_handler_seconds_count 3.0" in text
     assert 'prune_gate_webhook_cache_objects{type="pod"} 1.0' in text
     assert "prune_gate_webhook_cache_age_seconds" in text
 
@@ -258,3 +262,15 @@ def test_the_override_survives_a_long_refusal_and_names_break_glass_groups() -> 
     assert len(event) <= MAX_EVENT_MESSAGE
     assert event.startswith("DELETE by me refused: prune-gate CLAIM_MOUNTED")
     assert event.endswith(f"... {hint}")
+
+
+def test_a_warned_decision_is_counted_under_its_finding_code() -> None:
+    policy = policy_from_dict({"severity": {"CLAIM_MOUNTED": "warn"}})
+    app, _sink = make_app(claim(), pod("web-0", "data"), policy=policy)
+    with app.test_client() as c:
+        assert post(c, review(claim())).get_json()["response"]["allowed"] is True
+        text = c.get("/metrics").get_data(as_text=True)
+    decisions = "prune_gate_webhook_decisions_total"
+    assert f'{decisions}{{code="CLAIM_MOUNTED",outcome="allowed"}} 1.0' in text
+    assert 'code="warn"' not in text
+    assert "the finding code that decided" in text
