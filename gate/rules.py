@@ -258,7 +258,8 @@ def check_speculative_prune(change: Change, world: World) -> Iterator[Finding]:
         [f"context: {world.context}", f"cause: {change.cause}"],
         f"let the deletion wait for the merge: deploy this candidate with {change.ref.display()} "
         f"kept exactly as in base{_at(change)}, so that only the merged deploy deletes it, after "
-        "these checks run again",
+        "these checks run again (the webhook's speculation fence does this in the cluster: see "
+        "'Passing stage 2 through the merge queue' in the README)",
     )
 
 
