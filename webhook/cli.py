@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -131,22 +132,12 @@ def serve(
     except (GateError, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
     ca_pem: bytes | None = Path(ca_file).read_bytes() if ca_file else None
-    if self_signed:
-        if cert_file or key_file:
-            raise click.UsageError("--self-signed makes its own certificate: drop --cert-file")
-        out = Path(cert_dir or tempfile.mkdtemp(prefix="prune-gate-certs-"))
-        out.mkdir(parents=True, exist_ok=True)
-        ca = tls.make_ca()
-        (out / "ca.crt").write_bytes(ca.cert_pem)
-        cert_file, key_file = str(out / "tls.crt"), str(out / "tls.key")
-        tls.write_pair(tls.make_serving_cert(ca, [host]), Path(cert_file), Path(key_file))
-        ca_pem = ca.cert_pem
-        log.info("self-signed certificate written", extra={"dir": str(out), "host": host})
-    if not cert_file or not key_file:
+    if self_signed and (cert_file or key_file):
+        raise click.UsageError("--self-signed makes its own certificate: drop --cert-file")
+    if not self_signed and (not cert_file or not key_file):
         raise click.UsageError("give --cert-file and --key-file, or --self-signed")
-    if register and ca_pem is None:
+    if register and ca_pem is None and not self_signed:
         raise click.UsageError("--register needs the CA: use --self-signed or --ca-file")
-    reloader = CertReloader(cert_file, key_file)
 
     state: dict[str, Any] = {}
 
@@ -177,11 +168,30 @@ def serve(
             state["cache"].stop()
             state["api"].close()
 
-    server = WebhookServer(build_app, listen, reloader, threads, stop_worker)
     # The worker is a fork of this process and unwinds through the same `finally` when it exits:
-    # only the process that registered removes the registration.
+    # only the process that registered removes the registration, and only the process that made
+    # the temporary certificate directory removes it (gunicorn exits through SystemExit on
+    # SIGTERM and SIGINT, so this runs then too).
     master = os.getpid()
+    made_dir: Path | None = None
+    registering = False
     try:
+        if self_signed:
+            if cert_dir:
+                out = Path(cert_dir)
+                out.mkdir(parents=True, exist_ok=True)
+            else:
+                out = made_dir = Path(tempfile.mkdtemp(prefix="prune-gate-certs-"))
+            ca = tls.make_ca()
+            (out / "ca.crt").write_bytes(ca.cert_pem)
+            cert_file, key_file = str(out / "tls.crt"), str(out / "tls.key")
+            tls.write_pair(tls.make_serving_cert(ca, [host]), Path(cert_file), Path(key_file))
+            ca_pem = ca.cert_pem
+            log.info("self-signed certificate written", extra={"dir": str(out), "host": host})
+        assert cert_file is not None and key_file is not None
+        server = WebhookServer(
+            build_app, listen, CertReloader(cert_file, key_file), threads, stop_worker
+        )
         if register:
             assert ca_pem is not None
             url_host = f"[{host}]" if ":" in host else host
@@ -189,6 +199,7 @@ def serve(
             config = reg.build_configuration(
                 name, url, ca_pem, policy, failure_policy, timeout_seconds, namespace
             )
+            registering = True
             api = client_for(kube_cfg)
             try:
                 reg.register(api, config)
@@ -197,8 +208,14 @@ def serve(
             log.info("webhook registered", extra={"registration": name, "url": url})
         server.run()
     finally:
-        if register and os.getpid() == master:
-            _unregister(kube_cfg, name)
+        if os.getpid() == master:
+            try:
+                if registering:
+                    _unregister(kube_cfg, name)
+            finally:
+                if made_dir is not None:
+                    shutil.rmtree(made_dir, ignore_errors=True)
+                    log.info("self-signed certificate removed", extra={"dir": str(made_dir)})
 
 
 def _unregister(kube_cfg: Any, name: str) -> None:

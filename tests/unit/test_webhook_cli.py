@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -96,3 +100,40 @@ def test_no_cluster_at_all_is_a_usage_error_before_serving(
     result = CliRunner().invoke(main, ["webhook", "serve", "--self-signed"])
     assert result.exit_code == 2, result.output
     assert "cannot load the kubeconfig" in result.output
+
+
+def _serve_until_sigterm(tmp_path: Path, *args: str) -> str:
+    """Run `gate webhook serve --self-signed ARGS` until its worker boots, SIGTERM it; its log."""
+    kubeconfig = _kubeconfig(tmp_path / "kubeconfig", "https://127.0.0.1:9")
+    env = {**os.environ, "TMPDIR": str(tmp_path), "KUBECONFIG": str(kubeconfig)}
+    cmd = [sys.executable, "-m", "gate", "webhook", "serve", "--self-signed"]
+    lines: list[str] = []
+    with subprocess.Popen(
+        [*cmd, "--listen", "127.0.0.1:0", *args], env=env, stderr=subprocess.PIPE, text=True
+    ) as proc:
+        assert proc.stderr is not None
+        try:
+            for line in proc.stderr:
+                lines.append(line)
+                if "Booting worker" in line:
+                    break
+            proc.send_signal(signal.SIGTERM)
+            lines.extend(proc.stderr)
+            assert proc.wait(timeout=30) == 0, "".join(lines)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    return "".join(lines)
+
+
+def test_self_signed_removes_its_temporary_certificates_on_sigterm(tmp_path: Path) -> None:
+    log = _serve_until_sigterm(tmp_path)
+    assert "self-signed certificate written" in log
+    assert "self-signed certificate removed" in log
+    assert list(tmp_path.glob("prune-gate-certs-*")) == []
+
+
+def test_self_signed_keeps_a_cert_dir_it_was_given(tmp_path: Path) -> None:
+    certs = tmp_path / "certs"
+    _serve_until_sigterm(tmp_path, "--cert-dir", str(certs))
+    assert sorted(p.name for p in certs.iterdir()) == ["ca.crt", "tls.crt", "tls.key"]
