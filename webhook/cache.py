@@ -107,6 +107,9 @@ class Sink(Protocol):
     def apply(self, event_type: str, obj: dict[str, Any]) -> None: ...
 
 
+#: How often the cache checks its own readiness, to log transitions nobody asked about.
+READINESS_CHECK_SECONDS = 1.0
+
 #: Objects applied per lock hold on a (re-)list, so requests never wait for a whole list.
 BATCH = 256
 
@@ -433,6 +436,13 @@ class WatchCache:
             )
             self.watchers.append(self._watcher(spec, _LeaseSink(self)))
         self.custom: dict[tuple[str, str], Watcher] = {}
+        #: The readiness last logged (None: never ready yet); see `_note_readiness`.
+        self._was_ready: bool | None = None
+        self._readiness_lock = threading.Lock()
+        self._closing = threading.Event()
+        self._monitor = threading.Thread(
+            target=self._watch_readiness, name="cache-readiness", daemon=True
+        )
 
     def _watcher(self, spec: KindSpec, sink: Sink | None = None) -> Watcher:
         return Watcher(
@@ -449,13 +459,22 @@ class WatchCache:
     def start(self) -> None:
         for w in self.watchers:
             w.start()
+        self._monitor.start()
 
     def stop(self) -> None:
         with self.lock:
             self._stopped = True
             watchers = [*self.watchers, *self.custom.values()]
+        self._closing.set()
         for w in watchers:
             w.stop()
+        if self._monitor.is_alive():
+            self._monitor.join(timeout=10)
+
+    def _watch_readiness(self) -> None:
+        """Check readiness every second, so its transitions are logged without any request."""
+        while not self._closing.wait(READINESS_CHECK_SECONDS):
+            self.ready()
 
     def wait_ready(self, timeout: float) -> bool:
         """Block until ready (or the timeout); for the CLI and tests."""
@@ -521,6 +540,11 @@ class WatchCache:
         return max((now - w.last_heard for w in self._all()), default=0.0)
 
     def ready(self) -> tuple[bool, str]:
+        ready, why = self._readiness()
+        self._note_readiness(ready, why)
+        return ready, why
+
+    def _readiness(self) -> tuple[bool, str]:
         pending = [w.spec.label for w in self._all() if not w.synced]
         if pending:
             return False, f"waiting for the first list of {', '.join(sorted(pending))}"
@@ -528,6 +552,39 @@ class WatchCache:
         if age > limit:
             return False, f"cache is {age:.0f}s old, older than maxCacheAge {limit:.0f}s"
         return True, "ready"
+
+    def _note_readiness(self, ready: bool, why: str) -> None:
+        """Log one line when the cache first becomes ready, and at every later transition."""
+        with self._readiness_lock:
+            if ready == self._was_ready or (self._was_ready is None and not ready):
+                return  # no change; and "not ready yet" before the first ready is no news
+            self._was_ready = ready
+            stats = self.stats()
+            log.log(
+                logging.INFO if ready else logging.WARNING,
+                "watch cache ready" if ready else "watch cache not ready",
+                extra={
+                    "ready": ready,
+                    "reason": why,
+                    "objects": stats.objects + stats.pods,
+                    "counts": self.counts(),
+                    "ageSeconds": round(stats.age_seconds, 1),
+                },
+            )
+
+    def counts(self) -> dict[str, int]:
+        """Objects in the cache by kind (`Kind` or `Kind.group`), and the custom resources
+        counted per CRD."""
+        with self.lock:
+            out: dict[str, int] = {"Pod": len(self.live.pods)}
+            for ref in self.live.objects:
+                label = f"{ref.kind}.{ref.group}" if ref.group else ref.kind
+                out[label] = out.get(label, 0) + 1
+            for group, kind in self.custom:
+                n = self.live.custom_resource_count(group, kind)
+                if n is not None:
+                    out[f"{kind}.{group}"] = n
+        return dict(sorted(out.items()))
 
     def stats(self) -> CacheStats:
         with self.lock:

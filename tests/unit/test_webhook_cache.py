@@ -8,6 +8,7 @@ the cache shuts it down, so stopping the cache is tested too.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 import urllib.parse
@@ -279,3 +280,64 @@ def test_custom_resources_it_may_not_list_stay_uncounted_but_ready(api: FakeApi)
         assert cache.live.custom_resource_count("example.com", "Backup") is None
     finally:
         cache.stop()
+
+
+def _readiness_lines(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.getMessage().startswith("watch cache")]
+
+
+def test_readiness_transitions_are_logged_once_each_with_counts(
+    api: FakeApi, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="prune_gate.webhook.cache")
+    api.lists["/api/v1/pods"].append(
+        (200, {"metadata": {"resourceVersion": "7"}, "items": [pod("a", "data"), pod("b", "x")]})
+    )
+    claim = {"metadata": {"name": "data", "namespace": "app", "resourceVersion": "3"}}
+    api.lists["/api/v1/persistentvolumeclaims"].append(
+        (200, {"metadata": {"resourceVersion": "7"}, "items": [claim]})
+    )
+    clock = [1000.0]
+    cache = _cache(api, clock)
+    assert not cache.ready()[0]
+    assert _readiness_lines(caplog) == [], "not ready before the first list is no news"
+    for w in cache.watchers:
+        w.list_once()
+    for _ in range(3):
+        assert cache.ready() == (True, "ready")
+    (first,) = _readiness_lines(caplog)
+    assert first.getMessage() == "watch cache ready"
+    assert first.levelno == logging.INFO
+    fields = vars(first)
+    assert fields["ready"] is True
+    assert fields["objects"] == 3
+    assert fields["counts"] == {"PersistentVolumeClaim": 1, "Pod": 2}
+
+    clock[0] += 601
+    cache.ready()
+    cache.ready()
+    for w in cache.watchers:
+        w.last_heard = clock[0]
+    cache.ready()
+    lines = _readiness_lines(caplog)
+    assert [(r.getMessage(), vars(r)["ready"]) for r in lines] == [
+        ("watch cache ready", True),
+        ("watch cache not ready", False),
+        ("watch cache ready", True),
+    ]
+    assert "older than maxCacheAge" in vars(lines[1])["reason"]
+    assert lines[1].levelno == logging.WARNING
+
+
+def test_becoming_ready_is_logged_without_anyone_asking(
+    api: FakeApi, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="prune_gate.webhook.cache")
+    cache = _cache(api)
+    cache.start()
+    try:
+        k_wait(lambda: bool(_readiness_lines(caplog)))
+    finally:
+        cache.stop()
+    assert [r.getMessage() for r in _readiness_lines(caplog)] == ["watch cache ready"]
+    assert not cache._monitor.is_alive()
