@@ -6,6 +6,9 @@ kustomize` builds each path at each revision with `kustomize build` (or `kubectl
 embeds it), as a subprocess: kustomize has no Python API, and shelling out means the gate sees
 exactly what the deployer's tool will see.
 
+Builds use `--load-restrictor=LoadRestrictionsNone`, as Flux's kustomize-controller does, so a
+kustomization that names a file outside its directory builds here as it does in the cluster.
+
 Revisions are materialised into a temporary directory from the object database
 (`gate.gitsource.export_tree`): the work tree is never touched, so base and candidate can be
 built side by side in one CI job.
@@ -48,6 +51,11 @@ INSTALL_HINT = (
     "`brew install kustomize` or a release binary on PATH) or kubectl >= 1.14, which includes "
     "`kubectl kustomize`"
 )
+
+#: Build as Flux's kustomize-controller does: a kustomization may name files outside its own
+#: directory (`resources: [../../apps/web/pvc.yaml]`), which kustomize's default refuses.
+#: `kustomize build` and `kubectl kustomize` both take it.
+LOAD_RESTRICTOR = "--load-restrictor=LoadRestrictionsNone"
 
 _WRAPPER_DIR = "prune-gate-wrapper"
 _TREE_DIR = "tree"
@@ -176,11 +184,11 @@ def _build(
         "buildMetadata: [originAnnotations]\n",
         encoding="utf-8",
     )
-    wrapped = _run([*command, str(wrapper)], wrapper, timeout)
+    wrapped = _run([*command, LOAD_RESTRICTOR, str(wrapper)], wrapper, timeout)
     if wrapped.returncode == 0:
         objects = parse_stream(wrapped.stdout, label)
         return _trace(objects, wrapper, label_file)
-    plain = _run([*command, str(target)], wrapper, timeout)
+    plain = _run([*command, LOAD_RESTRICTOR, str(target)], wrapper, timeout)
     if plain.returncode != 0:
         stderr = _clean_stderr(plain.stderr) or plain.stdout.strip() or f"exit {plain.returncode}"
         if scrub:

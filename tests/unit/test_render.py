@@ -293,7 +293,7 @@ def test_kustomize_is_preferred_when_installed(
     assert len(objects) == 4
     calls = log.read_text(encoding="utf-8").splitlines()
     assert len(calls) == 1
-    assert calls[0].startswith("build ")
+    assert calls[0].startswith("build --load-restrictor=LoadRestrictionsNone ")
 
 
 def test_no_renderer_installed_says_how_to_install(
@@ -369,3 +369,44 @@ def test_render_a_directory_on_disk(
     assert str(claim.source) == f"{repo.root.resolve() / 'base' / 'claim.yaml'}:2"
     with pytest.raises(InputError, match="not a directory"):
         render.render_kustomize_dir("nowhere")
+
+
+FLUX_LAYOUT = {
+    "apps/web/pvc.yaml": CLAIM,
+    "clusters/prod/kustomization.yaml": (
+        "resources:\n  - ../../apps/web/pvc.yaml\nnamespace: prod\n"
+    ),
+}
+
+
+@needs_kubectl
+def test_a_kustomization_may_name_files_outside_its_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Flux builds with LoadRestrictionsNone; kustomize's default would refuse the file."""
+    repo = GitRepo(tmp_path / "repo")
+    sha = repo.commit(FLUX_LAYOUT)
+    expected = [
+        ("ConfigMap", "prod", "settings", "apps/web/pvc.yaml:12"),
+        ("PersistentVolumeClaim", "prod", "data", "apps/web/pvc.yaml:2"),
+    ]
+    assert summary(render.render_kustomize(repo.root, sha, "clusters/prod")) == expected
+    monkeypatch.chdir(repo.root)
+    assert summary(render.render_kustomize_dir("clusters/prod")) == expected
+
+
+@needs_kubectl
+def test_the_plain_build_lifts_the_load_restriction_too(tmp_path: Path) -> None:
+    """A Component cannot be wrapped: its plain build names an outside file all the same."""
+    repo = GitRepo(tmp_path / "repo")
+    sha = repo.commit(
+        {
+            "apps/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n",
+            "comp/kustomization.yaml": (
+                "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n"
+                "resources: [../apps/cm.yaml]\n"
+            ),
+        }
+    )
+    objects = render.render_kustomize(repo.root, sha, "comp")
+    assert summary(objects) == [("ConfigMap", "", "c", f"comp (kustomize build at {sha[:12]}):1")]
