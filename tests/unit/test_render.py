@@ -371,7 +371,7 @@ def test_render_a_directory_on_disk(
         render.render_kustomize_dir("nowhere")
 
 
-FLUX_LAYOUT = {
+FLUX_LAYOUT: dict[str, str | None] = {
     "apps/web/pvc.yaml": CLAIM,
     "clusters/prod/kustomization.yaml": (
         "resources:\n  - ../../apps/web/pvc.yaml\nnamespace: prod\n"
