@@ -37,16 +37,11 @@ def kube_configuration(kubeconfig: str | None) -> Any:
     return cfg
 
 
-def client_for(configuration: Any) -> Any:
-    """An ApiClient (its own connection pool) over a resolved Configuration."""
+def api_client(kubeconfig: str | None) -> Any:
+    """An ApiClient for a fresh `kube_configuration(kubeconfig)`, with its own connection pool."""
     from kubernetes import client
 
-    return client.ApiClient(configuration=configuration)
-
-
-def api_client(kubeconfig: str | None) -> Any:
-    """An ApiClient for `kube_configuration(kubeconfig)`."""
-    return client_for(kube_configuration(kubeconfig))
+    return client.ApiClient(configuration=kube_configuration(kubeconfig))
 
 
 @click.group("webhook")
@@ -127,8 +122,10 @@ def serve(
     try:
         policy = load_policy(config_path)
         host, _port = host_of(listen)
-        # Resolved once, here: a missing kubeconfig is a usage error now, not a dead worker later.
-        kube_cfg = kube_configuration(kubeconfig)
+        # A missing kubeconfig is a usage error now, not a dead worker later. Each use loads it
+        # again: the client writes certificate data to temporary files, which a gunicorn worker
+        # removes when it exits (atexit runs in the fork too), and a fresh load writes them again.
+        kube_configuration(kubeconfig)
     except (GateError, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
     ca_pem: bytes | None = Path(ca_file).read_bytes() if ca_file else None
@@ -146,7 +143,7 @@ def serve(
         from webhook.cache import WatchCache
         from webhook.events import EventQueue
 
-        api = client_for(kube_cfg)
+        api = api_client(kubeconfig)
         cache = WatchCache(api, policy)
         events = EventQueue(api, instance=os.environ.get("HOSTNAME", "prune-gate"))
         state.update(api=api, cache=cache, events=events)
@@ -200,7 +197,7 @@ def serve(
                 name, url, ca_pem, policy, failure_policy, timeout_seconds, namespace
             )
             registering = True
-            api = client_for(kube_cfg)
+            api = api_client(kubeconfig)
             try:
                 reg.register(api, config)
             finally:
@@ -211,17 +208,17 @@ def serve(
         if os.getpid() == master:
             try:
                 if registering:
-                    _unregister(kube_cfg, name)
+                    _unregister(kubeconfig, name)
             finally:
                 if made_dir is not None:
                     shutil.rmtree(made_dir, ignore_errors=True)
                     log.info("self-signed certificate removed", extra={"dir": str(made_dir)})
 
 
-def _unregister(kube_cfg: Any, name: str) -> None:
+def _unregister(kubeconfig: str | None, name: str) -> None:
     from webhook import register as reg
 
-    api = client_for(kube_cfg)
+    api = api_client(kubeconfig)
     try:
         removed = reg.unregister(api, name)
     finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import signal
 import subprocess
@@ -13,7 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from gate.errors import ClusterError
-from webhook.cli import kube_configuration
+from webhook import tls
+from webhook.cli import api_client, kube_configuration
 
 KUBECONFIG = """\
 apiVersion: v1
@@ -83,6 +85,26 @@ def test_home_kubeconfig_before_in_cluster(in_cluster: list[str], tmp_path: Path
 def test_in_cluster_when_there_is_no_kubeconfig(in_cluster: list[str]) -> None:
     assert kube_configuration(None).host == "https://10.96.0.1:443"
     assert in_cluster == ["in-cluster"]
+
+
+def test_each_client_rewrites_certificate_files_a_worker_removed(tmp_path: Path) -> None:
+    """A gunicorn worker's exit removes the client's temporary certificate files (atexit runs in
+    the fork): the master's next client, unregistering the webhook, must not need them."""
+    ca = base64.b64encode(tls.make_ca().cert_pem).decode()
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        KUBECONFIG.format(server="https://127.0.0.1:6443").replace(
+            "{server: ", f"{{certificate-authority-data: {ca}, server: "
+        ),
+        encoding="utf-8",
+    )
+    first = kube_configuration(str(path)).ssl_ca_cert
+    Path(first).unlink()
+    api = api_client(str(path))
+    try:
+        assert Path(api.configuration.ssl_ca_cert).is_file()
+    finally:
+        api.close()
 
 
 def test_no_cluster_at_all_is_a_usage_error_before_serving(
