@@ -25,7 +25,7 @@ from gate.policy import POLICY_FILE, Policy, load_policy, policy_from_text
 from gate.refs import Scopes
 from gate.report import FORMATS, render_report, step_summary
 from gate.scope import PruneScope, parse_scope
-from gate.verdict import EXIT_UNDECIDED
+from gate.verdict import EXIT_POLICY, EXIT_UNDECIDED
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -433,6 +433,132 @@ def retire_status_command(
     else:
         where = f" in namespace {namespace}" if namespace else ""
         click.echo(f"no claim{where} is marked `{annotation}`: nothing is being retired")
+
+
+@main.group("fence")
+def fence_group() -> None:
+    """The speculation fence: the Lease CI holds while a speculative deploy is in flight.
+
+    While it is held (and not expired), the webhook refuses guarded deletions by the deployers.
+    """
+
+
+def fence_options(f: F) -> F:
+    """Where the fence is, and how to reach the cluster."""
+    f = click.option(
+        "--config",
+        "config_path",
+        type=click.Path(dir_okay=False),
+        help=f"Policy whose webhook.fence names the Lease (default: ./{POLICY_FILE} if present).",
+    )(f)
+    f = click.option(
+        "--lease",
+        metavar="NAMESPACE/NAME",
+        help="The fence Lease (default: webhook.fence of the policy).",
+    )(f)
+    return kube_options(f)
+
+
+def _fence_target(lease: str | None, config_path: str | None) -> tuple[str, str, float]:
+    policy = _policy_for_files(config_path)
+    if lease:
+        namespace, _, name = lease.partition("/")
+        if not namespace or not name:
+            fail(f"--lease {lease!r}: write NAMESPACE/NAME")
+        return namespace, name, policy.live_timeout_seconds
+    if policy.webhook.fence is None:
+        fail(f"no fence: pass --lease NAMESPACE/NAME, or set webhook.fence in {POLICY_FILE}")
+    namespace, name = policy.webhook.fence
+    return namespace, name, policy.live_timeout_seconds
+
+
+@fence_group.command("hold")
+@click.option(
+    "--holder",
+    envvar="GITHUB_SHA",
+    required=True,
+    help="Who holds it: the candidate SHA (default: $GITHUB_SHA).",
+)
+@click.option(
+    "--duration",
+    default="30m",
+    show_default=True,
+    help="How long it holds without renewal (with units: 30m, 1h); run hold again to renew.",
+)
+@fence_options
+def fence_hold_command(
+    holder: str,
+    duration: str,
+    config_path: str | None,
+    lease: str | None,
+    kubeconfig: str | None,
+    kube_context: str | None,
+) -> None:
+    """Take or renew the fence. Exit 1 while another candidate holds it (wait and retry)."""
+    from gate.fencectl import FenceHeldError, hold_fence
+    from gate.policy import parse_duration
+    from gate.snapshot import ApiLister
+
+    try:
+        seconds = int(parse_duration(duration))
+    except ValueError as exc:
+        fail(f"--duration: {exc}")
+    try:
+        namespace, name, timeout = _fence_target(lease, config_path)
+        with ApiLister.from_kubeconfig(kubeconfig, kube_context, timeout) as api:
+            status = hold_fence(api, namespace, name, holder, seconds, dt.datetime.now(dt.UTC))
+    except FenceHeldError as exc:
+        click.echo(f"waiting: {exc}; hold again once it is released or expires", err=True)
+        sys.exit(EXIT_POLICY)
+    except GateError as exc:
+        fail(str(exc))
+    click.echo(status.describe())
+
+
+@fence_group.command("release")
+@click.option(
+    "--holder",
+    envvar="GITHUB_SHA",
+    required=True,
+    help="Release only if this holder holds it (default: $GITHUB_SHA).",
+)
+@fence_options
+def fence_release_command(
+    holder: str,
+    config_path: str | None,
+    lease: str | None,
+    kubeconfig: str | None,
+    kube_context: str | None,
+) -> None:
+    """Release the fence if HOLDER holds it; another holder's fence is left alone."""
+    from gate.fencectl import release_fence
+    from gate.snapshot import ApiLister
+
+    try:
+        namespace, name, timeout = _fence_target(lease, config_path)
+        with ApiLister.from_kubeconfig(kubeconfig, kube_context, timeout) as api:
+            status = release_fence(api, namespace, name, holder, dt.datetime.now(dt.UTC))
+    except GateError as exc:
+        fail(str(exc))
+    click.echo(status.describe())
+
+
+@fence_group.command("status")
+@fence_options
+def fence_status_command(
+    config_path: str | None, lease: str | None, kubeconfig: str | None, kube_context: str | None
+) -> None:
+    """Say whether the fence is held, by whom, and until when."""
+    from gate.fencectl import read_fence
+    from gate.snapshot import ApiLister
+
+    try:
+        namespace, name, timeout = _fence_target(lease, config_path)
+        with ApiLister.from_kubeconfig(kubeconfig, kube_context, timeout) as api:
+            status = read_fence(api, namespace, name, dt.datetime.now(dt.UTC))
+    except GateError as exc:
+        fail(str(exc))
+    click.echo(f"{status.state}: {status.describe()}")
 
 
 # The admission webhook's commands (`gate webhook serve`): a door, not the core.

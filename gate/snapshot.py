@@ -353,19 +353,35 @@ class ApiLister:
         self.close()
 
     def get_json(self, path: str, query: list[tuple[str, str]], what: str) -> dict[str, Any]:
+        return self.request_json("GET", path, what, query=query)
+
+    def request_json(
+        self,
+        method: str,
+        path: str,
+        what: str,
+        *,
+        query: list[tuple[str, str]] | None = None,
+        body: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """One request with a JSON answer; every failure is a ClusterError naming `what`."""
         import urllib3
         from kubernetes.client.exceptions import ApiException
 
-        method, url, headers, _, _ = self._api.param_serialize(
-            "GET",
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        method, url, headers, payload, _ = self._api.param_serialize(
+            method,
             path,
-            query_params=query,
-            header_params={"Accept": "application/json"},
+            query_params=query or [],
+            header_params=headers,
+            body=body,
             auth_settings=["BearerToken"],
         )
         try:
             response = self._api.call_api(
-                method, url, header_params=headers, _request_timeout=self.timeout
+                method, url, header_params=headers, body=payload, _request_timeout=self.timeout
             )
             raw: bytes = response.read()
         except ApiException as exc:  # the client wraps TLS failures as status 0
@@ -438,6 +454,13 @@ def _status_error(what: str, host: str, status: int, raw: bytes) -> ClusterError
             f"{what}: the API server at {host} rejected the credentials (401 Unauthorized){said}; "
             "the kubeconfig's token or client certificate is wrong or expired"
         )
+    if status == 403 and "Lease" in what:
+        return ClusterError(
+            f"{what}: forbidden (403){said}; holding the speculation fence needs get, create and "
+            "update on leases.coordination.k8s.io in the fence's namespace"
+        )
+    if status == 409:
+        return ClusterError(f"{what}: someone changed it at the same time (409 Conflict); retry")
     if status == 403:
         return ClusterError(
             f"{what}: forbidden (403){said}; gate check --live needs get and list on pods, "

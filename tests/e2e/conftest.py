@@ -41,6 +41,11 @@ def _start_cluster(state_dir: Path, pytestconfig: pytest.Config) -> str:
     ctx = capture.global_and_fixture_disabled() if capture else contextlib.nullcontext()
     with ctx:
         result = subprocess.run([str(DEV_CLUSTER), "up"], env=env, check=False)
+        if result.returncode != 0 and (state_dir / "kubeconfig").exists():
+            # Binaries are there but a component died while starting (seen once on a loaded
+            # 2-core machine): `up` is idempotent, so one more try restarts what is down.
+            print("dev-cluster: up failed once; trying again", flush=True)
+            result = subprocess.run([str(DEV_CLUSTER), "up"], env=env, check=False)
     if result.returncode == 0:
         return str(state_dir / "kubeconfig")
     message = (

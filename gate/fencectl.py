@@ -1,0 +1,98 @@
+"""Hold and release the speculation fence from CI: the I/O edge of `gate.fence`.
+
+A merge-queue job runs `gate fence hold --holder $SHA` before its speculative deploy (and again to
+renew it during a long one) and `gate fence release --holder $SHA` after. Holding never takes a
+fence another candidate holds and has not let expire; releasing never frees someone else's. Writes
+carry the Lease's resourceVersion, so two jobs racing for the fence cannot both win.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from gate.errors import GateError
+from gate.fence import FenceState, FenceStatus, fence_status, parse_lease
+from gate.snapshot import ApiLister, NotServedError
+
+
+class FenceHeldError(GateError):
+    """Another holder has the fence and it has not expired: the caller must wait (exit 1)."""
+
+    def __init__(self, status: FenceStatus) -> None:
+        self.status = status
+        super().__init__(status.describe())
+
+
+def _micro(t: dt.datetime) -> str:
+    return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _path(namespace: str, name: str = "") -> str:
+    base = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+    return f"{base}/{name}" if name else base
+
+
+def _read(api: ApiLister, namespace: str, name: str) -> dict[str, Any] | None:
+    try:
+        return api.get_json(_path(namespace, name), [], f"read Lease {namespace}/{name}")
+    except NotServedError:
+        return None  # no such Lease (or, on a very old server, no Leases at all)
+
+
+def read_fence(api: ApiLister, namespace: str, name: str, now: dt.datetime) -> FenceStatus:
+    """The fence as it is now."""
+    obj = _read(api, namespace, name)
+    return fence_status(parse_lease(obj) if obj else None, now)
+
+
+def hold_fence(
+    api: ApiLister,
+    namespace: str,
+    name: str,
+    holder: str,
+    duration_seconds: int,
+    now: dt.datetime,
+) -> FenceStatus:
+    """Take or renew the fence for `holder`; FenceHeldError while another holds it."""
+    obj = _read(api, namespace, name)
+    status = fence_status(parse_lease(obj) if obj else None, now)
+    if status.state is FenceState.HELD and status.holder != holder:
+        raise FenceHeldError(status)
+    spec: dict[str, Any] = {
+        "holderIdentity": holder,
+        "leaseDurationSeconds": duration_seconds,
+        "renewTime": _micro(now),
+    }
+    renewing = status.state is FenceState.HELD and status.holder == holder
+    what = f"write Lease {namespace}/{name}"
+    if obj is None:
+        spec["acquireTime"] = _micro(now)
+        body = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": spec,
+        }
+        written = api.request_json("POST", _path(namespace), what, body=body)
+    else:
+        if not renewing:
+            spec["acquireTime"] = _micro(now)
+        obj["spec"] = {**(obj.get("spec") or {}), **spec}
+        written = api.request_json("PUT", _path(namespace, name), what, body=obj)
+    return fence_status(parse_lease(written), now)
+
+
+def release_fence(
+    api: ApiLister, namespace: str, name: str, holder: str, now: dt.datetime
+) -> FenceStatus:
+    """Free the fence if `holder` holds it (held or expired); leave another holder's alone."""
+    obj = _read(api, namespace, name)
+    status = fence_status(parse_lease(obj) if obj else None, now)
+    if obj is None or status.holder != holder:
+        return status
+    obj["spec"] = {k: v for k, v in (obj.get("spec") or {}).items() if k != "holderIdentity"}
+    written = api.request_json(
+        "PUT", _path(namespace, name), f"write Lease {namespace}/{name}", body=obj
+    )
+    return fence_status(parse_lease(written), now)

@@ -1,0 +1,59 @@
+"""`gate fence hold|release|status` against the real API server: who may hold the fence, when."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from .kube import Cluster
+from .test_live import run_gate
+
+pytestmark = pytest.mark.e2e
+
+
+def test_hold_renew_wait_release_and_expiry(kube: Cluster, namespace: str, tmp_path: Path) -> None:
+    lease = f"{namespace}/speculation-fence"
+
+    def fence(*args: str) -> subprocess.CompletedProcess[str]:
+        return run_gate(
+            tmp_path, "fence", *args, "--lease", lease, f"--kubeconfig={kube.kubeconfig}"
+        )
+
+    assert fence("status").stdout.startswith("free: no fence Lease")
+    held = fence("hold", "--holder", "aaa111")
+    assert held.returncode == 0, held.stderr
+    assert f"Lease {lease} held by aaa111" in held.stdout
+    spec = json.loads(
+        kube.kubectl("get", "lease", "-n", namespace, "speculation-fence", "-o", "json").stdout
+    )["spec"]
+    assert (spec["holderIdentity"], spec["leaseDurationSeconds"]) == ("aaa111", 1800)
+
+    other = fence("hold", "--holder", "bbb222")
+    assert other.returncode == 1
+    assert other.stderr.startswith(f"waiting: Lease {lease} held by aaa111")
+    assert fence("hold", "--holder", "aaa111").returncode == 0  # a renewal
+
+    assert "held by aaa111" in fence("release", "--holder", "bbb222").stdout  # not theirs
+    assert fence("status").stdout.startswith("held:")
+    assert fence("release", "--holder", "aaa111").stdout.endswith("is not held\n")
+
+    short = fence("hold", "--holder", "ccc333", "--duration", "1s")
+    assert short.returncode == 0, short.stderr
+    time.sleep(2.5)
+    assert fence("status").stdout.startswith("expired:")
+    taken = fence("hold", "--holder", "ddd444")  # an expired fence is not obeyed
+    assert taken.returncode == 0, taken.stderr
+    assert "held by ddd444" in taken.stdout
+
+
+def test_fence_errors(kube: Cluster, tmp_path: Path) -> None:
+    unconfigured = run_gate(tmp_path, "fence", "status", f"--kubeconfig={kube.kubeconfig}")
+    assert unconfigured.returncode == 2
+    assert "no fence: pass --lease NAMESPACE/NAME" in unconfigured.stderr
+    bad = run_gate(tmp_path, "fence", "hold", "--holder", "x", "--duration", "30", "--lease", "a/b")
+    assert bad.returncode == 2
+    assert "not a duration with units" in bad.stderr
