@@ -187,7 +187,7 @@ _SPEC_SHAPES: dict[str, type] = {
     "versions": list,
     "resources": dict,
 }
-_SHAPE_NAMES = {dict: "an object", str: "a string", list: "a list"}
+_SHAPE_NAMES: dict[type, str] = {dict: "an object", str: "a string", list: "a list"}
 
 
 def render_response(response: AdmissionResponse) -> dict[str, Any]:
