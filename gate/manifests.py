@@ -19,6 +19,7 @@ import yaml
 
 from gate.errors import DuplicateObjectError, InputError
 from gate.refs import ObjectRef, Scopes, group_of
+from gate.shapes import shape_problem
 
 try:
     _Loader: type[yaml.SafeLoader] = yaml.CSafeLoader  # type: ignore[assignment]
@@ -159,6 +160,9 @@ def _collect(doc: Any, source: Source, out: list[RawObject]) -> None:
         if isinstance(meta, dict) and meta.get("generateName"):
             return  # generateName objects are created fresh every time; they are never pruned
         raise InputError(f"{kind} has no metadata.name", str(source))
+    problem = shape_problem(doc)
+    if problem is not None:
+        raise InputError(f"{kind} {meta['name']}: {problem}", str(source))
     out.append(RawObject(doc, source))
 
 

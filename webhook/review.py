@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from gate.shapes import shape_problem
+
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
 
@@ -149,45 +151,9 @@ def parse_review(body: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> AdmissionRe
 
 def _check_object(obj: dict[str, Any], where: str) -> None:
     """The parts of an object the rules read must have the shape the API server gives them."""
-    meta = obj.get("metadata", {})
-    if not isinstance(meta, dict):
-        raise ReviewError(f"{where}.metadata must be an object, not {type(meta).__name__}")
-    for key in ("annotations", "labels"):
-        value = meta.get(key) or {}
-        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-            raise ReviewError(f"{where}.metadata.{key} must be a map of strings")
-    for key in ("name", "namespace", "uid", "deletionTimestamp"):
-        if meta.get(key) is not None and not isinstance(meta[key], str):
-            raise ReviewError(f"{where}.metadata.{key} must be a string")
-    finalizers = meta.get("finalizers") or []
-    if not isinstance(finalizers, list) or not all(isinstance(f, str) for f in finalizers):
-        raise ReviewError(f"{where}.metadata.finalizers must be a list of strings")
-    owners = meta.get("ownerReferences") or []
-    if not isinstance(owners, list) or not all(isinstance(o, dict) for o in owners):
-        raise ReviewError(f"{where}.metadata.ownerReferences must be a list of objects")
-    for key in ("spec", "status"):
-        if obj.get(key) is not None and not isinstance(obj[key], dict):
-            raise ReviewError(f"{where}.{key} must be an object, not {type(obj[key]).__name__}")
-    spec = obj.get("spec") or {}
-    for key, kind in _SPEC_SHAPES.items():
-        if spec.get(key) is not None and not isinstance(spec[key], kind):
-            raise ReviewError(f"{where}.spec.{key} must be {_SHAPE_NAMES[kind]}")
-
-
-#: Fields of a guarded object's spec the rules read, and the type the API server gives them.
-_SPEC_SHAPES: dict[str, type] = {
-    "claimRef": dict,
-    "persistentVolumeClaimRetentionPolicy": dict,
-    "names": dict,
-    "group": str,
-    "scope": str,
-    "volumeName": str,
-    "storageClassName": str,
-    "persistentVolumeReclaimPolicy": str,
-    "versions": list,
-    "resources": dict,
-}
-_SHAPE_NAMES: dict[type, str] = {dict: "an object", str: "a string", list: "a list"}
+    problem = shape_problem(obj)
+    if problem is not None:
+        raise ReviewError(f"{where}.{problem}")
 
 
 def render_response(response: AdmissionResponse) -> dict[str, Any]:

@@ -126,3 +126,20 @@ def test_directories_skip_helm_charts(tmp_path: Path) -> None:
     (chart / "templates" / "cm.yaml").write_text("metadata: {name: {{ .Release.Name }}}\n")
     (tmp_path / "a.yaml").write_text("apiVersion: v1\nkind: Secret\nmetadata: {name: s}\n")
     assert [o.body["kind"] for o in read_path(tmp_path)] == ["Secret"]
+
+
+def test_odd_shapes_are_input_errors_with_the_field() -> None:
+    text = (
+        "apiVersion: v1\nkind: PersistentVolumeClaim\n"
+        "metadata:\n  name: data\n  annotations:\n    prune-gate.io/retire: true\n"
+    )
+    with pytest.raises(InputError) as err:
+        parse_stream(text, "c.yaml")
+    assert str(err.value) == (
+        "c.yaml:1: PersistentVolumeClaim data: metadata.annotations.prune-gate.io/retire must be "
+        'a string (quote it: "True"), not bool'
+    )
+    with pytest.raises(InputError, match=r"^d\.yaml:1: Deployment web: spec must be an object"):
+        parse_stream(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: x\n", "d.yaml"
+        )
