@@ -80,9 +80,11 @@ def shape_problem(obj: dict[str, Any]) -> str | None:
         values = _get(obj, path) or {}
         bad = next((k for k, v in values.items() if not isinstance(v, str)), None)
         if bad is not None:
+            value = values[bad]
+            shown = str(value).lower() if isinstance(value, bool) else str(value)
             return (
-                f'{".".join(path)}.{bad} must be a string (quote it: "{values[bad]}"), '
-                f"not {type(values[bad]).__name__}"
+                f'{".".join(path)}.{bad} must be a string (quote it: "{shown}"), '
+                f"not {type(value).__name__}"
             )
     finalizers = _get(obj, ("metadata", "finalizers")) or []
     if not all(isinstance(f, str) for f in finalizers):

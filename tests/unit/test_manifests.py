@@ -137,7 +137,7 @@ def test_odd_shapes_are_input_errors_with_the_field() -> None:
         parse_stream(text, "c.yaml")
     assert str(err.value) == (
         "c.yaml:1: PersistentVolumeClaim data: metadata.annotations.prune-gate.io/retire must be "
-        'a string (quote it: "True"), not bool'
+        'a string (quote it: "true"), not bool'
     )
     with pytest.raises(InputError, match=r"^d\.yaml:1: Deployment web: spec must be an object"):
         parse_stream(
