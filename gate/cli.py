@@ -19,6 +19,7 @@ from gate import __version__
 from gate.check import CheckResult, check_inventories, check_objects
 from gate.context import Context, detect_ci_context
 from gate.errors import GateError, InputError
+from gate.fence import FenceStatus
 from gate.findings import MEANING, Code
 from gate.manifests import RawObject, build_inventory, learn_scopes, read_path
 from gate.policy import POLICY_FILE, Policy, load_policy, policy_from_text
@@ -472,6 +473,21 @@ def _fence_target(lease: str | None, config_path: str | None) -> tuple[str, str,
     return namespace, name, policy.live_timeout_seconds
 
 
+def _on_fence(
+    lease: str | None,
+    config_path: str | None,
+    kubeconfig: str | None,
+    kube_context: str | None,
+    act: Callable[[Any, str, str, dt.datetime], FenceStatus],
+) -> FenceStatus:
+    """Run `act(api, namespace, name, now)` on the fence Lease, with a client that is closed."""
+    from gate.snapshot import ApiLister
+
+    namespace, name, timeout = _fence_target(lease, config_path)
+    with ApiLister.from_kubeconfig(kubeconfig, kube_context, timeout) as api:
+        return act(api, namespace, name, dt.datetime.now(dt.UTC))
+
+
 @fence_group.command("hold")
 @click.option(
     "--holder",
@@ -497,16 +513,19 @@ def fence_hold_command(
     """Take or renew the fence. Exit 1 while another candidate holds it (wait and retry)."""
     from gate.fencectl import FenceHeldError, hold_fence
     from gate.policy import parse_duration
-    from gate.snapshot import ApiLister
 
     try:
         seconds = int(parse_duration(duration))
     except ValueError as exc:
         fail(f"--duration: {exc}")
     try:
-        namespace, name, timeout = _fence_target(lease, config_path)
-        with ApiLister.from_kubeconfig(kubeconfig, kube_context, timeout) as api:
-            status = hold_fence(api, namespace, name, holder, seconds, dt.datetime.now(dt.UTC))
+        status = _on_fence(
+            lease,
+            config_path,
+            kubeconfig,
+            kube_context,
+            lambda api, ns, lease_name, now: hold_fence(api, ns, lease_name, holder, seconds, now),
+        )
     except FenceHeldError as exc:
         click.echo(f"waiting: {exc}; hold again once it is released or expires", err=True)
         sys.exit(EXIT_POLICY)
@@ -532,12 +551,15 @@ def fence_release_command(
 ) -> None:
     """Release the fence if HOLDER holds it; another holder's fence is left alone."""
     from gate.fencectl import release_fence
-    from gate.snapshot import ApiLister
 
     try:
-        namespace, name, timeout = _fence_target(lease, config_path)
-        with ApiLister.from_kubeconfig(kubeconfig, kube_context, timeout) as api:
-            status = release_fence(api, namespace, name, holder, dt.datetime.now(dt.UTC))
+        status = _on_fence(
+            lease,
+            config_path,
+            kubeconfig,
+            kube_context,
+            lambda api, ns, lease_name, now: release_fence(api, ns, lease_name, holder, now),
+        )
     except GateError as exc:
         fail(str(exc))
     click.echo(status.describe())
@@ -550,12 +572,9 @@ def fence_status_command(
 ) -> None:
     """Say whether the fence is held, by whom, and until when."""
     from gate.fencectl import read_fence
-    from gate.snapshot import ApiLister
 
     try:
-        namespace, name, timeout = _fence_target(lease, config_path)
-        with ApiLister.from_kubeconfig(kubeconfig, kube_context, timeout) as api:
-            status = read_fence(api, namespace, name, dt.datetime.now(dt.UTC))
+        status = _on_fence(lease, config_path, kubeconfig, kube_context, read_fence)
     except GateError as exc:
         fail(str(exc))
     click.echo(f"{status.state}: {status.describe()}")
