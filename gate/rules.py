@@ -172,9 +172,9 @@ def is_guarded(change: Change, world: World) -> bool:
 
 def _retire_fix(ref: ObjectRef, world: World, source: Source | None) -> str:
     key = world.policy.retire_annotation
-    where = f" (declared at {source})" if source else ""
+    where = f" (base declares it at {source})" if source else ""
     return (
-        f"keep the manifest{where} and retire {ref.display()} in two stages: "
+        f"keep it in the candidate{where} and retire {ref.display()} in two stages: "
         f'1) merge a change that annotates it `{key}: "<reason>"` and removes its consumers, '
         f"and let it deploy; 2) then remove the manifest"
     )
@@ -230,7 +230,7 @@ def check_not_retired(change: Change, world: World) -> Iterator[Finding]:
         fix = (
             "no manifest declares it, so the deployer will prune it: add its manifest to the "
             f"candidate (start from kubectl get {change.ref.kubectl()} -o yaml), then "
-            + fix.removeprefix("keep the manifest and ")
+            + fix.removeprefix("keep it in the candidate and ")
         )
     yield _finding(
         Code.NOT_RETIRED,
