@@ -1,9 +1,11 @@
-"""Small builders for rule tests: YAML in, a CheckResult out."""
+"""Small builders for tests: YAML in, a CheckResult out; and a throwaway git repository."""
 
 from __future__ import annotations
 
 import datetime as dt
+import subprocess
 import textwrap
+from pathlib import Path
 
 from gate.check import CheckResult, check_objects
 from gate.cluster import LiveView
@@ -90,3 +92,37 @@ spec:
 def doc(*parts: str) -> str:
     """Join documents into one stream."""
     return "---\n".join(parts)
+
+
+class GitRepo:
+    """A throwaway repository: write files, commit, return the sha."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+        self.git("init", "-q", "-b", "main")
+        self.git("config", "user.name", "Test")
+        self.git("config", "user.email", "test@example.invalid")
+        self.git("config", "commit.gpgsign", "false")
+
+    def git(self, *args: str) -> str:
+        done = subprocess.run(
+            ["git", *args], cwd=self.root, check=True, capture_output=True, text=True
+        )
+        return done.stdout.strip()
+
+    def write(self, files: dict[str, str | None]) -> None:
+        """Write (or, for None, delete) files relative to the root."""
+        for path, text in files.items():
+            target = self.root / path
+            if text is None:
+                target.unlink()
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(textwrap.dedent(text), encoding="utf-8")
+
+    def commit(self, files: dict[str, str | None], message: str = "change") -> str:
+        self.write(files)
+        self.git("add", "-A")
+        self.git("commit", "-q", "-m", message)
+        return self.git("rev-parse", "HEAD")

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from gate.cli import main
-from tests.unit.helpers import claim, deployment, doc
+from tests.unit.helpers import GitRepo, claim, deployment, doc
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "incident"
@@ -191,44 +191,26 @@ def test_codes_lists_every_code() -> None:
     assert "CLAIM_MOUNTED" in out and "SPECULATION_FENCE" in out
 
 
-def _git(repo: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", *args],
-        cwd=repo,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return done.stdout.strip()
-
-
 def test_git_mode_reads_an_explicit_config_at_the_base_revision(tmp_path: Path) -> None:
     """A candidate that exempts everything in its own prune-gate.yaml is still blocked."""
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    _git(repo, "init", "-q", "-b", "main")
-    write(repo / "deploy" / "app.yaml", doc(claim(), deployment()))
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "base")
-    write(repo / "deploy" / "app.yaml", deployment())
-    write(
-        repo / "prune-gate.yaml",
-        "exemptions:\n  - {kind: PersistentVolumeClaim, reason: sneaky, expires: '2099-01-01'}\n",
+    repo = GitRepo(tmp_path / "repo")
+    repo.commit({"deploy/app.yaml": doc(claim(), deployment())}, "base")
+    exempt_all = (
+        "exemptions:\n  - {kind: PersistentVolumeClaim, reason: sneaky, expires: '2099-01-01'}\n"
     )
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "candidate")
+    repo.commit({"deploy/app.yaml": deployment(), "prune-gate.yaml": exempt_all}, "candidate")
     for extra in ((), ("--config", "prune-gate.yaml")):
-        result = gate("check", "--base", "HEAD~1", "--head", "HEAD", *extra, cwd=repo)
+        result = gate("check", "--base", "HEAD~1", "--head", "HEAD", *extra, cwd=repo.root)
         assert result.returncode == 1, (extra, result.stdout, result.stderr)
     noted = gate(
-        "check", "--base", "HEAD~1", "--head", "HEAD", "--config", "prune-gate.yaml", cwd=repo
+        "check", "--base", "HEAD~1", "--head", "HEAD", "--config", "prune-gate.yaml", cwd=repo.root
     )
     assert "does not exist at the base revision" in noted.stderr
     outside = write(
         tmp_path / "outside.yaml", "severity:\n  NOT_RETIRED: warn\n  CONSUMER_REMAINS: warn\n"
     )
     trusted = gate(
-        "check", "--base", "HEAD~1", "--head", "HEAD", "--config", str(outside), cwd=repo
+        "check", "--base", "HEAD~1", "--head", "HEAD", "--config", str(outside), cwd=repo.root
     )
     assert trusted.returncode == 0, trusted.stdout + trusted.stderr
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -11,6 +10,7 @@ import pytest
 from gate import gitsource
 from gate.errors import GitError, InputError
 from gate.manifests import RawObject
+from tests.unit.helpers import GitRepo
 
 PVC = """\
 apiVersion: v1
@@ -42,40 +42,6 @@ kind: ConfigMap
 metadata:
   name: {name}
 """
-
-
-class GitRepo:
-    """A throwaway repository: write files, commit, return the sha."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        root.mkdir(parents=True, exist_ok=True)
-        self.git("init", "-q", "-b", "main")
-        self.git("config", "user.name", "Test")
-        self.git("config", "user.email", "test@example.invalid")
-        self.git("config", "commit.gpgsign", "false")
-
-    def git(self, *args: str, cwd: Path | None = None) -> str:
-        done = subprocess.run(
-            ["git", *args], cwd=cwd or self.root, check=True, capture_output=True, text=True
-        )
-        return done.stdout.strip()
-
-    def write(self, files: dict[str, str | None]) -> None:
-        """Write (or, for None, delete) files relative to the root."""
-        for path, text in files.items():
-            target = self.root / path
-            if text is None:
-                target.unlink()
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(textwrap.dedent(text), encoding="utf-8")
-
-    def commit(self, files: dict[str, str | None], message: str = "change") -> str:
-        self.write(files)
-        self.git("add", "-A")
-        self.git("commit", "-q", "-m", message)
-        return self.git("rev-parse", "HEAD")
 
 
 def names(objects: list[RawObject]) -> list[str]:

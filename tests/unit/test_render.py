@@ -10,7 +10,6 @@ import os
 import re
 import shutil
 import subprocess
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ import yaml
 from gate import render
 from gate.errors import GitError, InputError, RenderError
 from gate.manifests import RawObject
+from tests.unit.helpers import GitRepo
 
 KUBECTL = shutil.which("kubectl")
 GIT = shutil.which("git")
@@ -92,36 +92,6 @@ patches:
         path: /spec/replicas
         value: 3
 """
-
-
-class GitRepo:
-    """A throwaway repository: write files, commit, return the sha."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        root.mkdir(parents=True, exist_ok=True)
-        self.git("init", "-q", "-b", "main")
-        self.git("config", "user.name", "Test")
-        self.git("config", "user.email", "test@example.invalid")
-        self.git("config", "commit.gpgsign", "false")
-
-    def git(self, *args: str) -> str:
-        done = subprocess.run(
-            ["git", *args], cwd=self.root, check=True, capture_output=True, text=True
-        )
-        return done.stdout.strip()
-
-    def commit(self, files: dict[str, str | None], message: str = "change") -> str:
-        for path, text in files.items():
-            target = self.root / path
-            if text is None:
-                target.unlink()
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(textwrap.dedent(text), encoding="utf-8")
-        self.git("add", "-A")
-        self.git("commit", "-q", "-m", message)
-        return self.git("rev-parse", "HEAD")
 
 
 @pytest.fixture
