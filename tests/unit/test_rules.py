@@ -12,6 +12,17 @@ from tests.unit.helpers import claim, codes, deployment, doc, run
 
 NS = "apiVersion: v1\nkind: Namespace\nmetadata: {name: app}\n"
 
+# A StatefulSet app/db; append more of its spec, indented two spaces.
+STATEFULSET = """\
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db, namespace: app}
+spec:
+  selector: {matchLabels: {a: b}}
+  serviceName: db
+  template: {metadata: {labels: {a: b}}, spec: {containers: [{name: c, image: x}]}}
+"""
+
 
 def test_unchanged_side_is_allowed() -> None:
     result = run(doc(claim(), deployment()), doc(claim(), deployment()))
@@ -105,17 +116,7 @@ spec:
           volumes: [{name: d, persistentVolumeClaim: {claimName: data}}]
 """
     assert Code.CONSUMER_REMAINS in codes(run(doc(claim(), cron), cron))
-    sts = """\
-apiVersion: apps/v1
-kind: StatefulSet
-metadata: {name: db, namespace: app}
-spec:
-  selector: {matchLabels: {a: b}}
-  serviceName: db
-  template: {metadata: {labels: {a: b}}, spec: {containers: [{name: c, image: x}]}}
-  volumeClaimTemplates:
-    - metadata: {name: pgdata}
-"""
+    sts = STATEFULSET + "  volumeClaimTemplates:\n    - metadata: {name: pgdata}\n"
     generated = claim().replace("name: data", "name: pgdata-db-0")
     assert Code.CONSUMER_REMAINS in codes(run(doc(generated, sts), sts))
 
@@ -167,17 +168,12 @@ def test_argo_replace_and_cli_force() -> None:
 
 
 def test_statefulset_volume_claim_template_change() -> None:
-    sts = """\
-apiVersion: apps/v1
-kind: StatefulSet
-metadata: {name: db, namespace: app}
-spec:
-  replicas: 1
-  selector: {matchLabels: {a: b}}
-  serviceName: db
-  template: {metadata: {labels: {a: b}}, spec: {containers: [{name: c, image: x}]}}
-  volumeClaimTemplates: [{metadata: {name: d}, spec: {resources: {requests: {storage: 1Gi}}}}]
-"""
+    sts = STATEFULSET + (
+        "  replicas: 1\n"
+        "  volumeClaimTemplates:\n"
+        "    - metadata: {name: d}\n"
+        "      spec: {resources: {requests: {storage: 1Gi}}}\n"
+    )
     result = run(sts, sts.replace("storage: 1Gi", "storage: 2Gi"))
     assert codes(result) == {Code.IMMUTABLE_FIELD_CHANGE}
     assert "spec.volumeClaimTemplates" in result.decision.findings[0].message
@@ -216,16 +212,7 @@ def test_removed_empty_namespace_is_allowed() -> None:
 
 # STATEFULSET_DELETES_CLAIMS ---------------------------------------------------------------------
 
-STS = """\
-apiVersion: apps/v1
-kind: StatefulSet
-metadata: {name: db, namespace: app}
-spec:
-  selector: {matchLabels: {a: b}}
-  serviceName: db
-  template: {metadata: {labels: {a: b}}, spec: {containers: [{name: c, image: x}]}}
-  persistentVolumeClaimRetentionPolicy: {whenDeleted: WHEN}
-"""
+STS = STATEFULSET + "  persistentVolumeClaimRetentionPolicy: {whenDeleted: WHEN}\n"
 
 
 def test_statefulset_when_deleted_delete() -> None:
