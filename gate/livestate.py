@@ -32,6 +32,33 @@ WORKLOAD_KINDS = frozenset(
 
 
 @dataclass(frozen=True, slots=True)
+class CustomKind:
+    """Where the custom resources of a CRD are served: its group, kind, plural, storage version."""
+
+    group: str
+    kind: str
+    plural: str
+    version: str
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+
+def served_custom_kind(crd: dict[str, Any]) -> CustomKind | None:
+    """The kind a CRD serves, at its storage version (else its first served one); None when it
+    serves nothing or lacks a group, kind or plural."""
+    spec = crd.get("spec") or {}
+    versions = [v for v in spec.get("versions") or () if isinstance(v, dict) and v.get("served")]
+    storage = next((v for v in versions if v.get("storage")), versions[0] if versions else None)
+    names = spec.get("names") or {}
+    group, kind, plural = spec.get("group"), names.get("kind"), names.get("plural")
+    if storage is None or not group or not kind or not plural:
+        return None
+    return CustomKind(str(group), str(kind), str(plural), str(storage["name"]))
+
+
+@dataclass(frozen=True, slots=True)
 class PodRecord:
     """What pvc-protection looks at in a pod."""
 

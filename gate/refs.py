@@ -60,7 +60,7 @@ class ObjectRef:
     @property
     def group_kind(self) -> str:
         """`kind.group`, as kubectl spells it (`StatefulSet.apps`, `PersistentVolumeClaim`)."""
-        return f"{self.kind}.{self.group}" if self.group else self.kind
+        return group_kind(self.group, self.kind)
 
     def display(self) -> str:
         """`Kind namespace/name`, or `Kind name` when cluster-scoped."""
@@ -72,6 +72,18 @@ class ObjectRef:
         resource = f"{self.kind.lower()}.{self.group}" if self.group else self.kind.lower()
         ns = f"-n {self.namespace} " if self.namespace else ""
         return f"{ns}{resource}/{self.name}"
+
+
+def group_kind(group: str, kind: str) -> str:
+    """`Kind.group`, or `Kind` for the core group: how kubectl and the policy file name kinds."""
+    return f"{kind}.{group}" if group else kind
+
+
+def api_path(api_version: str, plural: str, namespace: str = "") -> str:
+    """The REST path of a resource: `/api/v1/pods`, `/apis/apps/v1/namespaces/x/statefulsets`."""
+    prefix = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
+    scope = f"/namespaces/{namespace}" if namespace else ""
+    return f"{prefix}{scope}/{plural}"
 
 
 def group_of(api_version: str) -> str:

@@ -27,11 +27,11 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from gate.errors import ClusterError
-from gate.livestate import LiveState, ref_of
+from gate.livestate import CustomKind, LiveState, ref_of, served_custom_kind
 from gate.manifests import Inventory
 from gate.plan import Change
 from gate.policy import Policy
-from gate.refs import ObjectRef
+from gate.refs import ObjectRef, api_path
 from gate.scope import PruneScope, prune_changes, prune_set
 
 _CRD = ("apiextensions.k8s.io", "CustomResourceDefinition")
@@ -55,9 +55,7 @@ class Resource:
     @property
     def path(self) -> str:
         """The cluster-wide list path (all namespaces)."""
-        if self.group:
-            return f"/apis/{self.group}/{self.version}/{self.plural}"
-        return f"/api/{self.version}/{self.plural}"
+        return api_path(self.api_version, self.plural)
 
 
 #: What the live rules and the prune scopes read, listed in this order.
@@ -86,16 +84,6 @@ class Lister(Protocol):
 
     def get_json(self, path: str, query: list[tuple[str, str]], what: str) -> dict[str, Any]:
         """GET `path?query`; `what` names the list in error messages ("list pods")."""
-
-
-@dataclass(frozen=True, slots=True)
-class CustomKind:
-    """Where the custom resources of a live CRD are served, to count them."""
-
-    group: str
-    kind: str
-    plural: str
-    version: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,18 +154,6 @@ def _controller_kind(item: dict[str, Any]) -> str | None:
     return None
 
 
-def _custom_kind(crd: dict[str, Any]) -> CustomKind | None:
-    spec = crd.get("spec") or {}
-    versions = [v for v in spec.get("versions") or () if isinstance(v, dict) and v.get("served")]
-    storage = next((v for v in versions if v.get("storage")), versions[0] if versions else None)
-    names = spec.get("names") or {}
-    if storage is None or not names.get("plural") or not spec.get("group"):
-        return None
-    return CustomKind(
-        str(spec["group"]), str(names.get("kind", "")), str(names["plural"]), str(storage["name"])
-    )
-
-
 def take_snapshot(
     lister: Lister,
     guarded_kinds: Iterable[tuple[str, str]],
@@ -207,7 +183,7 @@ def take_snapshot(
                             continue  # its template is its owner's, which is listed too
                     snap.state.upsert(item, res.api_version, res.kind)
                     if res.kind == "CustomResourceDefinition":
-                        custom = _custom_kind(item)
+                        custom = served_custom_kind(item)
                         if custom is not None:
                             name = str((item.get("metadata") or {}).get("name", ""))
                             snap.custom_kinds[name] = custom

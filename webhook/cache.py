@@ -27,9 +27,9 @@ from typing import Any, Protocol
 
 from gate.cluster import LiveView
 from gate.fence import Lease, parse_lease
-from gate.livestate import LiveState, ref_of
+from gate.livestate import LiveState, ref_of, served_custom_kind
 from gate.policy import Policy
-from gate.refs import ObjectRef
+from gate.refs import ObjectRef, api_path, group_kind, group_of
 from webhook.kubeapi import METADATA, METADATA_LIST, ApiStatusError, open_request, request_json
 
 log = logging.getLogger("prune_gate.webhook.cache")
@@ -50,17 +50,15 @@ class KindSpec:
 
     @property
     def group(self) -> str:
-        return self.api_version.rsplit("/", 1)[0] if "/" in self.api_version else ""
+        return group_of(self.api_version)
 
     @property
     def path(self) -> str:
-        prefix = f"/apis/{self.api_version}" if self.group else f"/api/{self.api_version}"
-        ns = f"/namespaces/{self.namespace}" if self.namespace else ""
-        return f"{prefix}{ns}/{self.plural}"
+        return api_path(self.api_version, self.plural, self.namespace)
 
     @property
     def label(self) -> str:
-        return f"{self.kind}.{self.group}" if self.group else self.kind
+        return group_kind(self.group, self.kind)
 
 
 #: The kinds every admission rule may read.
@@ -390,15 +388,10 @@ def _lines(resp: Any) -> Iterator[bytes]:
 
 def custom_kind_of(crd: dict[str, Any]) -> KindSpec | None:
     """The metadata-only KindSpec that counts the custom resources of a CRD, if it is served."""
-    spec = crd.get("spec") or {}
-    group, names = spec.get("group"), spec.get("names") or {}
-    versions = [v for v in spec.get("versions") or [] if v.get("served")]
-    if not isinstance(group, str) or not names.get("kind") or not versions:
+    served = served_custom_kind(crd)
+    if served is None:
         return None
-    version = next((v for v in versions if v.get("storage")), versions[0])["name"]
-    return KindSpec(
-        f"{group}/{version}", str(names["kind"]), str(names["plural"]), metadata_only=True
-    )
+    return KindSpec(served.api_version, served.kind, served.plural, metadata_only=True)
 
 
 class WatchCache:
@@ -502,9 +495,13 @@ class WatchCache:
         spec = custom_kind_of(crd)
         if spec is None:
             return
+        self._drop_custom_kind((spec.group, spec.kind))
+
+    def _drop_custom_kind(self, key: tuple[str, str]) -> None:
+        """Stop counting one kind of custom resources: its CRD is gone."""
         with self.lock:
-            w = self.custom.pop((spec.group, spec.kind), None)
-            self.live.set_custom_resource_count(spec.group, spec.kind, 0)
+            w = self.custom.pop(key, None)
+            self.live.set_custom_resource_count(*key, 0)
         if w is not None:
             w.stop()
 
@@ -513,11 +510,7 @@ class WatchCache:
         with self.lock:
             gone = [k for k in self.custom if k not in wanted]
         for key in gone:
-            with self.lock:
-                w = self.custom.pop(key, None)
-                self.live.set_custom_resource_count(*key, 0)
-            if w is not None:
-                w.stop()
+            self._drop_custom_kind(key)
         for crd in wanted.values():
             self.watch_custom_kind(crd)
 
@@ -578,12 +571,11 @@ class WatchCache:
         with self.lock:
             out: dict[str, int] = {"Pod": len(self.live.pods)}
             for ref in self.live.objects:
-                label = f"{ref.kind}.{ref.group}" if ref.group else ref.kind
-                out[label] = out.get(label, 0) + 1
+                out[ref.group_kind] = out.get(ref.group_kind, 0) + 1
             for group, kind in self.custom:
                 n = self.live.custom_resource_count(group, kind)
                 if n is not None:
-                    out[f"{kind}.{group}"] = n
+                    out[group_kind(group, kind)] = n
         return dict(sorted(out.items()))
 
     def stats(self) -> CacheStats:

@@ -12,27 +12,21 @@ import base64
 from typing import Any
 
 from gate.policy import Policy
+from gate.snapshot import RESOURCES
 from webhook.kubeapi import ApiStatusError, request_json
 
 PATH = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
 WEBHOOK_NAME = "prune-gate.prune-gate.io"
 
-#: API versions and resource names of the kinds the webhook can guard.
-RESOURCES: dict[tuple[str, str], tuple[str, str]] = {
-    ("", "PersistentVolumeClaim"): ("v1", "persistentvolumeclaims"),
-    ("", "PersistentVolume"): ("v1", "persistentvolumes"),
-    ("", "Namespace"): ("v1", "namespaces"),
-    ("apps", "StatefulSet"): ("v1", "statefulsets"),
-    ("apiextensions.k8s.io", "CustomResourceDefinition"): ("v1", "customresourcedefinitions"),
-    ("snapshot.storage.k8s.io", "VolumeSnapshot"): ("v1", "volumesnapshots"),
-}
+#: Resource names of the kinds the webhook can guard: the same table `gate check --live` lists.
+PLURALS: dict[tuple[str, str], str] = {(r.group, r.kind): r.plural for r in RESOURCES}
 
 
 def rules_for(policy: Policy) -> list[dict[str, Any]]:
     """One DELETE rule per API group, naming the guarded kinds' resources."""
     by_group: dict[str, list[str]] = {}
     for group, kind in sorted(policy.webhook.guarded_kinds):
-        _version, resource = RESOURCES.get((group, kind), ("*", kind.lower() + "s"))
+        resource = PLURALS.get((group, kind), kind.lower() + "s")
         by_group.setdefault(group, []).append(resource)
     return [
         {
