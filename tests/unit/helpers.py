@@ -6,6 +6,7 @@ import datetime as dt
 import subprocess
 import textwrap
 from pathlib import Path
+from typing import Any
 
 from gate.check import CheckResult, check_objects
 from gate.cluster import LiveView
@@ -87,6 +88,15 @@ spec:
         - name: data
           persistentVolumeClaim: {{claimName: {claim_name}}}
 """
+
+
+def live_workload(name: str, claim_name: str = "data", **meta: Any) -> dict[str, Any]:
+    """A live workload app/<name> (any kind) whose pod template mounts a claim."""
+    volume = {"name": "d", "persistentVolumeClaim": {"claimName": claim_name}}
+    return {
+        "metadata": {"name": name, "namespace": "app", **meta},
+        "spec": {"template": {"spec": {"volumes": [volume]}}},
+    }
 
 
 def doc(*parts: str) -> str:

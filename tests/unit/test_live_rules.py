@@ -13,7 +13,7 @@ from gate.plan import Action, Change
 from gate.policy import Policy
 from gate.refs import ObjectRef
 from gate.verdict import Verdict
-from tests.unit.helpers import TODAY, claim, codes, deployment, doc, run
+from tests.unit.helpers import TODAY, claim, codes, deployment, doc, live_workload, run
 
 GUARDED = Policy().guarded_kinds
 
@@ -121,14 +121,7 @@ def test_reclaim_delete_without_snapshot() -> None:
 
 
 def test_live_consumers_and_namespace_contents() -> None:
-    deploy = {
-        "metadata": {"name": "api", "namespace": "app"},
-        "spec": {
-            "template": {
-                "spec": {"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]}
-            }
-        },
-    }
+    deploy = live_workload("api")
     live = state(("apps/v1", "Deployment", deploy), ("v1", "PersistentVolumeClaim", live_claim()))
     result = run(claim(retire="x"), "", live=live)
     f = next(f for f in result.decision.findings if f.code is Code.CONSUMER_REMAINS)
@@ -172,14 +165,7 @@ def test_keep_annotation_on_live_object_of_a_pruned_claim() -> None:
 
 
 def test_live_consumer_deleted_by_the_same_deploy_does_not_count() -> None:
-    deploy = {
-        "metadata": {"name": "web", "namespace": "app"},
-        "spec": {
-            "template": {
-                "spec": {"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]}
-            }
-        },
-    }
+    deploy = live_workload("web")
     live = state(
         ("apps/v1", "Deployment", deploy),
         ("v1", "PersistentVolumeClaim", live_claim(volume=None, **{"prune-gate.io/retire": "x"})),

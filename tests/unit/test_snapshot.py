@@ -25,6 +25,7 @@ from gate.snapshot import (
     read_live,
     take_snapshot,
 )
+from tests.unit.helpers import live_workload
 
 GUARDED = Policy().guarded_kinds
 FLUX = {FLUX_NAME: "apps", FLUX_NAMESPACE: "flux-system"}
@@ -205,14 +206,7 @@ def _statuses(snap: Any, **kw: Any) -> Any:
 
 
 def test_retire_status_stages() -> None:
-    deploy = {
-        "metadata": {"name": "web", "namespace": "app"},
-        "spec": {
-            "template": {
-                "spec": {"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "b"}}]}
-            }
-        },
-    }
+    deploy = live_workload("web", "b")
     snap = _snap(
         pvc("a", annotations={ANN: "moved"}),
         pvc("b", annotations={ANN: "moved"}),
@@ -255,11 +249,11 @@ def test_retire_status_warns_when_data_goes_with_the_claim() -> None:
 
 def test_a_deployments_replicaset_is_not_a_second_consumer() -> None:
     def workload(name: str, owner: str | None) -> dict[str, Any]:
-        meta: dict[str, Any] = {"name": name, "namespace": "app"}
         if owner:
-            meta["ownerReferences"] = [{"kind": owner, "name": "x", "controller": True}]
-        volume = {"name": "d", "persistentVolumeClaim": {"claimName": "data"}}
-        return {"metadata": meta, "spec": {"template": {"spec": {"volumes": [volume]}}}}
+            return live_workload(
+                name, ownerReferences=[{"kind": owner, "name": "x", "controller": True}]
+            )
+        return live_workload(name)
 
     snap = _snap(
         extra={
