@@ -43,10 +43,7 @@ def check_objects(
     extra_changes: Sequence[Change] = (),
 ) -> CheckResult:
     """Compare base and candidate objects and decide."""
-    scopes = Scopes()
-    learn_scopes(scopes, base_raw, head_raw)
-    base = build_inventory(base_raw, scopes, default_namespace)
-    head = build_inventory(head_raw, scopes, default_namespace)
+    base, head = build_sides(base_raw, head_raw, default_namespace)
     return check_inventories(
         base,
         head,
@@ -56,6 +53,18 @@ def check_objects(
         force=force,
         live=live,
         extra_changes=extra_changes,
+    )
+
+
+def build_sides(
+    base_raw: Sequence[RawObject], head_raw: Sequence[RawObject], default_namespace: str
+) -> tuple[Inventory, Inventory]:
+    """Identify the objects of both sides; CRDs on either side tell which kinds are cluster-wide."""
+    scopes = Scopes()
+    learn_scopes(scopes, base_raw, head_raw)
+    return (
+        build_inventory(base_raw, scopes, default_namespace),
+        build_inventory(head_raw, scopes, default_namespace),
     )
 
 

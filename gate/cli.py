@@ -16,14 +16,13 @@ from typing import Any, NoReturn, TypeVar
 import click
 
 from gate import __version__
-from gate.check import CheckResult, check_inventories, check_objects
+from gate.check import CheckResult, build_sides, check_inventories, check_objects
 from gate.context import Context, detect_ci_context
 from gate.errors import GateError, InputError
 from gate.fence import FenceStatus
 from gate.findings import MEANING, Code
-from gate.manifests import RawObject, build_inventory, learn_scopes, read_path
+from gate.manifests import RawObject, read_path
 from gate.policy import POLICY_FILE, Policy, load_policy, policy_from_text
-from gate.refs import Scopes
 from gate.report import FORMATS, render_report, step_summary
 from gate.scope import PruneScope, parse_scope
 from gate.verdict import EXIT_POLICY, EXIT_UNDECIDED
@@ -240,10 +239,7 @@ def _check_live(
     """`gate check --live`: the same check, with the cluster's truth and the prune set."""
     from gate.snapshot import ApiLister, read_live  # the kubernetes client is slow to import
 
-    kinds = Scopes()
-    learn_scopes(kinds, base_raw, head_raw)
-    base = build_inventory(base_raw, kinds, namespace)
-    head = build_inventory(head_raw, kinds, namespace)
+    base, head = build_sides(base_raw, head_raw, namespace)
     timeout = policy.live_timeout_seconds
     with ApiLister.from_kubeconfig(kubeconfig, kube_context, timeout) as lister:
         read = read_live(lister, policy, base, head, scopes)

@@ -106,7 +106,7 @@ def create_app(settings: Settings) -> Flask:
         doc = render_response(outcome.response)
         metrics.latency.observe(time.perf_counter() - started)
         metrics.requests.labels("200").inc()
-        _record(outcome, req.dry_run, settings, metrics, req_fields(req))
+        _record(outcome, req, settings, metrics)
         return jsonify(doc), 200
 
     @app.get("/healthz")
@@ -140,13 +140,7 @@ def req_fields(req: AdmissionRequest) -> dict[str, Any]:
     }
 
 
-def _record(
-    outcome: Outcome,
-    dry_run: bool,
-    settings: Settings,
-    metrics: Metrics,
-    fields: dict[str, Any],
-) -> None:
+def _record(outcome: Outcome, req: AdmissionRequest, settings: Settings, metrics: Metrics) -> None:
     """Log, count and (unless a dry run) queue the Events of a decision."""
     if outcome.overridden_by is not None:
         what = "overridden"
@@ -161,7 +155,7 @@ def _record(
             level,
             f"DELETE {what}",
             extra={
-                **fields,
+                **req_fields(req),
                 "decision": what,
                 "code": outcome.code,
                 "findings": [f.code.value for f in outcome.findings],
@@ -169,7 +163,7 @@ def _record(
                 "deployer": outcome.deployer,
             },
         )
-    if dry_run:
+    if req.dry_run:
         return  # sideEffects: NoneOnDryRun
     for event in outcome.events:
         settings.events.submit(event)
