@@ -99,6 +99,18 @@ def configmap_yaml(namespace: str) -> str:
     """
 
 
+def remove_claim(kube: Cluster, tmp_path: Path, namespace: str) -> tuple[int, dict[str, Any]]:
+    """`check_live` on a deploy that removes the claim data and keeps a ConfigMap."""
+    return check_live(kube, tmp_path, claim_yaml(namespace), configmap_yaml(namespace))
+
+
+def delete_pod(kube: Cluster, namespace: str, name: str) -> None:
+    """Force-delete a pod and wait until the API no longer has it."""
+    k.force_delete_pod(kube.client, namespace, name)
+    core = k.core(kube.client)
+    k.wait_for(lambda: k.gone(core.read_namespaced_pod, name, namespace), what=f"pod {name} gone")
+
+
 def annotate_claim(kube: Cluster, namespace: str, name: str, annotations: dict[str, str]) -> None:
     k.core(kube.client).patch_namespaced_persistent_volume_claim(
         name, namespace, {"metadata": {"annotations": annotations}}
@@ -114,7 +126,7 @@ def test_the_incident_is_blocked_then_allowed_after_stage_1(
     k.make_claim(kube.client, namespace, "data")
     k.make_pod(kube.client, namespace, node, claims=["data"], name="web-0")
 
-    code, report = check_live(kube, tmp_path, claim_yaml(namespace), configmap_yaml(namespace))
+    code, report = remove_claim(kube, tmp_path, namespace)
 
     assert code == 1
     assert report["verdict"] == "block"
@@ -128,11 +140,9 @@ def test_the_incident_is_blocked_then_allowed_after_stage_1(
 
     # Stage 1 deployed: the live claim is marked, and its last pod is gone.
     annotate_claim(kube, namespace, "data", {RETIRE: "moved to object storage"})
-    k.force_delete_pod(kube.client, namespace, "web-0")
-    core = k.core(kube.client)
-    k.wait_for(lambda: k.gone(core.read_namespaced_pod, "web-0", namespace), what="pod web-0 gone")
+    delete_pod(kube, namespace, "web-0")
 
-    code, report = check_live(kube, tmp_path, claim_yaml(namespace), configmap_yaml(namespace))
+    code, report = remove_claim(kube, tmp_path, namespace)
 
     assert code == 0, report
     assert report["verdict"] == "allow"
@@ -159,7 +169,7 @@ def test_finished_pod_still_pins_the_claim(
         "job-1", namespace, {"status": {"phase": "Succeeded"}}
     )
 
-    code, report = check_live(kube, tmp_path, claim_yaml(namespace), configmap_yaml(namespace))
+    code, report = remove_claim(kube, tmp_path, namespace)
 
     assert code == 1
     assert findings(report) == {"CLAIM_MOUNTED"}
@@ -189,7 +199,7 @@ def test_live_workload_template_is_a_remaining_consumer(
     }
     k.apps(kube.client).create_namespaced_deployment(namespace, deployment)
 
-    code, report = check_live(kube, tmp_path, claim_yaml(namespace), configmap_yaml(namespace))
+    code, report = remove_claim(kube, tmp_path, namespace)
 
     assert code == 1
     assert findings(report) == {"CONSUMER_REMAINS"}
@@ -231,7 +241,7 @@ def test_reclaim_delete_without_snapshot_loses_data(
         }
         core.create_namespaced_persistent_volume_claim(namespace, claim)
 
-        code, report = check_live(kube, tmp_path, claim_yaml(namespace), configmap_yaml(namespace))
+        code, report = remove_claim(kube, tmp_path, namespace)
 
         assert findings(report) == {"RECLAIM_DELETE_LOSES_DATA"}
         (f,) = report["findings"]
@@ -469,9 +479,7 @@ def test_retire_status_names_what_the_claim_waits_on(
     assert "safe to remove from the manifests now: no" in text
     assert "kept" not in text
 
-    k.force_delete_pod(kube.client, namespace, "web-0")
-    core = k.core(kube.client)
-    k.wait_for(lambda: k.gone(core.read_namespaced_pod, "web-0", namespace), what="pod gone")
+    delete_pod(kube, namespace, "web-0")
 
     (claim,) = json.loads(status("-o", "json").stdout)["claims"]
     assert claim["stage"] == "ready"
