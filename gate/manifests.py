@@ -216,14 +216,14 @@ _BY_CONTENT: dict[tuple[bytes, bool], list[RawObject]] = {}
 
 
 class Inventory:
-    """The objects of one side (base or candidate), by identity."""
+    """The objects of one side (base or candidate), by identity, with indexes by kind and by
+    namespace kept as objects are added (the rules ask per object, so a scan would be quadratic).
+    """
 
     def __init__(self, manifests: Iterable[Manifest] = ()) -> None:
         self.objects: dict[ObjectRef, Manifest] = {}
-        self._by_kind: dict[tuple[str, str], list[Manifest]] | None = None
-        self._indexed = 0
-        self._by_ns: dict[str, list[Manifest]] | None = None
-        self._ns_indexed = 0
+        self._by_kind: dict[tuple[str, str], list[Manifest]] = {}
+        self._by_ns: dict[str, list[Manifest]] = {}
         for m in manifests:
             self.add(m)
 
@@ -235,6 +235,8 @@ class Inventory:
                 f"{m.ref.display()} is declared twice (first at {prior.source})", str(m.source)
             )
         self.objects[m.ref] = m
+        self._by_kind.setdefault((m.ref.group, m.ref.kind), []).append(m)
+        self._by_ns.setdefault(m.ref.namespace, []).append(m)
 
     def get(self, ref: ObjectRef) -> Manifest | None:
         return self.objects.get(ref)
@@ -249,21 +251,11 @@ class Inventory:
         return len(self.objects)
 
     def of_kind(self, group: str, kind: str) -> Iterator[Manifest]:
-        """Objects of one kind, in declaration order (indexed once: callers ask per object)."""
-        if self._by_kind is None or self._indexed != len(self.objects):
-            index: dict[tuple[str, str], list[Manifest]] = {}
-            for m in self.objects.values():
-                index.setdefault((m.ref.group, m.ref.kind), []).append(m)
-            self._by_kind, self._indexed = index, len(self.objects)
+        """Objects of one kind, in declaration order."""
         return iter(self._by_kind.get((group, kind), ()))
 
     def in_namespace(self, namespace: str) -> list[Manifest]:
-        """Objects in one namespace, indexed once."""
-        if self._by_ns is None or self._ns_indexed != len(self.objects):
-            index: dict[str, list[Manifest]] = {}
-            for m in self.objects.values():
-                index.setdefault(m.ref.namespace, []).append(m)
-            self._by_ns, self._ns_indexed = index, len(self.objects)
+        """Objects in one namespace, in declaration order."""
         return self._by_ns.get(namespace, [])
 
 
