@@ -268,20 +268,21 @@ def load_configuration(kubeconfig: str | None, context: str | None) -> Any:
     from kubernetes.config.config_exception import ConfigException
 
     cfg = client.Configuration()
-    default = Path(os.environ.get("KUBECONFIG", "~/.kube/config").split(os.pathsep)[0])
+    # $KUBECONFIG is read now, not when the client was imported (it caches it then); a list of
+    # files separated by os.pathsep is merged by the client, as kubectl does.
+    where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
     in_cluster = (
         kubeconfig is None
-        and not default.expanduser().exists()
+        and not Path(where.split(os.pathsep)[0]).expanduser().exists()
         and "KUBERNETES_SERVICE_HOST" in os.environ
     )
-    where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
     try:
         if in_cluster:
             load_incluster: Any = config.load_incluster_config  # untyped in the client
             load_incluster(client_configuration=cfg)
         else:
             load: Any = config.load_kube_config  # untyped in the client
-            load(config_file=kubeconfig, context=context, client_configuration=cfg)
+            load(config_file=where, context=context, client_configuration=cfg)
     except (ConfigException, OSError, ValueError, TypeError) as exc:
         raise ClusterError(
             f"cannot load the kubeconfig ({where}"

@@ -28,10 +28,6 @@ log = logging.getLogger("prune_gate.webhook.cli")
 def kube_configuration(kubeconfig: str | None) -> Any:
     """A client Configuration: `kubeconfig`, else $KUBECONFIG, else ~/.kube/config, else the
     in-cluster service account (the resolution of `gate check --live`). Raises ClusterError."""
-    default = os.environ.get("KUBECONFIG") or "~/.kube/config"
-    if kubeconfig is None and Path(default.split(os.pathsep)[0]).expanduser().exists():
-        # The client reads $KUBECONFIG once, at import: name the file, so today's value is used.
-        kubeconfig = default
     cfg = load_configuration(kubeconfig, None)
     cfg.connection_pool_maxsize = 64  # one connection per watch, plus Events
     return cfg
