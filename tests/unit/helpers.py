@@ -90,6 +90,20 @@ spec:
 """
 
 
+def live_pod(
+    name: str, claim_name: str, node: str = "n1", phase: str = "Running", **meta: Any
+) -> dict[str, Any]:
+    """A live pod app/<name> on a node, mounting a claim."""
+    return {
+        "metadata": {"name": name, "namespace": "app", "uid": f"uid-{name}", **meta},
+        "spec": {
+            "nodeName": node,
+            "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": claim_name}}],
+        },
+        "status": {"phase": phase},
+    }
+
+
 def live_workload(name: str, claim_name: str = "data", **meta: Any) -> dict[str, Any]:
     """A live workload app/<name> (any kind) whose pod template mounts a claim."""
     volume = {"name": "d", "persistentVolumeClaim": {"claimName": claim_name}}

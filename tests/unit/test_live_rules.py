@@ -13,22 +13,9 @@ from gate.plan import Action, Change
 from gate.policy import Policy
 from gate.refs import ObjectRef
 from gate.verdict import Verdict
-from tests.unit.helpers import TODAY, claim, codes, deployment, doc, live_workload, run
+from tests.unit.helpers import TODAY, claim, codes, deployment, doc, live_pod, live_workload, run
 
 GUARDED = Policy().guarded_kinds
-
-
-def pod(
-    name: str, claim: str, node: str = "n1", phase: str = "Running", **meta: Any
-) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "namespace": "app", "uid": f"uid-{name}", **meta},
-        "spec": {
-            "nodeName": node,
-            "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": claim}}],
-        },
-        "status": {"phase": phase},
-    }
 
 
 def live_claim(name: str = "data", volume: str | None = "pv-1", **ann: str) -> dict[str, Any]:
@@ -49,7 +36,9 @@ def test_livestate_is_a_liveview() -> None:
 
 
 def test_claim_mounted_by_scheduled_pod() -> None:
-    live = state(("v1", "PersistentVolumeClaim", live_claim()), ("v1", "Pod", pod("web-1", "data")))
+    live = state(
+        ("v1", "PersistentVolumeClaim", live_claim()), ("v1", "Pod", live_pod("web-1", "data"))
+    )
     result = run(claim(), "", live=live)
     assert codes(result) == {Code.CLAIM_MOUNTED, Code.NOT_RETIRED}
     f = next(f for f in result.decision.findings if f.code is Code.CLAIM_MOUNTED)
@@ -58,9 +47,9 @@ def test_claim_mounted_by_scheduled_pod() -> None:
 
 
 def test_unscheduled_pod_does_not_pin_but_finished_pod_does() -> None:
-    live = state(("v1", "Pod", pod("p", "data", node="")))
+    live = state(("v1", "Pod", live_pod("p", "data", node="")))
     assert Code.CLAIM_MOUNTED not in codes(run(claim(retire="x"), "", live=live))
-    done = state(("v1", "Pod", pod("job-1", "data", phase="Succeeded")))
+    done = state(("v1", "Pod", live_pod("job-1", "data", phase="Succeeded")))
     result = run(claim(retire="x"), "", live=done)
     (f,) = result.decision.findings
     assert f.code is Code.CLAIM_MOUNTED
@@ -83,7 +72,7 @@ def test_ephemeral_claim_pinned_until_pod_shut_down() -> None:
 
 
 def test_pod_deleted_from_cache_unpins() -> None:
-    live = state(("v1", "Pod", pod("web-1", "data")))
+    live = state(("v1", "Pod", live_pod("web-1", "data")))
     live.delete(ObjectRef("", "Pod", "app", "web-1"))
     assert run(claim(retire="x"), "", live=live).decision.verdict is Verdict.ALLOW
 
@@ -186,7 +175,7 @@ def test_pruned_object_takes_api_version_from_live() -> None:
 def test_claim_mounted_after_stage_1_says_to_stop_the_pods() -> None:
     live = state(
         ("v1", "PersistentVolumeClaim", live_claim(volume=None, **{"prune-gate.io/retire": "x"})),
-        ("v1", "Pod", pod("web-1", "data")),
+        ("v1", "Pod", live_pod("web-1", "data")),
     )
     (f,) = run(claim(), "", live=live).decision.findings
     assert f.code is Code.CLAIM_MOUNTED

@@ -25,7 +25,7 @@ from gate.snapshot import (
     read_live,
     take_snapshot,
 )
-from tests.unit.helpers import live_workload
+from tests.unit.helpers import live_pod, live_workload
 
 GUARDED = Policy().guarded_kinds
 FLUX = {FLUX_NAME: "apps", FLUX_NAMESPACE: "flux-system"}
@@ -64,17 +64,6 @@ def pvc(name: str, ns: str = "app", **meta: Any) -> dict[str, Any]:
     return {"metadata": {"name": name, "namespace": ns, **meta}, "spec": {}}
 
 
-def pod(name: str, claim: str, node: str = "n1", phase: str = "Running") -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "namespace": "app", "uid": name},
-        "spec": {
-            "nodeName": node,
-            "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": claim}}],
-        },
-        "status": {"phase": phase},
-    }
-
-
 def crd(
     group: str = "example.com", kind: str = "Widget", plural: str = "widgets"
 ) -> dict[str, Any]:
@@ -107,7 +96,7 @@ def test_snapshot_fills_the_live_state_and_skips_optional_apis() -> None:
         pvc("data"),
         pvc("data-db-0", ownerReferences=[{"kind": "StatefulSet", "controller": True}]),
     ]
-    lists[path("Pod")] = [pod("web-1", "data")]
+    lists[path("Pod")] = [live_pod("web-1", "data")]
     lists[path("CustomResourceDefinition")] = [crd()]
     snap = take_snapshot(FakeLister(lists), GUARDED, page_size=1)
     assert snap.state.get(ObjectRef("", "PersistentVolumeClaim", "app", "data")) is not None
@@ -213,7 +202,7 @@ def test_retire_status_stages() -> None:
         pvc("c", annotations={ANN: "moved"}, deletionTimestamp="2026-12-02T10:00:00Z"),
         pvc("d", annotations={ANN: "moved"}),
         pvc("unmarked"),
-        pods=(pod("job-1", "d", phase="Succeeded"), pod("web-1", "b")),
+        pods=(live_pod("job-1", "d", phase="Succeeded"), live_pod("web-1", "b")),
         extra={path("Deployment"): [deploy]},
     )
     by_name = {s.ref.name: s for s in _statuses(snap)}
