@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from . import kube as k
 from .kube import Cluster
@@ -110,11 +109,7 @@ def namespace(kube: Cluster, request: pytest.FixtureRequest) -> Iterator[str]:
         yield name
     finally:
         k.force_delete_pods(kube.client, name)
-        try:
-            core.delete_namespace(name)
-        except ApiException as e:
-            if e.status != 404:
-                raise
+        k.delete_if_present(core.delete_namespace, name)
 
 
 @pytest.fixture

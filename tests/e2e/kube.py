@@ -74,9 +74,13 @@ def wait_for(
         time.sleep(interval)
 
 
-def is_not_found(exc: BaseException) -> bool:
-    """True for the API's 404."""
-    return isinstance(exc, ApiException) and exc.status == 404
+def delete_if_present(delete: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+    """Call ``delete(*args, **kwargs)``; a 404 (already gone) is fine."""
+    try:
+        delete(*args, **kwargs)
+    except ApiException as e:
+        if e.status != 404:
+            raise
 
 
 def gone(read: Callable[..., Any], *args: Any, **kwargs: Any) -> bool:
@@ -225,16 +229,8 @@ def heartbeat_node(api: client.ApiClient, name: str) -> None:
 
 def delete_node(api: client.ApiClient, name: str) -> None:
     """Delete a node and its Lease; missing ones are fine."""
-    try:
-        core(api).delete_node(name)
-    except ApiException as e:
-        if e.status != 404:
-            raise
-    try:
-        coordination(api).delete_namespaced_lease(name, NODE_LEASE_NAMESPACE)
-    except ApiException as e:
-        if e.status != 404:
-            raise
+    delete_if_present(core(api).delete_node, name)
+    delete_if_present(coordination(api).delete_namespaced_lease, name, NODE_LEASE_NAMESPACE)
 
 
 # ----------------------------------------------------------------------------- claims, pods
@@ -332,13 +328,13 @@ def make_pod(
 
 def force_delete_pod(api: client.ApiClient, namespace: str, name: str) -> None:
     """Delete a pod with grace period 0, as a kubelet finishing its shutdown would; 404 is fine."""
-    try:
-        core(api).delete_namespaced_pod(
-            name, namespace, grace_period_seconds=0, propagation_policy="Background"
-        )
-    except ApiException as e:
-        if e.status != 404:
-            raise
+    delete_if_present(
+        core(api).delete_namespaced_pod,
+        name,
+        namespace,
+        grace_period_seconds=0,
+        propagation_policy="Background",
+    )
 
 
 def force_delete_pods(api: client.ApiClient, namespace: str) -> int:
