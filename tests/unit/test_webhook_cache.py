@@ -14,6 +14,7 @@ import time
 import urllib.parse
 from collections import defaultdict, deque
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -107,6 +108,18 @@ def _cache(api: FakeApi, clock: list[float] | None = None) -> WatchCache:
     return WatchCache(api, POLICY, watch_seconds=30, clock=lambda: clock[0])
 
 
+@contextmanager
+def started(api: FakeApi) -> Iterator[WatchCache]:
+    """A started cache, which must become ready; stopped on the way out."""
+    cache = _cache(api)
+    cache.start()
+    try:
+        assert cache.wait_ready(10), cache.ready()
+        yield cache
+    finally:
+        cache.stop()
+
+
 @pytest.fixture
 def api() -> FakeApi:
     return FakeApi()
@@ -132,10 +145,7 @@ def test_pages_then_watch_events_then_410_relists(api: FakeApi) -> None:
         )
     )
     api.watches[pods].append(([{"type": "ERROR", "object": {"code": 410}}], None))
-    cache = _cache(api)
-    cache.start()
-    try:
-        assert cache.wait_ready(10), cache.ready()
+    with started(api) as cache:
         k_wait(lambda: len([c for c in api.calls if c[0] == pods]) >= 6)
         watched = [p for path, p in api.calls if path == pods and p.get("watch")]
         listed = [p for path, p in api.calls if path == pods and not p.get("watch")]
@@ -147,8 +157,6 @@ def test_pages_then_watch_events_then_410_relists(api: FakeApi) -> None:
         with cache.lock:
             assert sorted(cache.live.pods) == [("app", "c")]
         assert cache.stats().restarts["Pod"] == 0
-    finally:
-        cache.stop()
 
 
 def k_wait(predicate: Any, timeout: float = 10) -> None:
@@ -162,13 +170,8 @@ def test_a_failing_watch_is_counted_and_restarted(api: FakeApi) -> None:
     pods = "/api/v1/pods"
     api.lists[pods].append((500, {"message": "etcd is sad"}))
     api.watches[pods].append(([{"type": "ADDED", "object": pod("x", "data")}], OSError("reset")))
-    cache = _cache(api)
-    cache.start()
-    try:
-        assert cache.wait_ready(10)
+    with started(api) as cache:
         k_wait(lambda: cache.stats().restarts["Pod"] >= 2)
-    finally:
-        cache.stop()
     assert not any(w._thread.is_alive() for w in cache.watchers)
 
 
@@ -215,17 +218,12 @@ def test_custom_resources_are_counted_per_crd(api: FakeApi) -> None:
     api.watches[cr].append(
         ([{"type": "DELETED", "object": {"metadata": {"name": "b0", "namespace": "app"}}}], None)
     )
-    cache = _cache(api)
-    cache.start()
-    try:
-        assert cache.wait_ready(10)
+    with started(api) as cache:
         k_wait(lambda: cache.live.custom_resource_count("example.com", "Backup") == 2)
         accept = [c for c in api.calls if c[0] == cr]
         assert accept, "the custom resources were never listed"
         crd_ref = ObjectRef("apiextensions.k8s.io", "CustomResourceDefinition", "", CRD_NAME)
         assert cache.live.get(crd_ref) is not None
-    finally:
-        cache.stop()
 
 
 def test_custom_kind_of_picks_the_storage_version() -> None:
@@ -270,16 +268,11 @@ def test_custom_resources_it_may_not_list_stay_uncounted_but_ready(api: FakeApi)
     _serve_backup_crd(api)
     cr = "/apis/example.com/v1/backups"
     api.lists[cr].append((403, {"kind": "Status", "message": "backups is forbidden"}))
-    cache = _cache(api)
-    cache.start()
-    try:
-        assert cache.wait_ready(10)
+    with started(api) as cache:
         k_wait(lambda: any(c[0] == cr for c in api.calls))
         k_wait(lambda: cache.stats().restarts.get("Backup.example.com", 0) >= 1)
         assert cache.ready() == (True, "ready")
         assert cache.live.custom_resource_count("example.com", "Backup") is None
-    finally:
-        cache.stop()
 
 
 def _readiness_lines(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
