@@ -30,6 +30,12 @@ class Code(StrEnum):
     RECLAIM_DELETE_LOSES_DATA = "RECLAIM_DELETE_LOSES_DATA"
     ALREADY_TERMINATING = "ALREADY_TERMINATING"
     SPECULATION_FENCE = "SPECULATION_FENCE"
+    UNIDENTIFIED_OBJECT = "UNIDENTIFIED_OBJECT"
+    OWNER_REFERENCE_ADDED = "OWNER_REFERENCE_ADDED"
+    RETENTION_DELETES_CLAIMS = "RETENTION_DELETES_CLAIMS"
+    OVERRIDE_IN_MANIFEST = "OVERRIDE_IN_MANIFEST"
+    GUARD_TAMPERED = "GUARD_TAMPERED"
+    RESOURCES_UNCOUNTED = "RESOURCES_UNCOUNTED"
 
 
 #: One line per code: what it means. Reused in `gate codes`, the README and the JSON schema.
@@ -62,6 +68,18 @@ MEANING: dict[Code, str] = {
     "on it",
     Code.SPECULATION_FENCE: "a speculative deploy holds the speculation fence: guarded deletions "
     "by deployers wait for the merge",
+    Code.UNIDENTIFIED_OBJECT: "the webhook cannot tell which object a request deletes or changes: "
+    "it refuses rather than decide blind",
+    Code.OWNER_REFERENCE_ADDED: "an ownerReference is added to a guarded object: the garbage "
+    "collector deletes it with its owner, at once if the owner is gone",
+    Code.RETENTION_DELETES_CLAIMS: "a StatefulSet's claim retention is switched to Delete: its "
+    "controller deletes claims on scale-down or deletion",
+    Code.OVERRIDE_IN_MANIFEST: "the allow-delete override annotation is added by a deploy: an "
+    "override is a person's act, not a candidate's",
+    Code.GUARD_TAMPERED: "a request would delete or weaken prune-gate's own guards: its webhook "
+    "configuration or the speculation fence",
+    Code.RESOURCES_UNCOUNTED: "the custom resources of a CustomResourceDefinition being deleted "
+    "cannot be counted: refused rather than guessed",
 }
 
 
