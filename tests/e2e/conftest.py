@@ -21,6 +21,7 @@ from kubernetes import client
 
 from . import kube as k
 from .kube import Cluster
+from .webhookserver import Webhook, cleanup_claims, serve_webhook
 
 REPO = Path(__file__).resolve().parents[2]
 DEV_CLUSTER = REPO / "scripts" / "dev-cluster"
@@ -120,3 +121,19 @@ def node(kube: Cluster) -> Iterator[str]:
         yield name
     finally:
         k.delete_node(kube.client, name)
+
+
+@pytest.fixture(scope="module")
+def webhook(kube: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Webhook]:
+    """The webhook with the tests' policy, served and registered for the module using it."""
+    with serve_webhook(kube, tmp_path_factory.mktemp("webhook")) as hook:
+        yield hook
+
+
+@pytest.fixture
+def clean(kube: Cluster, namespace: str, webhook: Webhook) -> Iterator[str]:
+    """The test's namespace, emptied of pods and claims before the namespace fixture deletes it."""
+    try:
+        yield namespace
+    finally:
+        cleanup_claims(kube, namespace)
