@@ -1,4 +1,4 @@
-"""One DELETE, decided by the rule engine of `gate check`: no second copy of any rule here.
+"""One DELETE (or UPDATE), decided by the rule engine of `gate check`: no second copy of any rule.
 
 The request becomes a `Change` (action DELETE, the request's `oldObject` as its base) in a `World`
 whose context is `admission`, whose inventories are empty and whose live view is the watch cache,
@@ -6,6 +6,12 @@ overlaid with the `oldObject` itself (the freshest truth of the object being del
 that apply at admission run on it; `NOT_RETIRED` and the speculation fence only for requests by
 the configured deployer identities, since a person deleting by hand is not a prune. Policy
 (severity for the admission context, exemptions) and the verdict come from `gate.verdict`.
+
+The garbage collector's and the StatefulSet controller's DELETEs are decided like a deployer's
+(see `is_cascade_controller`); a deployer's own DELETE does not honour the allow-delete annotation.
+UPDATEs are judged by `webhook.updates` (object against oldObject): a deployer's change that would
+make a controller delete a guarded object is refused, anyone else's is allowed and logged. A
+request whose object has no name anywhere is refused (UNIDENTIFIED_OBJECT), never allowed.
 
 Pure, like the engine: the cache's state, the fence's status, today and now are passed in. The
 result says what to answer, what to log, and which Events to record; the app does those.
@@ -15,7 +21,8 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from gate.cluster import LiveObject, LiveView, PodUse, Volume
 from gate.context import Context
@@ -37,6 +44,7 @@ from gate.rules import (
 )
 from gate.verdict import Verdict, apply_policy, decide
 from webhook.review import AdmissionRequest, AdmissionResponse, Status
+from webhook.updates import update_findings
 
 #: Rules that decide every guarded DELETE, whoever makes it.
 ADMISSION_RULES: tuple[Callable[[Change, World], Iterator[Finding]], ...] = (
@@ -48,6 +56,13 @@ ADMISSION_RULES: tuple[Callable[[Change, World], Iterator[Finding]], ...] = (
 )
 #: Rules that decide only DELETEs by a deployer identity (a prune, not a person).
 DEPLOYER_RULES: tuple[Callable[[Change, World], Iterator[Finding]], ...] = (check_not_retired,)
+
+#: The garbage collector: deletes objects whose owners are gone (cascades, ownerReferences).
+GARBAGE_COLLECTOR = "system:serviceaccount:kube-system:generic-garbage-collector"
+#: The StatefulSet controller: manages claims of `volumeClaimTemplates` by their retention policy.
+STATEFULSET_CONTROLLER = "system:serviceaccount:kube-system:statefulset-controller"
+#: Controllers whose DELETEs of guarded objects are decided like a deployer's.
+CASCADE_CONTROLLERS = frozenset({GARBAGE_COLLECTOR, STATEFULSET_CONTROLLER})
 
 #: `Outcome.code` when no finding decided.
 NO_CODE = "none"
@@ -127,16 +142,58 @@ class _Overlay:
         return self._live.ready_snapshots(namespace, claim)
 
 
+def _metadata(req: AdmissionRequest) -> dict[str, Any]:
+    """The metadata of the object the request is about: `oldObject` first for a DELETE (the
+    object being deleted), `object` first for anything else."""
+    first, second = (
+        (req.old_object, req.new_object)
+        if req.operation == "DELETE"
+        else (req.new_object, req.old_object)
+    )
+    for obj in (first, second):
+        meta = (obj or {}).get("metadata")
+        if isinstance(meta, dict) and meta.get("name"):
+            return meta
+    return {}
+
+
 def ref_of_request(req: AdmissionRequest) -> ObjectRef:
-    """The identity of the object the request deletes."""
+    """The identity of the object the request deletes or changes.
+
+    `request.name`, or when it is empty the object's own metadata: a collection DELETE
+    (`DELETE /api/v1/namespaces/NS/persistentvolumeclaims`) calls the webhook once per item with
+    `request.name` empty and the item as `oldObject`. An empty `name` in the result means the
+    object cannot be identified; `decide_admission` refuses such a request, never allows it.
+    """
     group, kind = req.kind.group, req.kind.kind
-    ns = "" if (group, kind) in CLUSTER_SCOPED else req.namespace
-    return ObjectRef(group, kind, ns, req.name)
+    meta = _metadata(req)
+    name = req.name or str(meta.get("name") or "")
+    ns = (
+        "" if (group, kind) in CLUSTER_SCOPED else req.namespace or str(meta.get("namespace") or "")
+    )
+    return ObjectRef(group, kind, ns, name)
 
 
 def is_deployer(req: AdmissionRequest, policy: Policy) -> bool:
     """True when the requester is one of the configured deployer identities."""
     return req.user.username in policy.webhook.deployers
+
+
+def is_cascade_controller(req: AdmissionRequest) -> bool:
+    """True for the garbage collector and the StatefulSet controller.
+
+    Their DELETEs of guarded objects are decided like a deployer's (retired and unused, no held
+    fence), because the API server does not say who caused them: a GC delete may come from an
+    owner a deployer deleted, or from an ownerReference a deployer (or an operator) added. Being
+    strict here is the honest choice: a claim that was never retired is refused, the cascade stays
+    pending and visible (the GC retries it), and a person retires the claim or overrides with the
+    allow-delete annotation. In v1.34 the StatefulSet controller deletes no claim itself: for
+    `whenScaled: Delete` it adds a controller ownerReference from the claim to the condemned Pod
+    (for `whenDeleted: Delete`, to the StatefulSet) and the GC deletes the claim once the owner is
+    gone (pkg/controller/statefulset, `updateClaimOwnerRefForSetAndPod`). That UPDATE is allowed
+    and logged: refusing it would wedge the StatefulSet, and the DELETE it leads to is decided.
+    """
+    return req.user.username in CASCADE_CONTROLLERS
 
 
 def _allowed(req: AdmissionRequest, warnings: tuple[str, ...] = ()) -> AdmissionResponse:
@@ -191,21 +248,24 @@ def decide_admission(
     fence: FenceStatus,
     today: dt.date,
 ) -> Outcome:
-    """Decide one AdmissionReview request. Anything but a guarded DELETE is allowed untouched."""
-    ref = ref_of_request(req)
-    if req.operation != "DELETE" or req.sub_resource:
+    """Decide one AdmissionReview request: guarded DELETEs, and the UPDATEs that would make a
+    controller delete a guarded object. Anything else is allowed untouched."""
+    if req.sub_resource:
         return Outcome(_allowed(req), Verdict.ALLOW)
+    if req.operation == "UPDATE":
+        return decide_update(req, policy, fence, today)
+    if req.operation != "DELETE":
+        return Outcome(_allowed(req), Verdict.ALLOW)
+    ref = ref_of_request(req)
     if (ref.group, ref.kind) not in policy.webhook.guarded_kinds:
         return Outcome(_allowed(req), Verdict.ALLOW)
-    body = req.old_object or {"metadata": {"name": req.name, "namespace": ref.namespace}}
+    if not ref.name:
+        return _unidentified(req, ref)
+    body = req.old_object or {"metadata": {"name": ref.name, "namespace": ref.namespace}}
     own = project_object(ref, body) if req.old_object is not None else None
-    change = Change(
-        ref,
-        Action.DELETE,
-        Manifest(ref, req.api_version, body),
-        None,
-        f"DELETE by {req.user.username or 'an unknown user'}",
-    )
+    deployer = is_deployer(req, policy)
+    as_deployer = deployer or is_cascade_controller(req)
+    change = Change(ref, Action.DELETE, Manifest(ref, req.api_version, body), None, _cause(req))
     world = World(
         base=Inventory(),
         head=Inventory(),
@@ -213,11 +273,10 @@ def decide_admission(
         policy=policy,
         live=_Overlay(live, own),
     )
-    deployer = is_deployer(req, policy)
     raw: list[Finding] = []
-    for rule in ADMISSION_RULES + (DEPLOYER_RULES if deployer else ()):
+    for rule in ADMISSION_RULES + (DEPLOYER_RULES if as_deployer else ()):
         raw.extend(rule(change, world))
-    if deployer:
+    if as_deployer:
         raw.extend(check_speculation_fence(change, world, fence))
     labels = own.labels if own is not None else {}
     kept, _exempted = apply_policy(raw, policy, Context.ADMISSION, today, {ref: labels})
@@ -243,7 +302,8 @@ def decide_admission(
             tuple(events),
             deployer,
         )
-    override = _override(req, policy, own)
+    # A deployer's own DELETE does not honour the annotation: a manifest could carry it.
+    override = _override(req, policy, None if deployer else own)
     hint = how_to_override(ref, policy)
     message = refusal_message(blocking, hint)
     if override is not None:
@@ -268,6 +328,86 @@ def decide_admission(
         None,
         tuple(events),
         deployer,
+    )
+
+
+def _cause(req: AdmissionRequest) -> str:
+    who = req.user.username or "an unknown user"
+    if who == GARBAGE_COLLECTOR:
+        return f"DELETE by {who} (a cascade: its owner is gone or being deleted)"
+    if who == STATEFULSET_CONTROLLER:
+        return f"DELETE by {who} (the StatefulSet's claim retention policy)"
+    return f"DELETE by {who}"
+
+
+def _unidentified(req: AdmissionRequest, ref: ObjectRef) -> Outcome:
+    """Refuse a request whose object has no name anywhere: deciding blind would allow it."""
+    where = f" in namespace {ref.namespace}" if ref.namespace else ""
+    finding = Finding(
+        code=Code.UNIDENTIFIED_OBJECT,
+        ref=ref,
+        message=f"the {ref.kind} this {req.operation} by {req.user.username or 'an unknown user'}"
+        f"{where} is about cannot be identified: request.name is empty and the object in the "
+        "review has no metadata.name",
+        evidence=(
+            f"oldObject {'present' if req.old_object is not None else 'absent'}, "
+            f"object {'present' if req.new_object is not None else 'absent'}",
+        ),
+        remediation="delete the objects one at a time by name (kubectl delete "
+        f"{ref.kind.lower()} NAME{' -n ' + ref.namespace if ref.namespace else ''}), so that "
+        "each deletion is decided on its own",
+        api_version=req.api_version,
+    )
+    status = Status(403, Code.UNIDENTIFIED_OBJECT.value, refusal_message([finding]))
+    return Outcome(AdmissionResponse(req.uid, False, status), Verdict.BLOCK, (finding,))
+
+
+def decide_update(
+    req: AdmissionRequest, policy: Policy, fence: FenceStatus, today: dt.date
+) -> Outcome:
+    """Decide an UPDATE: a deployer's change that would make a controller delete a guarded object
+    (or satisfy the rules one call early) is refused; anyone else's is allowed and logged (the
+    StatefulSet controller's own ownerReference updates among them: see `is_cascade_controller`).
+    No override: the allow-delete annotation is about deletions, and it is itself judged here."""
+    ref = ref_of_request(req)
+    if req.old_object is None or req.new_object is None or not ref.name:
+        relevant = (ref.group, ref.kind) in policy.webhook.guarded_kinds or (
+            ref.group,
+            ref.kind,
+        ) == ("apps", "StatefulSet")
+        if relevant and is_deployer(req, policy):
+            return _unidentified(req, ref)
+        return Outcome(_allowed(req), Verdict.ALLOW)
+    cause = f"UPDATE by {req.user.username or 'an unknown user'}"
+    raw = update_findings(ref, req.old_object, req.new_object, policy, fence, cause)
+    deployer = is_deployer(req, policy)
+    if not deployer:
+        noted = tuple(replace(f, severity=Severity.WARN) for f in raw)
+        return Outcome(_allowed(req), Verdict.ALLOW, noted)
+    labels = (_metadata(req).get("labels") or {}) if raw else {}
+    kept, _exempted = apply_policy(raw, policy, Context.ADMISSION, today, {ref: labels})
+    decision = decide(kept)
+    blocking = [f for f in decision.findings if f.severity in (Severity.BLOCK, Severity.DEFER)]
+    warnings = tuple(_warning(f) for f in decision.findings if f.severity is Severity.WARN)
+    if not blocking:
+        return Outcome(_allowed(req, warnings), decision.verdict, decision.findings, deployer=True)
+    uid = str(_metadata(req).get("uid") or "")
+    lead = f"UPDATE by {req.user.username} refused: "
+    event = EventSpec(
+        PRUNE_BLOCKED,
+        refusal_message(blocking, limit=MAX_EVENT_MESSAGE, lead=lead),
+        ref,
+        req.api_version,
+        uid,
+    )
+    status = Status(403, blocking[0].code.value, refusal_message(blocking))
+    return Outcome(
+        AdmissionResponse(req.uid, False, status, warnings),
+        decision.verdict,
+        decision.findings,
+        None,
+        (event,),
+        True,
     )
 
 

@@ -53,6 +53,8 @@ class AdmissionRequest:
     namespace: str
     user: UserInfo
     old_object: dict[str, Any] | None = field(default=None, repr=False)
+    #: `request.object`: the object after an UPDATE (for a DELETE, usually absent).
+    new_object: dict[str, Any] | None = field(default=None, repr=False)
     dry_run: bool = False
     sub_resource: str = ""
 
@@ -123,11 +125,8 @@ def parse_review(body: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> AdmissionRe
     groups = user.get("groups") or []
     if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
         raise ReviewError("request.userInfo.groups must be a list of strings")
-    old = req.get("oldObject")
-    if old is not None and not isinstance(old, dict):
-        raise ReviewError(f"request.oldObject must be an object, not {type(old).__name__}")
-    if old is not None:
-        _check_object(old, "request.oldObject")
+    old = _object(req, "oldObject")
+    new = _object(req, "object")
     dry_run = req.get("dryRun", False)
     if not isinstance(dry_run, bool):
         raise ReviewError("request.dryRun must be a boolean")
@@ -144,9 +143,21 @@ def parse_review(body: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> AdmissionRe
         namespace=str(req.get("namespace") or ""),
         user=UserInfo(str(user.get("username") or ""), tuple(groups), str(user.get("uid") or "")),
         old_object=old,
+        new_object=new,
         dry_run=dry_run,
         sub_resource=str(req.get("subResource") or ""),
     )
+
+
+def _object(req: dict[str, Any], key: str) -> dict[str, Any] | None:
+    """`request.object` or `request.oldObject`, checked: None when absent."""
+    obj = req.get(key)
+    if obj is None:
+        return None
+    if not isinstance(obj, dict):
+        raise ReviewError(f"request.{key} must be an object, not {type(obj).__name__}")
+    _check_object(obj, f"request.{key}")
+    return obj
 
 
 def _check_object(obj: dict[str, Any], where: str) -> None:
