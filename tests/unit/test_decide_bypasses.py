@@ -1,0 +1,254 @@
+"""The webhook's decisions on the bypasses of issue 8: identity, UPDATEs that delete by proxy,
+and DELETEs by the garbage collector and the StatefulSet controller."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any
+
+import pytest
+
+from gate.fence import FenceStatus, Lease, fence_status
+from gate.livestate import LiveState
+from gate.policy import policy_from_dict
+from webhook.decide import (
+    GARBAGE_COLLECTOR,
+    STATEFULSET_CONTROLLER,
+    Outcome,
+    decide_admission,
+    ref_of_request,
+)
+from webhook.review import parse_review
+
+NOW = dt.datetime(2026, 12, 3, 7, 0, tzinfo=dt.UTC)
+FLUX = "system:serviceaccount:flux-system:kustomize-controller"
+POLICY = policy_from_dict({"webhook": {"deployers": [FLUX], "breakGlassGroups": ["sre"]}})
+RETIRE = "prune-gate.io/retire"
+ALLOW = "prune-gate.io/allow-delete"
+FREE = fence_status(None, NOW)
+HELD = fence_status(
+    Lease("prune-gate", "fence", "3f2c9a1", NOW - dt.timedelta(seconds=10), 300), NOW
+)
+
+
+def claim(
+    name: str = "data", owners: list[dict[str, Any]] | None = None, **ann: str
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": "app",
+        "uid": f"uid-{name}",
+        "annotations": ann,
+    }
+    if owners is not None:
+        meta["ownerReferences"] = owners
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": {}}
+
+
+def sts(
+    when_scaled: str | None = None, when_deleted: str | None = None, templates: bool = True
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"replicas": 2}
+    retention = {k: v for k, v in (("whenScaled", when_scaled), ("whenDeleted", when_deleted)) if v}
+    if retention:
+        spec["persistentVolumeClaimRetentionPolicy"] = retention
+    if templates:
+        spec["volumeClaimTemplates"] = [{"metadata": {"name": "data"}, "spec": {}}]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": "db", "namespace": "app", "uid": "uid-db"},
+        "spec": spec,
+    }
+
+
+def pod(name: str, claim_name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "app", "uid": f"uid-{name}"},
+        "spec": {
+            "nodeName": "n1",
+            "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": claim_name}}],
+        },
+        "status": {"phase": "Running"},
+    }
+
+
+OWNER = {"apiVersion": "v1", "kind": "ConfigMap", "name": "bait", "uid": "uid-bait"}
+
+
+def request(
+    operation: str,
+    old: dict[str, Any] | None,
+    new: dict[str, Any] | None = None,
+    user: str = FLUX,
+    name: str | None = None,
+    groups: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    some = old or new or {}
+    group, _, version = str(some.get("apiVersion", "v1")).rpartition("/")
+    req: dict[str, Any] = {
+        "uid": "u-1",
+        "kind": {
+            "group": group,
+            "version": version,
+            "kind": some.get("kind", "PersistentVolumeClaim"),
+        },
+        "operation": operation,
+        "name": (some.get("metadata") or {}).get("name", "") if name is None else name,
+        "namespace": "app",
+        "userInfo": {"username": user, "groups": list(groups)},
+    }
+    if old is not None:
+        req["oldObject"] = old
+    if new is not None:
+        req["object"] = new
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req}
+
+
+def decide(doc: dict[str, Any], *live: dict[str, Any], fence: FenceStatus = FREE) -> Outcome:
+    state = LiveState(POLICY.guarded_kinds)
+    for o in live:
+        state.upsert(o)
+    req = parse_review(json.dumps(doc).encode())
+    return decide_admission(req, POLICY, state, fence, NOW.date())
+
+
+def refused(outcome: Outcome) -> str:
+    assert not outcome.response.allowed, outcome
+    assert outcome.response.status is not None
+    return outcome.response.status.reason
+
+
+# ------------------------------------------------------------------ identity (attack 1)
+
+
+def test_collection_delete_takes_the_name_from_old_object() -> None:
+    doc = request("DELETE", claim(), user="kubernetes-admin", name="")
+    ref = ref_of_request(parse_review(json.dumps(doc).encode()))
+    assert (ref.namespace, ref.name) == ("app", "data")
+    outcome = decide(doc, claim(), pod("web-0", "data"))
+    assert refused(outcome) == "CLAIM_MOUNTED"
+    assert "pod web-0" in outcome.response.status.message  # type: ignore[union-attr]
+
+
+def test_collection_delete_of_an_unmounted_claim_by_a_person_is_allowed() -> None:
+    assert decide(
+        request("DELETE", claim(), user="kubernetes-admin", name=""), claim()
+    ).response.allowed
+
+
+def test_a_delete_with_no_name_anywhere_is_refused() -> None:
+    doc = request("DELETE", None, user="kubernetes-admin", name="")
+    doc["request"]["kind"] = {"group": "", "version": "v1", "kind": "PersistentVolumeClaim"}
+    outcome = decide(doc)
+    assert refused(outcome) == "UNIDENTIFIED_OBJECT"
+    assert "one at a time by name" in outcome.response.status.message  # type: ignore[union-attr]
+
+
+def test_an_unguarded_kind_without_a_name_is_not_refused() -> None:
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": "app"}}
+    assert decide(request("DELETE", cm, user="kubernetes-admin", name="")).response.allowed
+
+
+# ------------------------------------------------------ deployer UPDATEs (attacks 2 and 6)
+
+
+def test_deployer_adding_an_owner_reference_to_a_claim_is_refused() -> None:
+    outcome = decide(request("UPDATE", claim(), claim(owners=[OWNER])))
+    assert refused(outcome) == "OWNER_REFERENCE_ADDED"
+    assert "ConfigMap bait" in outcome.response.status.message  # type: ignore[union-attr]
+    assert [e.reason for e in outcome.events] == ["PruneBlocked"]
+
+
+def test_owner_reference_on_a_retired_claim_or_unchanged_is_allowed() -> None:
+    retired_old, retired_new = (
+        claim(**{RETIRE: "moved"}),
+        claim(owners=[OWNER], **{RETIRE: "moved"}),
+    )
+    assert decide(request("UPDATE", retired_old, retired_new)).response.allowed
+    same = claim(owners=[OWNER])
+    assert decide(request("UPDATE", same, claim(owners=[OWNER], x="y"))).response.allowed
+
+
+def test_a_controller_adding_an_owner_reference_is_allowed_and_noted() -> None:
+    pod_owner = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "name": "db-1",
+        "uid": "uid-db-1",
+        "controller": True,
+    }
+    outcome = decide(
+        request("UPDATE", claim(), claim(owners=[pod_owner]), user=STATEFULSET_CONTROLLER)
+    )
+    assert outcome.response.allowed
+    assert outcome.code == "OWNER_REFERENCE_ADDED"  # logged, not refused
+
+
+@pytest.mark.parametrize("field", ["whenScaled", "whenDeleted"])
+def test_deployer_switching_retention_to_delete_is_refused(field: str) -> None:
+    new = sts(**{"when_scaled" if field == "whenScaled" else "when_deleted": "Delete"})
+    outcome = decide(request("UPDATE", sts(), new))
+    assert refused(outcome) == "RETENTION_DELETES_CLAIMS"
+    assert f"{field} from Retain to Delete" in outcome.response.status.message  # type: ignore[union-attr]
+
+
+def test_retention_unchanged_or_without_templates_is_allowed() -> None:
+    already = sts(when_scaled="Delete")
+    assert decide(request("UPDATE", already, sts(when_scaled="Delete"))).response.allowed
+    bare = sts(templates=False)
+    assert decide(
+        request("UPDATE", bare, sts(when_scaled="Delete", templates=False))
+    ).response.allowed
+    assert decide(
+        request("UPDATE", sts(), sts(when_scaled="Delete"), user="alice")
+    ).response.allowed
+
+
+def test_deployer_retire_mark_under_a_held_fence_is_refused() -> None:
+    doc = request("UPDATE", claim(), claim(**{RETIRE: "moved"}))
+    assert refused(decide(doc, fence=HELD)) == "SPECULATION_FENCE"
+    assert decide(doc).response.allowed  # no fence: the merged deploy applies stage 1
+    person = request("UPDATE", claim(), claim(**{RETIRE: "moved"}), user="alice")
+    assert decide(person, fence=HELD).response.allowed
+
+
+def test_deployer_adding_the_override_is_refused() -> None:
+    outcome = decide(request("UPDATE", claim(), claim(**{ALLOW: "please"})))
+    assert refused(outcome) == "OVERRIDE_IN_MANIFEST"
+    kept = claim(**{ALLOW: "by hand"})
+    assert decide(request("UPDATE", kept, claim(**{ALLOW: "by hand"}))).response.allowed
+
+
+def test_the_override_is_not_honoured_for_a_deployer_delete() -> None:
+    marked = claim(**{ALLOW: "slipped in"})
+    assert refused(decide(request("DELETE", marked), marked)) == "NOT_RETIRED"
+    person = decide(request("DELETE", marked, user="alice"), marked, pod("web-0", "data"))
+    assert person.response.allowed and person.overridden_by is not None
+
+
+# ------------------------------------------------- cascades (garbage collector, StatefulSet)
+
+
+@pytest.mark.parametrize("user", [GARBAGE_COLLECTOR, STATEFULSET_CONTROLLER])
+def test_controller_delete_of_an_unretired_claim_is_refused(user: str) -> None:
+    outcome = decide(request("DELETE", claim(owners=[OWNER]), user=user), claim())
+    assert refused(outcome) == "NOT_RETIRED"
+    assert any(user in e for f in outcome.findings for e in f.evidence)
+
+
+def test_controller_delete_of_a_retired_unused_claim_is_allowed() -> None:
+    retired = claim(**{RETIRE: "moved"})
+    assert decide(request("DELETE", retired, user=GARBAGE_COLLECTOR), retired).response.allowed
+
+
+def test_controller_delete_waits_for_a_held_fence_and_honours_a_persons_override() -> None:
+    retired = claim(**{RETIRE: "moved"})
+    held = decide(request("DELETE", retired, user=GARBAGE_COLLECTOR), retired, fence=HELD)
+    assert refused(held) == "SPECULATION_FENCE"
+    overridden = claim(**{ALLOW: "operator: cascade wanted"})
+    outcome = decide(request("DELETE", overridden, user=GARBAGE_COLLECTOR), overridden)
+    assert outcome.response.allowed and outcome.overridden_by is not None
