@@ -33,13 +33,15 @@ HELD = fence_status(
 
 
 def claim(
-    name: str = "data", owners: list[dict[str, Any]] | None = None, **ann: str
+    name: str = "data",
+    owners: list[dict[str, Any]] | None = None,
+    ann: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     meta: dict[str, Any] = {
         "name": name,
         "namespace": "app",
         "uid": f"uid-{name}",
-        "annotations": ann,
+        "annotations": ann or {},
     }
     if owners is not None:
         meta["ownerReferences"] = owners
@@ -165,12 +167,12 @@ def test_deployer_adding_an_owner_reference_to_a_claim_is_refused() -> None:
 
 def test_owner_reference_on_a_retired_claim_or_unchanged_is_allowed() -> None:
     retired_old, retired_new = (
-        claim(**{RETIRE: "moved"}),
-        claim(owners=[OWNER], **{RETIRE: "moved"}),
+        claim(ann={RETIRE: "moved"}),
+        claim(owners=[OWNER], ann={RETIRE: "moved"}),
     )
     assert decide(request("UPDATE", retired_old, retired_new)).response.allowed
     same = claim(owners=[OWNER])
-    assert decide(request("UPDATE", same, claim(owners=[OWNER], x="y"))).response.allowed
+    assert decide(request("UPDATE", same, claim(owners=[OWNER], ann={"x": "y"}))).response.allowed
 
 
 def test_a_controller_adding_an_owner_reference_is_allowed_and_noted() -> None:
@@ -190,7 +192,7 @@ def test_a_controller_adding_an_owner_reference_is_allowed_and_noted() -> None:
 
 @pytest.mark.parametrize("field", ["whenScaled", "whenDeleted"])
 def test_deployer_switching_retention_to_delete_is_refused(field: str) -> None:
-    new = sts(**{"when_scaled" if field == "whenScaled" else "when_deleted": "Delete"})
+    new = sts(when_scaled="Delete") if field == "whenScaled" else sts(when_deleted="Delete")
     outcome = decide(request("UPDATE", sts(), new))
     assert refused(outcome) == "RETENTION_DELETES_CLAIMS"
     assert f"{field} from Retain to Delete" in outcome.response.status.message  # type: ignore[union-attr]
@@ -209,22 +211,22 @@ def test_retention_unchanged_or_without_templates_is_allowed() -> None:
 
 
 def test_deployer_retire_mark_under_a_held_fence_is_refused() -> None:
-    doc = request("UPDATE", claim(), claim(**{RETIRE: "moved"}))
+    doc = request("UPDATE", claim(), claim(ann={RETIRE: "moved"}))
     assert refused(decide(doc, fence=HELD)) == "SPECULATION_FENCE"
     assert decide(doc).response.allowed  # no fence: the merged deploy applies stage 1
-    person = request("UPDATE", claim(), claim(**{RETIRE: "moved"}), user="alice")
+    person = request("UPDATE", claim(), claim(ann={RETIRE: "moved"}), user="alice")
     assert decide(person, fence=HELD).response.allowed
 
 
 def test_deployer_adding_the_override_is_refused() -> None:
-    outcome = decide(request("UPDATE", claim(), claim(**{ALLOW: "please"})))
+    outcome = decide(request("UPDATE", claim(), claim(ann={ALLOW: "please"})))
     assert refused(outcome) == "OVERRIDE_IN_MANIFEST"
-    kept = claim(**{ALLOW: "by hand"})
-    assert decide(request("UPDATE", kept, claim(**{ALLOW: "by hand"}))).response.allowed
+    kept = claim(ann={ALLOW: "by hand"})
+    assert decide(request("UPDATE", kept, claim(ann={ALLOW: "by hand"}))).response.allowed
 
 
 def test_the_override_is_not_honoured_for_a_deployer_delete() -> None:
-    marked = claim(**{ALLOW: "slipped in"})
+    marked = claim(ann={ALLOW: "slipped in"})
     assert refused(decide(request("DELETE", marked), marked)) == "NOT_RETIRED"
     person = decide(request("DELETE", marked, user="alice"), marked, pod("web-0", "data"))
     assert person.response.allowed and person.overridden_by is not None
@@ -241,14 +243,14 @@ def test_controller_delete_of_an_unretired_claim_is_refused(user: str) -> None:
 
 
 def test_controller_delete_of_a_retired_unused_claim_is_allowed() -> None:
-    retired = claim(**{RETIRE: "moved"})
+    retired = claim(ann={RETIRE: "moved"})
     assert decide(request("DELETE", retired, user=GARBAGE_COLLECTOR), retired).response.allowed
 
 
 def test_controller_delete_waits_for_a_held_fence_and_honours_a_persons_override() -> None:
-    retired = claim(**{RETIRE: "moved"})
+    retired = claim(ann={RETIRE: "moved"})
     held = decide(request("DELETE", retired, user=GARBAGE_COLLECTOR), retired, fence=HELD)
     assert refused(held) == "SPECULATION_FENCE"
-    overridden = claim(**{ALLOW: "operator: cascade wanted"})
+    overridden = claim(ann={ALLOW: "operator: cascade wanted"})
     outcome = decide(request("DELETE", overridden, user=GARBAGE_COLLECTOR), overridden)
     assert outcome.response.allowed and outcome.overridden_by is not None
