@@ -1,7 +1,8 @@
 """Register the webhook with the API server (a ValidatingWebhookConfiguration), and remove it.
 
 For trying prune-gate against a cluster without a chart: the configuration points at the server by
-URL with the self-signed CA as its caBundle, asks only about DELETEs of the guarded kinds, and
+URL with the self-signed CA as its caBundle, asks about DELETEs of the guarded kinds and the
+UPDATEs that could make a controller delete them (narrowed by CEL `matchConditions`), and
 leaves kube-system and the webhook's own namespace alone, so a broken webhook cannot lock the
 control plane or itself out. `build_configuration` is pure; the two calls around it are not.
 """
@@ -23,21 +24,76 @@ PLURALS: dict[tuple[str, str], str] = {(r.group, r.kind): r.plural for r in RESO
 
 
 def rules_for(policy: Policy) -> list[dict[str, Any]]:
-    """One DELETE rule per API group, naming the guarded kinds' resources."""
+    """One DELETE and UPDATE rule per API group, naming the guarded kinds' resources, and an
+    UPDATE rule for StatefulSets when they are not guarded (their claim retention still is).
+
+    UPDATEs reach the webhook only when `update_match_expression` says they touch what it judges.
+    """
     by_group: dict[str, list[str]] = {}
     for group, kind in sorted(policy.webhook.guarded_kinds):
         resource = PLURALS.get((group, kind), kind.lower() + "s")
         by_group.setdefault(group, []).append(resource)
-    return [
+    rules = [
         {
             "apiGroups": [group],
             "apiVersions": ["*"],
-            "operations": ["DELETE"],
+            "operations": ["DELETE", "UPDATE"],
             "resources": sorted(resources),
             "scope": "*",
         }
         for group, resources in sorted(by_group.items())
     ]
+    if "statefulsets" not in by_group.get("apps", []):
+        rules.append(
+            {
+                "apiGroups": ["apps"],
+                "apiVersions": ["*"],
+                "operations": ["UPDATE"],
+                "resources": ["statefulsets"],
+                "scope": "*",
+            }
+        )
+    return rules
+
+
+def _cel_string(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def update_match_expression(policy: Policy) -> str:
+    """CEL for `matchConditions`: every DELETE, and only the UPDATEs that change an object's
+    ownerReferences, its claim retention, or the retire or allow-delete annotation. Each `has`
+    guards the next step, so the expression never errors (an error would apply failurePolicy)."""
+
+    def owners(obj: str) -> str:
+        return f"(has({obj}.metadata.ownerReferences) ? {obj}.metadata.ownerReferences : [])"
+
+    def retention(obj: str) -> str:
+        field = f"{obj}.spec.persistentVolumeClaimRetentionPolicy"
+        return f"(has({obj}.spec) && has({field}) ? {field} : {{}})"
+
+    def annotation(key: str) -> Any:
+        k = _cel_string(key)
+
+        def read(obj: str) -> str:
+            ann = f"{obj}.metadata.annotations"
+            return f"(has({ann}) && {k} in {ann} ? {ann}[{k}] : '')"
+
+        return read
+
+    fields = (
+        owners,
+        retention,
+        annotation(policy.retire_annotation),
+        annotation(policy.allow_delete_annotation),
+    )
+    changed = " || ".join(f"{f('object')} != {f('oldObject')}" for f in fields)
+    return f"request.operation != 'UPDATE' || {changed}"
+
+
+def match_conditions(policy: Policy) -> list[dict[str, str]]:
+    """The webhook's matchConditions: keep UPDATEs that cannot matter off the webhook."""
+    return [{"name": "update-touches-guards", "expression": update_match_expression(policy)}]
 
 
 def build_configuration(
@@ -60,6 +116,7 @@ def build_configuration(
                 "name": WEBHOOK_NAME,
                 "clientConfig": {"url": url, "caBundle": base64.b64encode(ca_pem).decode()},
                 "rules": rules_for(policy),
+                "matchConditions": match_conditions(policy),
                 "failurePolicy": failure_policy,
                 "matchPolicy": "Equivalent",
                 "sideEffects": "NoneOnDryRun",

@@ -173,10 +173,10 @@ def test_every_object_has_the_standard_labels_and_namespaced_ones_the_release_na
             assert obj["metadata"]["namespace"] == NAMESPACE, obj["kind"]
 
 
-def test_webhook_asks_only_about_deletes_of_the_default_guarded_kinds() -> None:
+def test_webhook_asks_about_deletes_and_updates_of_the_default_guarded_kinds() -> None:
     hook = webhook_of(render())
     assert hook["name"] == WEBHOOK_NAME
-    assert all(rule["operations"] == ["DELETE"] for rule in hook["rules"])
+    assert all(rule["operations"] == ["DELETE", "UPDATE"] for rule in hook["rules"])
     resources = {
         (g, r) for rule in hook["rules"] for g in rule["apiGroups"] for r in rule["resources"]
     }
@@ -230,7 +230,7 @@ def test_rules_follow_policy_webhook_guarded_kinds(guarded: list[str]) -> None:
     assert hook["rules"] == rules_for(policy_from_dict(policy))
 
 
-def test_explicit_webhook_rules_win_and_stay_delete_only() -> None:
+def test_explicit_webhook_rules_win() -> None:
     values = {
         "policy": {"webhook": {"guardedKinds": ["PersistentVolumeClaim"]}},
         "webhook": {"rules": [{"apiGroups": [""], "resources": ["persistentvolumes"]}]},
@@ -240,10 +240,17 @@ def test_explicit_webhook_rules_win_and_stay_delete_only() -> None:
         {
             "apiGroups": [""],
             "apiVersions": ["*"],
-            "operations": ["DELETE"],
+            "operations": ["DELETE", "UPDATE"],
             "resources": ["persistentvolumes"],
             "scope": "*",
-        }
+        },
+        {
+            "apiGroups": ["apps"],
+            "apiVersions": ["*"],
+            "operations": ["UPDATE"],
+            "resources": ["statefulsets"],
+            "scope": "*",
+        },
     ]
 
 

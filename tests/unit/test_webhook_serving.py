@@ -62,7 +62,7 @@ def test_host_of() -> None:
         host_of("8443")
 
 
-def test_registration_is_delete_only_for_guarded_kinds_with_exclusions() -> None:
+def test_registration_asks_about_guarded_kinds_with_exclusions() -> None:
     policy = policy_from_dict({})
     config = build_configuration(
         "prune-gate", "https://127.0.0.1:8443/validate", b"PEM", policy, "Ignore", 7, "tools"
@@ -76,7 +76,8 @@ def test_registration_is_delete_only_for_guarded_kinds_with_exclusions() -> None
     assert hook["timeoutSeconds"] == 7
     assert hook["sideEffects"] == "NoneOnDryRun"
     assert hook["admissionReviewVersions"] == ["v1"]
-    assert {op for r in hook["rules"] for op in r["operations"]} == {"DELETE"}
+    assert {op for r in hook["rules"] for op in r["operations"]} == {"DELETE", "UPDATE"}
+    assert hook["matchConditions"][0]["expression"].startswith("request.operation != 'UPDATE'")
     resources = {(r["apiGroups"][0], res) for r in hook["rules"] for res in r["resources"]}
     assert resources == {
         ("", "persistentvolumeclaims"),
