@@ -69,8 +69,10 @@ def scaled_set(kube: Cluster, clean: str) -> Iterator[tuple[str, str]]:
     v1 = k.core(kube.client)
     claims = {f"data-{name}-0", f"data-{name}-1"}
     k.wait_for(
-        lambda: claims
-        <= {c.metadata.name for c in v1.list_namespaced_persistent_volume_claim(ns).items},
+        lambda: (
+            claims
+            <= {c.metadata.name for c in v1.list_namespaced_persistent_volume_claim(ns).items}
+        ),
         timeout=60,
         what="the StatefulSet controller to create both claims",
     )
