@@ -23,11 +23,14 @@ from .webhookserver import (
     Webhook,
     claim_terminating,
     deny,
+    events,
     refusal_reason,
     wait_refused,
 )
 
 pytestmark = pytest.mark.e2e
+
+GARBAGE_COLLECTOR = "system:serviceaccount:kube-system:generic-garbage-collector"
 
 ALLOW_DELETE = "prune-gate.io/allow-delete"
 
@@ -124,10 +127,9 @@ def test_deployer_retire_mark_under_a_held_fence_and_override_are_refused(
     assert RETIRE not in (live.metadata.annotations or {})
 
 
-@pytest.fixture
-def statefulset(kube: Cluster, clean: str) -> Iterator[tuple[str, str]]:
-    """A StatefulSet with a claim template and no replicas (no pods, no claims)."""
-    ns = clean
+def _make_statefulset(kube: Cluster, ns: str, replicas: int, when_scaled: str | None = None) -> str:
+    """A StatefulSet with the claim template `data`; Parallel, so a scale-down does not wait for
+    Pods to be Ready (no kubelet runs: they stay unscheduled)."""
     name = k.unique("db")
     labels = {"app": name}
     template = client.V1PersistentVolumeClaim(
@@ -138,34 +140,52 @@ def statefulset(kube: Cluster, clean: str) -> Iterator[tuple[str, str]]:
         ),
     )
     container = client.V1Container(name="db", image="registry.invalid/db:1")
-    apps = k.apps(kube.client)
-    apps.create_namespaced_stateful_set(
+    k.apps(kube.client).create_namespaced_stateful_set(
         ns,
         client.V1StatefulSet(
             metadata=client.V1ObjectMeta(name=name),
             spec=client.V1StatefulSetSpec(
-                replicas=0,
+                replicas=replicas,
                 service_name=name,
+                pod_management_policy="Parallel",
                 selector=client.V1LabelSelector(match_labels=labels),
                 template=client.V1PodTemplateSpec(
                     metadata=client.V1ObjectMeta(labels=labels),
                     spec=client.V1PodSpec(containers=[container]),
                 ),
                 volume_claim_templates=[template],
+                persistent_volume_claim_retention_policy=(
+                    client.V1StatefulSetPersistentVolumeClaimRetentionPolicy(
+                        when_scaled=when_scaled, when_deleted="Retain"
+                    )
+                    if when_scaled
+                    else None
+                ),
             ),
         ),
     )
+    return name
+
+
+@pytest.fixture
+def statefulsets(kube: Cluster, clean: str) -> Iterator[list[str]]:
+    """Names of the StatefulSets a test makes in `clean`; deleted before `clean` empties the
+    namespace, so that they recreate nothing."""
+    made: list[str] = []
     try:
-        yield ns, name
+        yield made
     finally:
-        k.delete_if_present(apps.delete_namespaced_stateful_set, name, ns)
+        for name in made:
+            k.delete_if_present(k.apps(kube.client).delete_namespaced_stateful_set, name, clean)
 
 
 @pytest.mark.parametrize("field", ["whenScaled", "whenDeleted"])
 def test_deployer_switching_claim_retention_to_delete_is_refused(
-    kube: Cluster, statefulset: tuple[str, str], webhook: Webhook, field: str
+    kube: Cluster, clean: str, statefulsets: list[str], webhook: Webhook, field: str
 ) -> None:
-    ns, name = statefulset
+    ns = clean
+    name = _make_statefulset(kube, ns, replicas=0)  # no pods, no claims
+    statefulsets.append(name)
     deployer = k.apps(kube.impersonating(DEPLOYER))
     patch = {"spec": {"persistentVolumeClaimRetentionPolicy": {field: "Delete"}}}
 
@@ -177,3 +197,47 @@ def test_deployer_switching_claim_retention_to_delete_is_refused(
     live = k.apps(kube.client).read_namespaced_stateful_set(name, ns)
     policy = live.spec.persistent_volume_claim_retention_policy
     assert getattr(policy, "when_scaled" if field == "whenScaled" else "when_deleted") == "Retain"
+
+
+def _claims(kube: Cluster, ns: str) -> set[str]:
+    return {
+        c.metadata.name
+        for c in k.core(kube.client).list_namespaced_persistent_volume_claim(ns).items
+    }
+
+
+@pytest.mark.parametrize("retired", [False, True])
+def test_scale_down_with_when_scaled_delete_deletes_only_a_retired_claim(
+    kube: Cluster, clean: str, statefulsets: list[str], webhook: Webhook, retired: bool
+) -> None:
+    """The real StatefulSet controller gives the scaled-away ordinal's claim an ownerReference to
+    its condemned Pod (allowed: a controller's UPDATE); the garbage collector's DELETE that follows
+    is decided like a deployer's."""
+    ns = clean
+    name = _make_statefulset(kube, ns, replicas=2, when_scaled="Delete")
+    statefulsets.append(name)
+    keep, away = f"data-{name}-0", f"data-{name}-1"
+    k.wait_for(lambda: {keep, away} <= _claims(kube, ns), timeout=60, what="both claims")
+    if retired:
+        _patch_claim(kube.client, ns, away, {"annotations": {RETIRE: "e2e: ordinal 1 goes"}})()
+    k.apps(kube.client).patch_namespaced_stateful_set_scale(name, ns, {"spec": {"replicas": 1}})
+
+    v1 = k.core(kube.client)
+    if retired:
+        k.wait_for(
+            lambda: k.gone(v1.read_namespaced_persistent_volume_claim, away, ns),
+            timeout=90,
+            what=f"the garbage collector to delete the retired claim {away}",
+        )
+    else:
+        blocked = k.wait_for(
+            lambda: events(kube, ns, away, "PruneBlocked"),
+            timeout=90,
+            what=f"the garbage collector's DELETE of {away} to be refused",
+        )
+        assert GARBAGE_COLLECTOR in blocked[0].message, blocked[0].message
+        assert "NOT_RETIRED" in blocked[0].message, blocked[0].message
+        live = v1.read_namespaced_persistent_volume_claim(away, ns)
+        assert live.metadata.deletion_timestamp is None, "an unretired claim went Terminating"
+        assert "Pod" in [o.kind for o in live.metadata.owner_references or []]
+    assert not claim_terminating(kube, ns, keep)
