@@ -42,7 +42,7 @@ from gate.rules import (
     check_pv_bound,
     check_statefulset_deletes_claims,
 )
-from gate.verdict import Verdict, apply_policy, decide
+from gate.verdict import Decision, Verdict, apply_policy, decide
 from webhook.review import AdmissionRequest, AdmissionResponse, Status
 from webhook.updates import update_findings
 
@@ -279,14 +279,10 @@ def decide_admission(
     if as_deployer:
         raw.extend(check_speculation_fence(change, world, fence))
     labels = own.labels if own is not None else {}
-    kept, _exempted = apply_policy(raw, policy, Context.ADMISSION, today, {ref: labels})
-    decision = decide(kept)
-    blocking = [f for f in decision.findings if f.severity in (Severity.BLOCK, Severity.DEFER)]
-    warnings = tuple(_warning(f) for f in decision.findings if f.severity is Severity.WARN)
-    uid = str(((req.old_object or {}).get("metadata") or {}).get("uid") or "")
+    decision, blocking, warnings = _judge(raw, policy, today, ref, labels)
 
     def event(reason: str, message: str) -> EventSpec:
-        return EventSpec(reason, message, ref, req.api_version, uid)
+        return EventSpec(reason, message, ref, req.api_version, _uid(req))
 
     events: list[EventSpec] = []
     if fence.state is FenceState.EXPIRED and any(
@@ -305,7 +301,6 @@ def decide_admission(
     # A deployer's own DELETE does not honour the annotation: a manifest could carry it.
     override = _override(req, policy, None if deployer else own)
     hint = how_to_override(ref, policy)
-    message = refusal_message(blocking, hint)
     if override is not None:
         codes = ", ".join(dict.fromkeys(f.code.value for f in blocking))
         note = f"allowed by override ({override}) despite {codes}: {blocking[0].message}"
@@ -318,26 +313,62 @@ def decide_admission(
             tuple(events),
             deployer,
         )
-    lead = f"DELETE by {req.user.username} refused: "
-    events.append(event(PRUNE_BLOCKED, refusal_message(blocking, hint, MAX_EVENT_MESSAGE, lead)))
-    status = Status(403, blocking[0].code.value, message)
+    return _refused(req, ref, decision, blocking, warnings, hint, events, deployer)
+
+
+def _judge(
+    raw: list[Finding], policy: Policy, today: dt.date, ref: ObjectRef, labels: dict[str, str]
+) -> tuple[Decision, list[Finding], tuple[str, ...]]:
+    """Policy applied to the raw findings (admission severities, exemptions): the decision, the
+    findings that refuse, and the warnings to answer with."""
+    kept, _exempted = apply_policy(raw, policy, Context.ADMISSION, today, {ref: labels})
+    decision = decide(kept)
+    blocking = [f for f in decision.findings if f.severity in (Severity.BLOCK, Severity.DEFER)]
+    warnings = tuple(_warning(f) for f in decision.findings if f.severity is Severity.WARN)
+    return decision, blocking, warnings
+
+
+def _refused(
+    req: AdmissionRequest,
+    ref: ObjectRef,
+    decision: Decision,
+    blocking: list[Finding],
+    warnings: tuple[str, ...],
+    hint: str,
+    events: list[EventSpec],
+    deployer: bool,
+) -> Outcome:
+    """The 403 answer, with its `PruneBlocked` Event after any `events` already due."""
+    lead = f"{req.operation} by {req.user.username} refused: "
+    blocked = EventSpec(
+        PRUNE_BLOCKED,
+        refusal_message(blocking, hint, MAX_EVENT_MESSAGE, lead),
+        ref,
+        req.api_version,
+        _uid(req),
+    )
+    status = Status(403, blocking[0].code.value, refusal_message(blocking, hint))
     return Outcome(
         AdmissionResponse(req.uid, False, status, warnings),
         decision.verdict,
         decision.findings,
         None,
-        tuple(events),
+        (*events, blocked),
         deployer,
     )
 
 
+def _uid(req: AdmissionRequest) -> str:
+    return str(_metadata(req).get("uid") or "")
+
+
 def _cause(req: AdmissionRequest) -> str:
     who = req.user.username or "an unknown user"
-    if who == GARBAGE_COLLECTOR:
-        return f"DELETE by {who} (a cascade: its owner is gone or being deleted)"
-    if who == STATEFULSET_CONTROLLER:
-        return f"DELETE by {who} (the StatefulSet's claim retention policy)"
-    return f"DELETE by {who}"
+    why = {
+        GARBAGE_COLLECTOR: " (a cascade: its owner is gone or being deleted)",
+        STATEFULSET_CONTROLLER: " (the StatefulSet's claim retention policy)",
+    }
+    return f"{req.operation} by {who}{why.get(who, '') if req.operation == 'DELETE' else ''}"
 
 
 def _unidentified(req: AdmissionRequest, ref: ObjectRef) -> Outcome:
@@ -370,45 +401,21 @@ def decide_update(
     StatefulSet controller's own ownerReference updates among them: see `is_cascade_controller`).
     No override: the allow-delete annotation is about deletions, and it is itself judged here."""
     ref = ref_of_request(req)
+    deployer = is_deployer(req, policy)
     if req.old_object is None or req.new_object is None or not ref.name:
-        relevant = (ref.group, ref.kind) in policy.webhook.guarded_kinds or (
-            ref.group,
-            ref.kind,
-        ) == ("apps", "StatefulSet")
-        if relevant and is_deployer(req, policy):
+        judged = (ref.group, ref.kind) in policy.webhook.guarded_kinds | {("apps", "StatefulSet")}
+        if judged and deployer:
             return _unidentified(req, ref)
         return Outcome(_allowed(req), Verdict.ALLOW)
-    cause = f"UPDATE by {req.user.username or 'an unknown user'}"
-    raw = update_findings(ref, req.old_object, req.new_object, policy, fence, cause)
-    deployer = is_deployer(req, policy)
+    raw = update_findings(ref, req.old_object, req.new_object, policy, fence, _cause(req))
     if not deployer:
         noted = tuple(replace(f, severity=Severity.WARN) for f in raw)
         return Outcome(_allowed(req), Verdict.ALLOW, noted)
     labels = (_metadata(req).get("labels") or {}) if raw else {}
-    kept, _exempted = apply_policy(raw, policy, Context.ADMISSION, today, {ref: labels})
-    decision = decide(kept)
-    blocking = [f for f in decision.findings if f.severity in (Severity.BLOCK, Severity.DEFER)]
-    warnings = tuple(_warning(f) for f in decision.findings if f.severity is Severity.WARN)
+    decision, blocking, warnings = _judge(raw, policy, today, ref, labels)
     if not blocking:
         return Outcome(_allowed(req, warnings), decision.verdict, decision.findings, deployer=True)
-    uid = str(_metadata(req).get("uid") or "")
-    lead = f"UPDATE by {req.user.username} refused: "
-    event = EventSpec(
-        PRUNE_BLOCKED,
-        refusal_message(blocking, limit=MAX_EVENT_MESSAGE, lead=lead),
-        ref,
-        req.api_version,
-        uid,
-    )
-    status = Status(403, blocking[0].code.value, refusal_message(blocking))
-    return Outcome(
-        AdmissionResponse(req.uid, False, status, warnings),
-        decision.verdict,
-        decision.findings,
-        None,
-        (event,),
-        True,
-    )
+    return _refused(req, ref, decision, blocking, warnings, "", [], True)
 
 
 def _override(req: AdmissionRequest, policy: Policy, own: LiveObject | None) -> str | None:

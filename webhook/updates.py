@@ -35,6 +35,12 @@ def _annotation(obj: dict[str, Any], key: str) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
+def _annotation_added(old: dict[str, Any], new: dict[str, Any], key: str) -> str:
+    """The value of annotation `key` when this UPDATE adds it; empty when it was there already,
+    or is not there now."""
+    return "" if _annotation(old, key) else _annotation(new, key)
+
+
 def _owner_key(ref: dict[str, Any]) -> str:
     uid = ref.get("uid")
     if isinstance(uid, str) and uid:
@@ -139,7 +145,7 @@ def retire_under_fence(
     key = policy.retire_annotation
     if fence.state is not FenceState.HELD or fence.lease is None:
         return
-    if not _annotation(new, key) or _annotation(old, key):
+    if not _annotation_added(old, new, key):
         return
     lease = f"{fence.lease.namespace}/{fence.lease.name}"
     yield Finding(
@@ -161,14 +167,15 @@ def override_in_manifest(
 ) -> Iterator[Finding]:
     """OVERRIDE_IN_MANIFEST: a deploy adds the allow-delete override annotation."""
     key = policy.allow_delete_annotation
-    if not _annotation(new, key) or _annotation(old, key):
+    value = _annotation_added(old, new, key)
+    if not value:
         return
     yield Finding(
         code=Code.OVERRIDE_IN_MANIFEST,
         ref=ref,
         message=f"{ref.display()} gets the `{key}` annotation from a deploy: the override is a "
         "person's act at the moment of a deletion, not part of a manifest",
-        evidence=(f'{key}: "{_annotation(new, key)}"', f"cause: {cause}"),
+        evidence=(f'{key}: "{value}"', f"cause: {cause}"),
         remediation=f"remove `{key}` from the manifest; a person who must delete the object "
         f'annotates it by hand (kubectl annotate {ref.kubectl()} {key}="<reason>") or acts from '
         "a break-glass group",

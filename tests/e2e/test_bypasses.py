@@ -62,9 +62,10 @@ def test_collection_delete_of_a_mounted_claim_is_refused(
     assert not claim_terminating(kube, ns, claim)
 
 
-def _patch_claim(api: Any, ns: str, name: str, meta: dict[str, Any]) -> Any:
+def _patch_claim(api: Any, ns: str, name: str, meta: dict[str, Any], dry_run: bool = False) -> Any:
+    kwargs: dict[str, Any] = {"dry_run": "All"} if dry_run else {}
     return lambda: k.core(api).patch_namespaced_persistent_volume_claim(
-        name, ns, {"metadata": meta}
+        name, ns, {"metadata": meta}, **kwargs
     )
 
 
@@ -117,8 +118,11 @@ def test_deployer_retire_mark_under_a_held_fence_and_override_are_refused(
     leases = k.coordination(kube.client)
     leases.create_namespaced_lease(webhook.fence_namespace, lease)
     try:
-        mark = _patch_claim(deployer, ns, claim, {"annotations": {RETIRE: "speculative"}})
-        refused = k.wait_for(lambda: deny(mark), timeout=30, what="the cache to see the fence")
+        mark = {"annotations": {RETIRE: "speculative"}}
+        # A dry run first: a real mark let through before the cache sees the fence would stay.
+        wait_refused(_patch_claim(deployer, ns, claim, mark, dry_run=True), "cache sees the fence")
+        refused = deny(_patch_claim(deployer, ns, claim, mark))
+        assert refused is not None, "a deployer applied the retire mark under a held fence"
         reason, message = refusal_reason(refused)
         assert reason == "SPECULATION_FENCE", message
     finally:
@@ -217,7 +221,7 @@ def test_scale_down_with_when_scaled_delete_deletes_only_a_retired_claim(
     name = _make_statefulset(kube, ns, replicas=2, when_scaled="Delete")
     statefulsets.append(name)
     keep, away = f"data-{name}-0", f"data-{name}-1"
-    k.wait_for(lambda: {keep, away} <= _claims(kube, ns), timeout=60, what="both claims")
+    k.wait_for(lambda: {keep, away} <= _claims(kube, ns), timeout=120, what="both claims")
     if retired:
         _patch_claim(kube.client, ns, away, {"annotations": {RETIRE: "e2e: ordinal 1 goes"}})()
     k.apps(kube.client).patch_namespaced_stateful_set_scale(name, ns, {"spec": {"replicas": 1}})
@@ -226,13 +230,13 @@ def test_scale_down_with_when_scaled_delete_deletes_only_a_retired_claim(
     if retired:
         k.wait_for(
             lambda: k.gone(v1.read_namespaced_persistent_volume_claim, away, ns),
-            timeout=90,
+            timeout=180,
             what=f"the garbage collector to delete the retired claim {away}",
         )
     else:
         blocked = k.wait_for(
             lambda: events(kube, ns, away, "PruneBlocked"),
-            timeout=90,
+            timeout=180,
             what=f"the garbage collector's DELETE of {away} to be refused",
         )
         assert GARBAGE_COLLECTOR in blocked[0].message, blocked[0].message
