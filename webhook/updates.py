@@ -103,7 +103,7 @@ def _claim_templates(obj: dict[str, Any]) -> list[str]:
 
 
 def retention_deletes_claims(
-    ref: ObjectRef, old: dict[str, Any], new: dict[str, Any], cause: str
+    ref: ObjectRef, old: dict[str, Any], new: dict[str, Any], policy: Policy, cause: str
 ) -> Iterator[Finding]:
     """RETENTION_DELETES_CLAIMS: a StatefulSet with claim templates switches a retention to
     Delete (from Retain, or from absent, which means Retain)."""
@@ -123,8 +123,8 @@ def retention_deletes_claims(
             "garbage collector deletes them)",
             evidence=(f"volumeClaimTemplates: {', '.join(templates)}", f"cause: {cause}"),
             remediation=f"keep {name}: Retain in the manifest; retire the claims that should go "
-            "in two stages instead (a merged revision annotates them prune-gate.io/retire, a "
-            "later one deletes them)",
+            f"in two stages instead (a merged revision annotates them {policy.retire_annotation}, "
+            "a later one deletes them)",
             api_version=str(new.get("apiVersion") or ""),
         )
 
@@ -198,5 +198,5 @@ def update_findings(
         found.extend(override_in_manifest(ref, old, new, policy, cause))
         found.extend(retire_under_fence(ref, old, new, policy, fence, cause))
     if (ref.group, ref.kind) == ("apps", "StatefulSet"):
-        found.extend(retention_deletes_claims(ref, old, new, cause))
+        found.extend(retention_deletes_claims(ref, old, new, policy, cause))
     return found
