@@ -192,6 +192,10 @@ def decide_admission(
     today: dt.date,
 ) -> Outcome:
     """Decide one AdmissionReview request. Anything but a guarded DELETE is allowed untouched."""
+    from webhook.guards import guard_outcome  # the fence's own guard (imports this module)
+
+    if (guarded := guard_outcome(req, policy, fence)) is not None:
+        return guarded
     ref = ref_of_request(req)
     if req.operation != "DELETE" or req.sub_resource:
         return Outcome(_allowed(req), Verdict.ALLOW)

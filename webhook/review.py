@@ -53,6 +53,8 @@ class AdmissionRequest:
     namespace: str
     user: UserInfo
     old_object: dict[str, Any] | None = field(default=None, repr=False)
+    #: `request.object`: the object as an UPDATE would leave it (None for a DELETE).
+    new_object: dict[str, Any] | None = field(default=None, repr=False)
     dry_run: bool = False
     sub_resource: str = ""
 
@@ -128,6 +130,9 @@ def parse_review(body: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> AdmissionRe
         raise ReviewError(f"request.oldObject must be an object, not {type(old).__name__}")
     if old is not None:
         _check_object(old, "request.oldObject")
+    new = req.get("object")
+    if new is not None and not isinstance(new, dict):
+        raise ReviewError(f"request.object must be an object, not {type(new).__name__}")
     dry_run = req.get("dryRun", False)
     if not isinstance(dry_run, bool):
         raise ReviewError("request.dryRun must be a boolean")
@@ -144,6 +149,7 @@ def parse_review(body: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> AdmissionRe
         namespace=str(req.get("namespace") or ""),
         user=UserInfo(str(user.get("username") or ""), tuple(groups), str(user.get("uid") or "")),
         old_object=old,
+        new_object=new,
         dry_run=dry_run,
         sub_resource=str(req.get("subResource") or ""),
     )
