@@ -189,8 +189,13 @@ def serve(
             assert ca_pem is not None
             url_host = f"[{host}]" if ":" in host else host
             url = f"https://{url_host}:{_port}/validate"
-            config = reg.build_configuration(
-                name, url, ca_pem, policy, failure_policy, timeout_seconds, namespace
+            config = reg.with_fence(
+                reg.build_configuration(
+                    name, url, ca_pem, policy, failure_policy, timeout_seconds, namespace
+                ),
+                policy,
+                failure_policy,
+                timeout_seconds,
             )
             registering = True
             api = api_client(kubeconfig)
