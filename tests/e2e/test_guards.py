@@ -1,0 +1,114 @@
+"""The deployer cannot switch prune-gate's own guards off: the fence Lease, the registration.
+
+Against the real API server and the real webhook (`serve_webhook`): the fence Lease is held with
+`gate fence hold` (which records the Kubernetes user holding it), then a deployer and another user
+try to delete, clear, backdate and shorten it, and the holder renews and releases it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gate.fence import HOLDER_USER
+
+from . import kube as k
+from .kube import Cluster
+from .test_live import run_gate
+from .webhookserver import DEPLOYER, Webhook, deny, events, refusal_reason
+
+pytestmark = pytest.mark.e2e
+
+
+def _fence(kube: Cluster, hook: Webhook, tmp: Path, *args: str) -> Any:
+    lease = f"{hook.fence_namespace}/{hook.fence_name}"
+    return run_gate(tmp, "fence", *args, "--lease", lease, f"--kubeconfig={kube.kubeconfig}")
+
+
+def _read(kube: Cluster, hook: Webhook) -> Any:
+    return k.coordination(kube.client).read_namespaced_lease(hook.fence_name, hook.fence_namespace)
+
+
+def _patch(api: Any, hook: Webhook, spec: dict[str, Any]) -> Callable[[], Any]:
+    return lambda: k.coordination(api).patch_namespaced_lease(
+        hook.fence_name, hook.fence_namespace, {"spec": spec}
+    )
+
+
+def _delete(api: Any, hook: Webhook, dry_run: bool = False) -> Callable[[], Any]:
+    kwargs: dict[str, Any] = {"dry_run": "All"} if dry_run else {}
+    return lambda: k.coordination(api).delete_namespaced_lease(
+        hook.fence_name, hook.fence_namespace, **kwargs
+    )
+
+
+def _tampered(call: Callable[[], Any]) -> str:
+    exc = deny(call)
+    assert exc is not None, "allowed"
+    reason, message = refusal_reason(exc)
+    assert reason == "GUARD_TAMPERED", message
+    return message
+
+
+def test_the_fence_lease_is_guarded(kube: Cluster, webhook: Webhook, tmp_path: Path) -> None:
+    held = _fence(kube, webhook, tmp_path, "hold", "--holder", "aaa111")
+    assert held.returncode == 0, held.stderr
+    me = k.authentication(kube.client).create_self_subject_review({}).status.user_info.username
+    lease = _read(kube, webhook)
+    assert lease.metadata.annotations[HOLDER_USER] == me
+    before = (lease.spec.holder_identity, lease.spec.lease_duration_seconds, lease.spec.renew_time)
+
+    deployer = kube.impersonating(DEPLOYER)
+    first = k.wait_for(lambda: deny(_delete(deployer, webhook, dry_run=True)), what="a refusal")
+    assert refusal_reason(first)[0] == "GUARD_TAMPERED"
+    assert f"by deployer {DEPLOYER} refused" in _tampered(_delete(deployer, webhook))
+    assert "by deployer" in _tampered(_patch(deployer, webhook, {"holderIdentity": None}))
+
+    eve = kube.impersonating("eve", ["system:masters"])
+    assert "clears its holderIdentity" in _tampered(_patch(eve, webhook, {"holderIdentity": None}))
+    assert "moves renewTime/acquireTime back" in _tampered(
+        _patch(eve, webhook, {"renewTime": "2020-01-01T00:00:00.000000Z"})
+    )
+    assert "shortens leaseDurationSeconds from 1800 to 1" in _tampered(
+        _patch(eve, webhook, {"leaseDurationSeconds": 1})
+    )
+    assert "deletes it" in _tampered(_delete(eve, webhook))
+    lease = _read(kube, webhook)
+    assert (lease.spec.holder_identity, lease.spec.lease_duration_seconds) == before[:2]
+    assert lease.spec.renew_time == before[2]
+
+    def tampered_events() -> list[Any]:
+        return events(kube, webhook.fence_namespace, webhook.fence_name, "GuardTampered")
+
+    found = k.wait_for(lambda: len(tampered_events()) >= 6 and tampered_events(), what="Events")
+    assert any("by deployer" in e.message for e in found)
+    assert any("eve" in e.message for e in found)
+
+    renewed = _fence(kube, webhook, tmp_path, "hold", "--holder", "aaa111")  # the holder renews
+    assert renewed.returncode == 0, renewed.stderr
+    released = _fence(kube, webhook, tmp_path, "release", "--holder", "aaa111")
+    assert released.returncode == 0, released.stderr
+    assert released.stdout.endswith("is not held\n")
+    assert _read(kube, webhook).spec.holder_identity is None
+    # A free fence may be removed by anyone but a deployer.
+    assert "by deployer" in _tampered(_delete(deployer, webhook))
+    assert deny(_delete(eve, webhook)) is None
+
+
+def test_break_glass_removes_a_held_fence_with_an_event(
+    kube: Cluster, webhook: Webhook, tmp_path: Path
+) -> None:
+    held = _fence(kube, webhook, tmp_path, "hold", "--holder", "bbb222")
+    assert held.returncode == 0, held.stderr
+    sre = kube.impersonating("alice", ["sre-oncall", "system:masters"])
+    k.wait_for(lambda: deny(_delete(sre, webhook, dry_run=True)) is None, what="break-glass")
+    assert deny(_delete(sre, webhook)) is None
+    found = k.wait_for(
+        lambda: events(kube, webhook.fence_namespace, webhook.fence_name, "GuardOverridden"),
+        what="a GuardOverridden Event",
+    )
+    assert found[0].message.startswith("allowed by break-glass group sre-oncall")
+    assert "alice" in found[0].message
