@@ -83,7 +83,8 @@ def test_the_fence_lease_is_guarded(kube: Cluster, webhook: Webhook, tmp_path: P
     def tampered_events() -> list[Any]:
         return events(kube, webhook.fence_namespace, webhook.fence_name, "GuardTampered")
 
-    found = k.wait_for(lambda: len(tampered_events()) >= 6 and tampered_events(), what="Events")
+    k.wait_for(lambda: len(tampered_events()) >= 6, what="six GuardTampered Events")
+    found = tampered_events()
     assert any("by deployer" in e.message for e in found)
     assert any("eve" in e.message for e in found)
 
