@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from gate.fence import HOLDER_USER
 
@@ -113,3 +115,138 @@ def test_break_glass_removes_a_held_fence_with_an_event(
     )
     assert found[0].message.startswith("allowed by break-glass group sre-oncall")
     assert "alice" in found[0].message
+
+
+#: Every webhook-configuration and policy resource, and (the control) ConfigMaps.
+RULES = [
+    {
+        "apiGroups": ["admissionregistration.k8s.io"],
+        "apiVersions": ["*"],
+        "operations": ["*"],
+        "resources": ["*"],
+    },
+    {
+        "apiGroups": [""],
+        "apiVersions": ["v1"],
+        "operations": ["CREATE"],
+        "resources": ["configmaps"],
+    },
+]
+
+
+def _vwc(name: str, namespace: str) -> dict[str, Any]:
+    """A fail-closed webhook at an address nobody serves, over webhook configurations and over
+    the ConfigMaps of one namespace (the control: it shows the webhook is in force)."""
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": name},
+        "webhooks": [
+            {
+                "name": "nobody.prune-gate.io",
+                "clientConfig": {"url": "https://127.0.0.1:9/validate"},
+                "rules": RULES,
+                "failurePolicy": "Fail",
+                "sideEffects": "None",
+                "timeoutSeconds": 2,
+                "admissionReviewVersions": ["v1"],
+                "namespaceSelector": {
+                    "matchExpressions": [
+                        {
+                            "key": "kubernetes.io/metadata.name",
+                            "operator": "In",
+                            "values": [namespace],
+                        }
+                    ]
+                },
+            }
+        ],
+    }
+
+
+def _configmap_refused(kube: Cluster, namespace: str) -> bool:
+    body = {"metadata": {"generateName": "probe-"}, "data": {}}
+    try:
+        k.core(kube.client).create_namespaced_config_map(namespace, body, dry_run="All")
+    except ApiException as exc:
+        return exc.status in (403, 422, 500)
+    return False
+
+
+def test_platform_limit_no_admission_guards_webhook_configurations(
+    kube: Cluster, namespace: str
+) -> None:
+    """The API server calls no webhook for ValidatingWebhookConfiguration objects (exempt, so a
+    broken webhook cannot lock its own configuration): the webhook cannot refuse its own deletion.
+    A ValidatingAdmissionPolicy does apply to them, but not to its own binding, so it only moves
+    the problem. prune-gate therefore detects a deleted or rewritten registration."""
+    adm = kube.client
+    name = k.unique("e2e-nobody")
+    victim = k.unique("e2e-victim")
+    api = client.AdmissionregistrationV1Api(adm)
+    api.create_validating_webhook_configuration(_vwc(victim, "no-such-namespace"))
+    api.create_validating_webhook_configuration(_vwc(name, namespace))
+    try:
+        k.wait_for(lambda: _configmap_refused(kube, namespace), what="the webhook in force")
+        # The same fail-closed webhook matches every admissionregistration resource, yet:
+        api.patch_validating_webhook_configuration(victim, {"metadata": {"labels": {"x": "y"}}})
+        api.delete_validating_webhook_configuration(victim)
+        assert k.gone(api.read_validating_webhook_configuration, victim)
+    finally:
+        k.delete_if_present(api.delete_validating_webhook_configuration, name)
+        k.delete_if_present(api.delete_validating_webhook_configuration, victim)
+
+    policy, binding = k.unique("e2e-deny-all"), k.unique("e2e-deny-all")
+    victim = k.unique("e2e-victim")
+    api.create_validating_webhook_configuration(_vwc(victim, "no-such-namespace"))
+    api.create_validating_admission_policy(
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": policy},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {"resourceRules": RULES},
+                "validations": [{"expression": "false", "message": "e2e: deny everything"}],
+            },
+        }
+    )
+    api.create_validating_admission_policy_binding(
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": binding},
+            "spec": {
+                "policyName": policy,
+                "validationActions": ["Deny"],
+                "matchResources": {
+                    "namespaceSelector": {
+                        "matchExpressions": [
+                            {
+                                "key": "kubernetes.io/metadata.name",
+                                "operator": "In",
+                                "values": [namespace],
+                            }
+                        ]
+                    }
+                },
+            },
+        }
+    )
+    try:
+        k.wait_for(lambda: _configmap_refused(kube, namespace), what="the policy in force")
+        # A ValidatingAdmissionPolicy, unlike a webhook, IS applied to webhook configurations
+        # (kube-apiserver v1.34): it refuses the delete ...
+        try:
+            api.delete_validating_webhook_configuration(victim)
+        except ApiException as exc:
+            assert "e2e: deny everything" in str(exc.body)
+        else:
+            raise AssertionError("the policy did not guard the webhook configuration")
+        # ... but not its own binding: whoever may delete bindings switches it off.
+        api.delete_validating_admission_policy_binding(binding)
+        k.wait_for(lambda: not _configmap_refused(kube, namespace), what="the policy gone")
+    finally:
+        k.delete_if_present(api.delete_validating_admission_policy_binding, binding)
+        k.delete_if_present(api.delete_validating_admission_policy, policy)
+        k.delete_if_present(api.delete_validating_webhook_configuration, victim)
