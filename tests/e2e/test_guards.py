@@ -183,7 +183,7 @@ def test_platform_limit_no_admission_guards_webhook_configurations(
     adm = kube.client
     name = k.unique("e2e-nobody")
     victim = k.unique("e2e-victim")
-    api = client.AdmissionregistrationV1Api(adm)
+    api: Any = client.AdmissionregistrationV1Api(adm)
     api.create_validating_webhook_configuration(_vwc(victim, "no-such-namespace"))
     api.create_validating_webhook_configuration(_vwc(name, namespace))
     try:
