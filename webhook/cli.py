@@ -145,7 +145,7 @@ def serve(
         state.update(api=api, cache=cache, events=events)
         cache.start()
         events.start()
-        return create_app(
+        app = create_app(
             Settings(
                 policy=policy,
                 cache=cache,
@@ -154,8 +154,13 @@ def serve(
                 events_dropped=lambda: events.dropped,
             )
         )
+        if "registered" in state:  # nothing can refuse its deletion: watch it (webhook.selfwatch)
+            state["selfwatch"] = _watch_registration(api, state["registered"], events, app)
+        return app
 
     def stop_worker() -> None:
+        if "selfwatch" in state:
+            state["selfwatch"].stop()
         if "cache" in state:
             state["events"].stop()
             state["cache"].stop()
@@ -198,6 +203,7 @@ def serve(
                 timeout_seconds,
             )
             registering = True
+            state["registered"] = config
             api = api_client(kubeconfig)
             try:
                 reg.register(api, config)
@@ -214,6 +220,17 @@ def serve(
                 if made_dir is not None:
                     shutil.rmtree(made_dir, ignore_errors=True)
                     log.info("self-signed certificate removed", extra={"dir": str(made_dir)})
+
+
+def _watch_registration(api: Any, config: dict[str, Any], events: Any, app: Any) -> Any:
+    """Start the self-watch of the registration, restoring it when changed; count on /metrics."""
+    from webhook import register as reg
+    from webhook.selfwatch import SelfWatch
+
+    watch = SelfWatch(api, config, events, restore=lambda c: reg.register(api, c))
+    app.extensions["prune_gate"]["metrics"].registry.register(watch.collector())
+    watch.start()
+    return watch
 
 
 def _unregister(kubeconfig: str | None, name: str) -> None:

@@ -20,7 +20,7 @@ from gate.fence import HOLDER_USER
 from . import kube as k
 from .kube import Cluster
 from .test_live import run_gate
-from .webhookserver import DEPLOYER, Webhook, deny, events, refusal_reason
+from .webhookserver import DEPLOYER, Webhook, deny, events, refusal_reason, registered
 
 pytestmark = pytest.mark.e2e
 
@@ -250,3 +250,43 @@ def test_platform_limit_no_admission_guards_webhook_configurations(
         k.delete_if_present(api.delete_validating_admission_policy_binding, binding)
         k.delete_if_present(api.delete_validating_admission_policy, policy)
         k.delete_if_present(api.delete_validating_webhook_configuration, victim)
+
+
+def _tampered_count(hook: Webhook) -> float:
+    status, text = hook.get("/metrics")
+    assert status == 200
+    for line in text.splitlines():
+        if line.startswith("prune_gate_webhook_configuration_tampered_total "):
+            return float(line.split()[1])
+    raise AssertionError("no prune_gate_webhook_configuration_tampered_total on /metrics")
+
+
+def test_a_deleted_or_weakened_registration_is_noticed_and_restored(
+    kube: Cluster, webhook: Webhook
+) -> None:
+    api: Any = client.AdmissionregistrationV1Api(kube.client)
+    name = webhook.registration
+    before = _tampered_count(webhook)
+    api.delete_validating_webhook_configuration(name)
+    k.wait_for(lambda: _tampered_count(webhook) > before, what="the deletion counted")
+    k.wait_for(lambda: registered(kube, name), what="the registration restored")
+
+    counted = _tampered_count(webhook)
+    api.patch_validating_webhook_configuration(
+        name,
+        [{"op": "replace", "path": "/webhooks/0/failurePolicy", "value": "Ignore"}],
+    )
+    k.wait_for(lambda: _tampered_count(webhook) > counted, what="the patch counted")
+    k.wait_for(
+        lambda: (
+            api.read_validating_webhook_configuration(name).webhooks[0].failure_policy == "Fail"
+        ),
+        what="failurePolicy restored to Fail",
+    )
+    found = k.wait_for(
+        lambda: events(kube, "default", name, "ConfigurationTampered"), what="Events"
+    )
+    text = " ".join(e.message for e in found)
+    assert "the configuration was deleted" in text
+    assert "failurePolicy changed" in text
+    assert "registering it again" in text
