@@ -1,4 +1,4 @@
-"""`gate check` flags a candidate that deletes or rewrites prune-gate's own guards (GUARD_TAMPERED)."""
+"""`gate check` flags a candidate that deletes or rewrites prune-gate's own guards."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ metadata: {{name: prune-gate}}
 webhooks:
   - name: prune-gate.prune-gate.io
     failurePolicy: {policy}
-    rules: [{{apiGroups: [""], apiVersions: ["*"], operations: [DELETE], resources: [persistentvolumeclaims]}}]
+    rules:
+      - {{apiGroups: [""], apiVersions: ["*"], operations: [DELETE], resources: [pods]}}
 """
 OTHER_VWC = """\
 apiVersion: admissionregistration.k8s.io/v1
