@@ -90,6 +90,11 @@ def webhook() -> None:
     type=click.Path(dir_okay=False),
     help="Which cluster. Default: $KUBECONFIG, else ~/.kube/config, else in-cluster.",
 )
+@click.option(
+    "--watch-registration",
+    metavar="NAME",
+    help="Watch this ValidatingWebhookConfiguration (a chart's) and report changes to it.",
+)
 @click.option("--threads", type=click.IntRange(1, 64), default=8, show_default=True)
 @click.option("--max-body-bytes", type=int, default=DEFAULT_MAX_BYTES, show_default=True)
 def serve(
@@ -106,6 +111,7 @@ def serve(
     namespace: str,
     config_path: str | None,
     kubeconfig: str | None,
+    watch_registration: str | None,
     threads: int,
     max_body_bytes: int,
 ) -> None:
@@ -154,8 +160,10 @@ def serve(
                 events_dropped=lambda: events.dropped,
             )
         )
-        if "registered" in state:  # nothing can refuse its deletion: watch it (webhook.selfwatch)
-            state["selfwatch"] = _watch_registration(api, state["registered"], events, app)
+        if "registered" in state or watch_registration:  # nothing can refuse its deletion
+            state["selfwatch"] = _watch_registration(
+                api, state.get("registered"), events, app, watch_registration or ""
+            )
         return app
 
     def stop_worker() -> None:
@@ -222,12 +230,16 @@ def serve(
                     log.info("self-signed certificate removed", extra={"dir": str(made_dir)})
 
 
-def _watch_registration(api: Any, config: dict[str, Any], events: Any, app: Any) -> Any:
-    """Start the self-watch of the registration, restoring it when changed; count on /metrics."""
+def _watch_registration(
+    api: Any, config: dict[str, Any] | None, events: Any, app: Any, name: str
+) -> Any:
+    """Start the self-watch of the registration (restoring our own when changed); count on
+    /metrics."""
     from webhook import register as reg
     from webhook.selfwatch import SelfWatch
 
-    watch = SelfWatch(api, config, events, restore=lambda c: reg.register(api, c))
+    restore = (lambda c: reg.register(api, c)) if config is not None else None
+    watch = SelfWatch(api, config, events, restore=restore, name=name)
     app.extensions["prune_gate"]["metrics"].registry.register(watch.collector())
     watch.start()
     return watch

@@ -6,7 +6,9 @@ its own deletion or a patch that switches it off. It can notice: a list and watc
 configuration compares what the API server holds with what was registered. A deleted entry or a
 changed rule, failurePolicy, caBundle, client address, selector or match condition is an error log
 line, a count in `prune_gate_webhook_configuration_tampered_total`, a Warning Event on the
-configuration and, in `--register` mode, the registration written again.
+configuration and, in `--register` mode, the registration written again. Installed by the chart
+(`--watch-registration NAME`), the first configuration seen is the baseline: a change after it is
+reported (a `helm upgrade` that changes it is reported too, as a change to check), never restored.
 
 `differences` is pure; `SelfWatch` is the thread around it (one `webhook.cache.Watcher`).
 """
@@ -93,13 +95,15 @@ class SelfWatch:
     def __init__(
         self,
         api: Any,
-        expected: dict[str, Any],
+        expected: dict[str, Any] | None,
         events: EventSink,
         restore: Callable[[dict[str, Any]], None] | None = None,
         resync_seconds: float = 300.0,
+        name: str = "",
     ) -> None:
+        #: What the registration must be; None: the first one seen (a chart's, not ours to write).
         self.expected = expected
-        self.name = str(expected["metadata"]["name"])
+        self.name = str(expected["metadata"]["name"]) if expected is not None else name
         self.events = events
         self.restore = restore
         self.tampered = 0
@@ -121,6 +125,11 @@ class SelfWatch:
 
     def observe(self, obj: dict[str, Any] | None) -> None:
         """One state of the configuration: report it when it differs from the registration."""
+        if self.expected is None:
+            if obj is None:
+                return  # nothing seen yet: the chart may not have applied it (see the readme)
+            self.expected = obj  # the baseline: later changes are reported, not restored
+            return
         found = differences(self.expected, obj)
         if not found:
             return

@@ -290,3 +290,53 @@ def test_a_deleted_or_weakened_registration_is_noticed_and_restored(
     assert "the configuration was deleted" in text
     assert "failurePolicy changed" in text
     assert "registering it again" in text
+
+
+def test_the_charts_selfwatch_rbac_reads_only_its_registration(
+    kube: Cluster, webhook: Webhook
+) -> None:
+    """The chart grants get/list/watch on one configuration by resourceName: a list or watch
+    works with a metadata.name field selector (what the self-watch sends), and only then."""
+    from tests.unit.test_chart import one, render
+
+    role = one(render(), "ClusterRole", "pg-prune-gate-selfwatch")
+    role["metadata"] = {"name": k.unique("e2e-selfwatch")}
+    role["rules"][0]["resourceNames"] = [webhook.registration]
+    rbac: Any = client.RbacAuthorizationV1Api(kube.client)
+    rbac.create_cluster_role(role)
+    sa = "system:serviceaccount:prune-gate:selfwatch-e2e"
+    binding: dict[str, Any] = {
+        "metadata": {"name": role["metadata"]["name"]},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": role["metadata"]["name"],
+        },
+        "subjects": [{"kind": "User", "name": sa}],
+    }
+    rbac.create_cluster_role_binding(binding)
+    try:
+        api: Any = client.AdmissionregistrationV1Api(kube.impersonating(sa))
+        selector = f"metadata.name={webhook.registration}"
+        listed = k.wait_for(
+            lambda: _try(
+                lambda: api.list_validating_webhook_configuration(field_selector=selector)
+            ),
+            what="the role in force",
+        )
+        assert [i.metadata.name for i in listed.items] == [webhook.registration]
+        with pytest.raises(ApiException) as denied:
+            api.list_validating_webhook_configuration()
+        assert denied.value.status == 403
+    finally:
+        rbac.delete_cluster_role_binding(binding["metadata"]["name"])
+        rbac.delete_cluster_role(role["metadata"]["name"])
+
+
+def _try(call: Callable[[], Any]) -> Any:
+    try:
+        return call()
+    except ApiException as exc:
+        if exc.status != 403:
+            raise
+        return None

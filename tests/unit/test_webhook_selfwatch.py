@@ -60,3 +60,31 @@ def test_observe_counts_records_and_restores() -> None:
     assert [e.reason for e in sink.events] == [CONFIGURATION_TAMPERED]
     assert sink.events[0].ref.name == "pg"
     assert "the configuration was deleted; registering it again" in sink.events[0].message
+
+
+def test_a_charts_registration_is_its_own_baseline_and_never_restored() -> None:
+    sink = RecordingSink()
+    watch = SelfWatch(None, None, sink, name="pg")
+    watch.observe(None)  # not applied yet: nothing to compare with
+    watch.observe(live())
+    assert (watch.tampered, sink.events) == (0, [])
+    watch.observe(live(lambda o: o["webhooks"][0].update(failurePolicy="Ignore")))
+    assert (watch.tampered, watch.restored) == (1, 0)
+    assert "failurePolicy changed; restore it (helm upgrade)" in sink.events[0].message
+
+
+def test_chart_grants_reading_only_its_own_registration() -> None:
+    from tests.unit.test_chart import FULLNAME, one, render
+
+    objs = render()
+    role = one(objs, "ClusterRole", f"{FULLNAME}-selfwatch")
+    assert role["rules"] == [
+        {
+            "apiGroups": ["admissionregistration.k8s.io"],
+            "resources": ["validatingwebhookconfigurations"],
+            "resourceNames": [one(objs, "ValidatingWebhookConfiguration")["metadata"]["name"]],
+            "verbs": ["get", "list", "watch"],
+        }
+    ]
+    args = one(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert f"--watch-registration={FULLNAME}" in args
