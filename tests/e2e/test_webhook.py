@@ -21,6 +21,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from gate.fence import HOLDER_USER
 from webhook import tls
 
 from . import kube as k
@@ -96,8 +97,10 @@ def test_deployer_needs_retirement_a_person_does_not(
 
 
 def _put_fence(kube: Cluster, hook: Webhook, holder: str, renewed: dt.datetime) -> None:
+    # Written as its holder (webhook.guards lets only the recorded user backdate a held fence).
+    me = k.authentication(kube.client).create_self_subject_review({}).status.user_info.username
     lease = {
-        "metadata": {"name": hook.fence_name},
+        "metadata": {"name": hook.fence_name, "annotations": {HOLDER_USER: me}},
         "spec": {
             "holderIdentity": holder,
             "leaseDurationSeconds": 300,
