@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gate.fence import HOLDER_USER, FenceState, FenceStatus, Lease, parse_lease
-from gate.findings import Code
+from gate.findings import Code, Finding
 from gate.policy import Policy
 from gate.refs import ObjectRef
 from gate.verdict import Verdict
@@ -169,7 +169,11 @@ def decide_guard(req: AdmissionRequest, policy: Policy, fence: FenceStatus) -> G
 
 
 def guard_outcome(req: AdmissionRequest, policy: Policy, fence: FenceStatus) -> Outcome | None:
-    """`decide_guard` as the webhook's answer: a 403 with GUARD_TAMPERED, a warning, an Event."""
+    """`decide_guard` as the webhook's answer: a 403 with GUARD_TAMPERED, a warning, an Event.
+
+    A refusal or a break-glass pass carries its GUARD_TAMPERED finding, so the app logs and
+    counts it like any other decision.
+    """
     d = decide_guard(req, policy, fence)
     if d is None:
         return None
@@ -179,12 +183,18 @@ def guard_outcome(req: AdmissionRequest, policy: Policy, fence: FenceStatus) -> 
         if d.event_reason
         else ()
     )
+    findings = (
+        (Finding(Code.GUARD_TAMPERED, ref, d.message, api_version=req.api_version),)
+        if d.event_reason
+        else ()
+    )
+    deployer = req.user.username in policy.webhook.deployers
     if d.allowed:
         warnings = (d.message[:MAX_WARNING],) if d.message else ()
-        return Outcome(
-            AdmissionResponse(req.uid, True, warnings=warnings), Verdict.ALLOW, (), None, events
-        )
-    status = Status(
-        403, Code.GUARD_TAMPERED.value, f"prune-gate {Code.GUARD_TAMPERED}: {d.message}"
-    )
-    return Outcome(AdmissionResponse(req.uid, False, status), Verdict.BLOCK, (), None, events)
+        response = AdmissionResponse(req.uid, True, warnings=warnings)
+        override = d.message.partition(":")[0] if d.message else None
+        return Outcome(response, Verdict.ALLOW, findings, override, events, deployer)
+    message = f"prune-gate {Code.GUARD_TAMPERED}: {d.message}"
+    status = Status(403, Code.GUARD_TAMPERED.value, message)
+    response = AdmissionResponse(req.uid, False, status)
+    return Outcome(response, Verdict.BLOCK, findings, None, events, deployer)
