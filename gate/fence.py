@@ -23,6 +23,10 @@ from gate.findings import Code, Finding, Severity
 from gate.plan import Change
 from gate.rules import World, is_guarded
 
+#: The annotation `gate fence hold` writes on the Lease: the Kubernetes user that holds it. The
+#: webhook lets only that user clear, backdate or shorten a held fence (`webhook.guards`).
+HOLDER_USER = "prune-gate.io/fence-holder-user"
+
 
 class FenceState(StrEnum):
     """What the fence says right now."""

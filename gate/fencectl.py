@@ -4,6 +4,10 @@ A merge-queue job runs `gate fence hold --holder $SHA` before its speculative de
 renew it during a long one) and `gate fence release --holder $SHA` after. Holding never takes a
 fence another candidate holds and has not let expire; releasing never frees someone else's. Writes
 carry the Lease's resourceVersion, so two jobs racing for the fence cannot both win.
+
+Holding also records the Kubernetes user that holds it (asked of the API server with a
+SelfSubjectReview) in the annotation `HOLDER_USER`: the webhook lets only that user clear,
+backdate or shorten a held fence, so it needs to know who that is from the Lease itself.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import datetime as dt
 from typing import Any
 
 from gate.errors import GateError
-from gate.fence import FenceState, FenceStatus, fence_status, parse_lease
+from gate.fence import HOLDER_USER, FenceState, FenceStatus, fence_status, parse_lease
 from gate.snapshot import ApiLister, NotServedError
 
 
@@ -38,6 +42,27 @@ def _read(api: ApiLister, namespace: str, name: str) -> dict[str, Any] | None:
         return api.get_json(_path(namespace, name), [], f"read Lease {namespace}/{name}")
     except NotServedError:
         return None  # no such Lease (or, on a very old server, no Leases at all)
+
+
+def whoami(api: ApiLister) -> str | None:
+    """The user the API server authenticates this client as; None when it cannot say."""
+    body = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    try:
+        review = api.request_json(
+            "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", "ask who I am", body=body
+        )
+    except GateError:
+        return None  # an old server, or RBAC without selfsubjectreviews: the holder goes unrecorded
+    name = ((review.get("status") or {}).get("userInfo") or {}).get("username")
+    return name if isinstance(name, str) and name else None
+
+
+def _annotate(obj: dict[str, Any], user: str | None) -> None:
+    meta = obj.setdefault("metadata", {})
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != HOLDER_USER}
+    if user:
+        annotations[HOLDER_USER] = user
+    meta["annotations"] = annotations
 
 
 def read_fence(api: ApiLister, namespace: str, name: str, now: dt.datetime) -> FenceStatus:
@@ -66,6 +91,7 @@ def hold_fence(
     }
     renewing = status.state is FenceState.HELD and status.holder == holder
     what = f"write Lease {namespace}/{name}"
+    user = whoami(api)
     if obj is None:
         spec["acquireTime"] = _micro(now)
         body = {
@@ -74,11 +100,13 @@ def hold_fence(
             "metadata": {"name": name, "namespace": namespace},
             "spec": spec,
         }
+        _annotate(body, user)
         written = api.request_json("POST", _path(namespace), what, body=body)
     else:
         if not renewing:
             spec["acquireTime"] = _micro(now)
         obj["spec"] = {**(obj.get("spec") or {}), **spec}
+        _annotate(obj, user)
         written = api.request_json("PUT", _path(namespace, name), what, body=obj)
     return fence_status(parse_lease(written), now)
 
@@ -92,6 +120,7 @@ def release_fence(
     if obj is None or status.holder != holder:
         return status
     obj["spec"] = {k: v for k, v in (obj.get("spec") or {}).items() if k != "holderIdentity"}
+    _annotate(obj, None)
     written = api.request_json(
         "PUT", _path(namespace, name), f"write Lease {namespace}/{name}", body=obj
     )

@@ -561,6 +561,7 @@ def run_rules(changes: Iterable[Change], world: World) -> list[Finding]:
             findings.extend(rule(change, world))
     findings.extend(check_retiring_consumers(world))
     findings.extend(check_already_terminating(changes, world))
+    findings.extend(check_guard_tampered(world))
     return [_with_live_api_version(f, world) for f in findings]
 
 
@@ -570,3 +571,77 @@ def _with_live_api_version(f: Finding, world: World) -> Finding:
         return f
     live = world.live.get(f.ref)
     return replace(f, api_version=live.api_version) if live and live.api_version else f
+
+
+#: Names of prune-gate's webhook entries (webhook.register; gate does not import webhook).
+GUARD_WEBHOOKS = frozenset({"prune-gate.prune-gate.io", "fence.prune-gate.io"})
+#: The labels of the chart's webhook Deployment.
+GUARD_LABELS = {"app.kubernetes.io/part-of": "prune-gate"}
+_VWC = ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration")
+_LEASE = ("coordination.k8s.io", "Lease")
+_DEPLOYMENT = ("apps", "Deployment")
+
+
+def _is_guard(m: Manifest, world: World) -> bool:
+    """prune-gate's own guards: its webhook configuration, the fence Lease, its Deployment."""
+    key = _kind(m.ref)
+    if key == _VWC:
+        hooks = m.body.get("webhooks")
+        return isinstance(hooks, list) and any(
+            isinstance(h, dict) and h.get("name") in GUARD_WEBHOOKS for h in hooks
+        )
+    if key == _LEASE:
+        return (m.ref.namespace, m.ref.name) == world.policy.webhook.fence
+    if key == _DEPLOYMENT:
+        return all(m.labels.get(k) == v for k, v in GUARD_LABELS.items())
+    return False
+
+
+def check_guard_tampered(world: World) -> Iterator[Finding]:
+    """GUARD_TAMPERED: the candidate deletes or rewrites prune-gate's own guards.
+
+    A deploy that removes the webhook configuration, weakens it, takes the fence, or removes the
+    webhook's Deployment or its namespace switches prune-gate off for every later prune. The
+    webhook cannot refuse a change to its own configuration (the API server exempts it), so
+    this is the door that must see it.
+    """
+    guard_namespaces = {
+        m.ref.namespace for m in world.base.of_kind(*_DEPLOYMENT) if _is_guard(m, world)
+    }
+    for m in world.base:
+        if (
+            _kind(m.ref) == NAMESPACE
+            and m.ref.name in guard_namespaces
+            and world.head.get(m.ref) is None
+        ):
+            yield _guard_finding(
+                Change(m.ref, Action.DELETE, m, None, "removed from the manifests"),
+                "deletes the namespace of prune-gate's webhook",
+            )
+    refs = sorted({m.ref for m in world.base} | {m.ref for m in world.head})
+    for ref in refs:
+        base, head = world.base.get(ref), world.head.get(ref)
+        if not any(x is not None and _is_guard(x, world) for x in (base, head)):
+            continue
+        if head is None:
+            yield _guard_finding(
+                Change(ref, Action.DELETE, base, None, "removed from the manifests"), "deletes it"
+            )
+        elif base is None or base.body != head.body:
+            what = "declares it" if base is None else "changes it"
+            yield _guard_finding(
+                Change(ref, Action.UPDATE, base, head, "changed by the candidate"), what
+            )
+
+
+def _guard_finding(change: Change, what: str) -> Finding:
+    return _finding(
+        Code.GUARD_TAMPERED,
+        change,
+        f"{change.ref.display()} is one of prune-gate's own guards and the candidate {what}: "
+        "a deploy may not switch off the guards that check its own prunes",
+        [f"cause: {change.cause}"],
+        "change prune-gate's webhook, fence or Deployment outside the guarded deploy (a "
+        "person with `helm upgrade`), or exempt this object in prune-gate.yaml `exemptions` "
+        "with a reason and an expiry",
+    )

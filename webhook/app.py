@@ -153,7 +153,7 @@ def _record(outcome: Outcome, req: AdmissionRequest, settings: Settings, metrics
         level = logging.INFO if outcome.response.allowed else logging.WARNING
         log.log(
             level,
-            f"DELETE {what}",
+            f"{req.operation} {what}",
             extra={
                 **req_fields(req),
                 "decision": what,

@@ -90,6 +90,11 @@ def webhook() -> None:
     type=click.Path(dir_okay=False),
     help="Which cluster. Default: $KUBECONFIG, else ~/.kube/config, else in-cluster.",
 )
+@click.option(
+    "--watch-registration",
+    metavar="NAME",
+    help="Watch this ValidatingWebhookConfiguration (a chart's) and report changes to it.",
+)
 @click.option("--threads", type=click.IntRange(1, 64), default=8, show_default=True)
 @click.option("--max-body-bytes", type=int, default=DEFAULT_MAX_BYTES, show_default=True)
 def serve(
@@ -106,6 +111,7 @@ def serve(
     namespace: str,
     config_path: str | None,
     kubeconfig: str | None,
+    watch_registration: str | None,
     threads: int,
     max_body_bytes: int,
 ) -> None:
@@ -145,7 +151,7 @@ def serve(
         state.update(api=api, cache=cache, events=events)
         cache.start()
         events.start()
-        return create_app(
+        app = create_app(
             Settings(
                 policy=policy,
                 cache=cache,
@@ -154,8 +160,15 @@ def serve(
                 events_dropped=lambda: events.dropped,
             )
         )
+        if "registered" in state or watch_registration:  # nothing can refuse its deletion
+            state["selfwatch"] = _watch_registration(
+                api, state.get("registered"), events, app, watch_registration or ""
+            )
+        return app
 
     def stop_worker() -> None:
+        if "selfwatch" in state:
+            state["selfwatch"].stop()
         if "cache" in state:
             state["events"].stop()
             state["cache"].stop()
@@ -189,10 +202,16 @@ def serve(
             assert ca_pem is not None
             url_host = f"[{host}]" if ":" in host else host
             url = f"https://{url_host}:{_port}/validate"
-            config = reg.build_configuration(
-                name, url, ca_pem, policy, failure_policy, timeout_seconds, namespace
+            config = reg.with_fence(
+                reg.build_configuration(
+                    name, url, ca_pem, policy, failure_policy, timeout_seconds, namespace
+                ),
+                policy,
+                failure_policy,
+                timeout_seconds,
             )
             registering = True
+            state["registered"] = config
             api = api_client(kubeconfig)
             try:
                 reg.register(api, config)
@@ -209,6 +228,21 @@ def serve(
                 if made_dir is not None:
                     shutil.rmtree(made_dir, ignore_errors=True)
                     log.info("self-signed certificate removed", extra={"dir": str(made_dir)})
+
+
+def _watch_registration(
+    api: Any, config: dict[str, Any] | None, events: Any, app: Any, name: str
+) -> Any:
+    """Start the self-watch of the registration (restoring our own when changed); count on
+    /metrics."""
+    from webhook import register as reg
+    from webhook.selfwatch import SelfWatch
+
+    restore = (lambda c: reg.register(api, c)) if config is not None else None
+    watch = SelfWatch(api, config, events, restore=restore, name=name)
+    app.extensions["prune_gate"]["metrics"].registry.register(watch.collector())
+    watch.start()
+    return watch
 
 
 def _unregister(kubeconfig: str | None, name: str) -> None:

@@ -248,8 +248,13 @@ def decide_admission(
     fence: FenceStatus,
     today: dt.date,
 ) -> Outcome:
-    """Decide one AdmissionReview request: guarded DELETEs, and the UPDATEs that would make a
-    controller delete a guarded object. Anything else is allowed untouched."""
+    """Decide one AdmissionReview request: guarded DELETEs, the UPDATEs that would make a
+    controller delete a guarded object, and changes to the fence Lease. Anything else is allowed
+    untouched."""
+    from webhook.guards import guard_outcome  # the fence's own guard (imports this module)
+
+    if (guarded := guard_outcome(req, policy, fence)) is not None:
+        return guarded
     if req.sub_resource:
         return Outcome(_allowed(req), Verdict.ALLOW)
     if req.operation == "UPDATE":

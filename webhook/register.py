@@ -18,6 +18,8 @@ from webhook.kubeapi import ApiStatusError, request_json
 
 PATH = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
 WEBHOOK_NAME = "prune-gate.prune-gate.io"
+#: The entry for the fence Lease (`webhook.guards`), separate from the guarded kinds' entry.
+FENCE_WEBHOOK_NAME = "fence.prune-gate.io"
 
 #: Resource names of the kinds the webhook can guard: the same table `gate check --live` lists.
 PLURALS: dict[tuple[str, str], str] = {(r.group, r.kind): r.plural for r in RESOURCES}
@@ -134,6 +136,64 @@ def build_configuration(
             }
         ],
     }
+
+
+def fence_webhook(
+    policy: Policy,
+    client_config: dict[str, Any],
+    failure_policy: str = "Fail",
+    timeout_seconds: int = 5,
+) -> dict[str, Any] | None:
+    """The webhook entry for UPDATEs and DELETEs of the fence Lease; None without a fence.
+
+    Separate from the guarded kinds' entry because that one leaves the webhook's own namespace
+    alone, and the fence lives there by default. A matchCondition on the name keeps every other
+    Lease (leader election renews them every few seconds) off the webhook.
+    """
+    if policy.webhook.fence is None:
+        return None
+    namespace, name = policy.webhook.fence
+    lit = _cel_string(name)
+    return {
+        "name": FENCE_WEBHOOK_NAME,
+        "clientConfig": client_config,
+        "rules": [
+            {
+                "apiGroups": ["coordination.k8s.io"],
+                "apiVersions": ["v1"],
+                "operations": ["UPDATE", "DELETE"],
+                "resources": ["leases"],
+                "scope": "Namespaced",
+            }
+        ],
+        "failurePolicy": failure_policy,
+        "matchPolicy": "Equivalent",
+        "sideEffects": "NoneOnDryRun",
+        "timeoutSeconds": timeout_seconds,
+        "admissionReviewVersions": ["v1"],
+        "namespaceSelector": {
+            "matchLabels": {"kubernetes.io/metadata.name": namespace},
+        },
+        "matchConditions": [
+            {
+                # A collection DELETE reaches the webhook with request.name empty: read oldObject.
+                "name": "fence-lease",
+                "expression": f"request.name == {lit} || "
+                f"(oldObject != null && oldObject.metadata.name == {lit})",
+            }
+        ],
+    }
+
+
+def with_fence(
+    config: dict[str, Any], policy: Policy, failure_policy: str = "Fail", timeout_seconds: int = 5
+) -> dict[str, Any]:
+    """`config` with the fence entry added (same server and CA as its first entry)."""
+    first = config["webhooks"][0]
+    entry = fence_webhook(policy, first["clientConfig"], failure_policy, timeout_seconds)
+    if entry is None:
+        return config
+    return {**config, "webhooks": [*config["webhooks"], entry]}
 
 
 def register(api: Any, config: dict[str, Any]) -> None:

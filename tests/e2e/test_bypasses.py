@@ -24,6 +24,7 @@ from .webhookserver import (
     claim_terminating,
     deny,
     events,
+    put_fence,
     refusal_reason,
     wait_refused,
 )
@@ -107,16 +108,8 @@ def test_deployer_retire_mark_under_a_held_fence_and_override_are_refused(
     override = deny(_patch_claim(deployer, ns, claim, {"annotations": {ALLOW_DELETE: "ci"}}))
     assert override is not None and refusal_reason(override)[0] == "OVERRIDE_IN_MANIFEST"
 
-    lease = {
-        "metadata": {"name": webhook.fence_name},
-        "spec": {
-            "holderIdentity": "3f2c9a1b7e4d",
-            "leaseDurationSeconds": 300,
-            "renewTime": k.now().strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-        },
-    }
+    put_fence(kube, webhook, "3f2c9a1b7e4d", k.now())
     leases = k.coordination(kube.client)
-    leases.create_namespaced_lease(webhook.fence_namespace, lease)
     try:
         mark = {"annotations": {RETIRE: "speculative"}}
         # A dry run first: a real mark let through before the cache sees the fence would stay.

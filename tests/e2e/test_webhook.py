@@ -34,6 +34,7 @@ from .webhookserver import (
     deny,
     events,
     has_event,
+    put_fence,
     refusal_reason,
     wait_refused,
 )
@@ -95,22 +96,6 @@ def test_deployer_needs_retirement_a_person_does_not(
     )
 
 
-def _put_fence(kube: Cluster, hook: Webhook, holder: str, renewed: dt.datetime) -> None:
-    lease = {
-        "metadata": {"name": hook.fence_name},
-        "spec": {
-            "holderIdentity": holder,
-            "leaseDurationSeconds": 300,
-            "renewTime": renewed.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-        },
-    }
-    api = k.coordination(kube.client)
-    if k.gone(api.read_namespaced_lease, hook.fence_name, hook.fence_namespace):
-        api.create_namespaced_lease(hook.fence_namespace, lease)
-    else:
-        api.patch_namespaced_lease(hook.fence_name, hook.fence_namespace, lease)
-
-
 def test_held_fence_refuses_the_deployer_an_expired_one_does_not(
     kube: Cluster, clean: str, webhook: Webhook
 ) -> None:
@@ -118,7 +103,7 @@ def test_held_fence_refuses_the_deployer_an_expired_one_does_not(
     claim = k.make_claim(kube.client, ns, annotations={RETIRE: "e2e"}).metadata.name
     deployer = kube.impersonating(DEPLOYER)
     sha = "3f2c9a1b7e4d"
-    _put_fence(kube, webhook, sha, k.now())
+    put_fence(kube, webhook, sha, k.now())
     try:
         refused = wait_refused(
             delete_claim(deployer, ns, claim, dry_run=True), "the fence to be obeyed"
@@ -128,7 +113,7 @@ def test_held_fence_refuses_the_deployer_an_expired_one_does_not(
         assert sha in message
         assert deny(delete_claim(kube.client, ns, claim, dry_run=True)) is None  # a person
 
-        _put_fence(kube, webhook, sha, k.now() - dt.timedelta(hours=1))
+        put_fence(kube, webhook, sha, k.now() - dt.timedelta(hours=1))
         k.wait_for(
             lambda: deny(delete_claim(deployer, ns, claim, dry_run=True)) is None,
             what="the expired fence to be ignored",

@@ -10,6 +10,7 @@ or other flags makes its own module fixture with `serve_webhook(kube, tmp, polic
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import signal
 import socket
@@ -26,6 +27,8 @@ from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+
+from gate.fence import HOLDER_USER
 
 from . import kube as k
 from .kube import Cluster
@@ -137,6 +140,25 @@ def cleanup_claims(kube: Cluster, ns: str) -> None:
         timeout=60,
         what="claims gone",
     )
+
+
+def put_fence(kube: Cluster, hook: Webhook, holder: str, renewed: dt.datetime) -> None:
+    """Create or rewrite the fence Lease as its recorded holder (webhook.guards lets only that
+    user weaken or remove a held fence)."""
+    me = k.authentication(kube.client).create_self_subject_review({}).status.user_info.username
+    lease = {
+        "metadata": {"name": hook.fence_name, "annotations": {HOLDER_USER: me}},
+        "spec": {
+            "holderIdentity": holder,
+            "leaseDurationSeconds": 300,
+            "renewTime": renewed.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        },
+    }
+    api = k.coordination(kube.client)
+    if k.gone(api.read_namespaced_lease, hook.fence_name, hook.fence_namespace):
+        api.create_namespaced_lease(hook.fence_namespace, lease)
+    else:
+        api.patch_namespaced_lease(hook.fence_name, hook.fence_namespace, lease)
 
 
 @contextlib.contextmanager

@@ -147,7 +147,9 @@ def test_lint_strict(values: Obj) -> None:
 def test_defaults_render_the_expected_objects() -> None:
     assert kinds(render()) == [
         ("ClusterRole", FULLNAME),
+        ("ClusterRole", f"{FULLNAME}-selfwatch"),
         ("ClusterRoleBinding", FULLNAME),
+        ("ClusterRoleBinding", f"{FULLNAME}-selfwatch"),
         ("ConfigMap", FULLNAME),
         ("Deployment", FULLNAME),
         ("PodDisruptionBudget", FULLNAME),
@@ -294,6 +296,7 @@ def test_deployment_runs_the_webhook_in_cluster() -> None:
         "--config=/config/prune-gate.yaml",
         f"--namespace={NAMESPACE}",
         "--threads=8",
+        f"--watch-registration={FULLNAME}",
     ]
     assert not any("kubeconfig" in a for a in c["args"])
     env = {e["name"]: e for e in c["env"]}

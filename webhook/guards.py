@@ -1,0 +1,200 @@
+"""The webhook's own guards: who may change or delete the speculation fence Lease.
+
+A guard the deployer can switch off is no guard. So the fence Lease is itself decided here:
+- a deployer identity may never UPDATE or DELETE it (deployers have no business with the fence;
+  clearing it would let the candidate's prunes through);
+- while it is held, only its holder (the Kubernetes user `gate fence hold` recorded in the
+  annotation `HOLDER_USER`) may clear it, hand it to another holder, move `acquireTime` or
+  `renewTime` back, shorten `leaseDurationSeconds`, rewrite the recorded user, or delete it.
+  Renewals and releases by the holder pass; anyone may extend it (that only keeps guards on).
+- a member of a break-glass group may do what the holder may (an operator removing a stale
+  fence), allowed with an Event that says so.
+An expired or free fence may be taken by anyone but a deployer: an expired fence is never obeyed
+forever. A held fence whose holder user was never recorded (written by hand or by an older gate)
+has an unknown holder: nobody but break-glass may weaken it until it expires.
+
+Pure: the request, the policy and the fence as the cache last saw it are passed in. Whether the
+Lease in `oldObject` is held is taken from that fence status when it is the same holder (it was
+computed at the request's instant), else assumed held: a holder the cache has not seen yet must
+not be cleared on a guess.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gate.fence import HOLDER_USER, FenceState, FenceStatus, Lease, parse_lease
+from gate.findings import Code, Finding
+from gate.policy import Policy
+from gate.refs import ObjectRef
+from gate.verdict import Verdict
+from webhook.decide import MAX_EVENT_MESSAGE, MAX_WARNING, EventSpec, Outcome
+from webhook.review import AdmissionRequest, AdmissionResponse, Status
+
+#: Event reasons for the fence Lease (Warning type).
+GUARD_TAMPERED_EVENT = "GuardTampered"
+GUARD_OVERRIDDEN_EVENT = "GuardOverridden"
+
+
+@dataclass(frozen=True, slots=True)
+class GuardDecision:
+    """The answer for a request that touches a guard: refused (with why) or allowed with a note."""
+
+    allowed: bool
+    message: str
+    namespace: str
+    name: str
+    uid: str
+    #: Event reason to record on the Lease; empty when there is nothing to record.
+    event_reason: str = ""
+
+
+def is_fence_request(req: AdmissionRequest, policy: Policy) -> bool:
+    """True for an UPDATE or DELETE of the configured fence Lease."""
+    fence = policy.webhook.fence
+    return (
+        fence is not None
+        and req.operation in ("UPDATE", "DELETE")
+        and (req.kind.group, req.kind.kind) == ("coordination.k8s.io", "Lease")
+        and (req.namespace, _name(req)) == fence
+    )
+
+
+def _name(req: AdmissionRequest) -> str:
+    meta = (req.old_object or {}).get("metadata") or {}
+    return req.name or str(meta.get("name") or "")
+
+
+def holder_user(obj: dict[str, Any] | None) -> str | None:
+    """The Kubernetes user recorded as the fence's holder, if any."""
+    meta = (obj or {}).get("metadata") or {}
+    annotations = meta.get("annotations") if isinstance(meta, dict) else None
+    value = annotations.get(HOLDER_USER) if isinstance(annotations, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
+def _held(old: Lease, fence: FenceStatus) -> bool:
+    if old.holder is None:
+        return False
+    if fence.lease is not None and fence.holder == old.holder:
+        return fence.state is FenceState.HELD
+    return True
+
+
+def weakenings(
+    old: Lease, new: Lease | None, old_user: str | None, new_user: str | None
+) -> list[str]:
+    """What a change does to a held fence that only its holder may do; empty when nothing."""
+    if new is None:
+        return ["deletes it"]
+    out: list[str] = []
+    if new.holder != old.holder:
+        out.append(
+            "clears its holderIdentity" if new.holder is None else f"hands it to {new.holder}"
+        )
+    if old.duration_seconds is not None and (
+        new.duration_seconds is None or new.duration_seconds < old.duration_seconds
+    ):
+        out.append(
+            f"shortens leaseDurationSeconds from {old.duration_seconds} to "
+            f"{new.duration_seconds if new.duration_seconds is not None else 'nothing'}"
+        )
+    if old.renewed is not None and (new.renewed is None or new.renewed < old.renewed):
+        out.append("moves renewTime/acquireTime back")
+    if new_user != old_user:
+        out.append(f"rewrites the recorded holder user {old_user or '(none)'} to {new_user}")
+    return out
+
+
+def decide_guard(req: AdmissionRequest, policy: Policy, fence: FenceStatus) -> GuardDecision | None:
+    """The decision for a request on the fence Lease; None when the request is not about it."""
+    if not is_fence_request(req, policy):
+        return None
+    user = req.user.username or "an unknown user"
+    old_obj = req.old_object or {}
+    meta = old_obj.get("metadata") or {}
+    namespace, name = req.namespace, _name(req)
+    uid = str(meta.get("uid") or "")
+    where = f"Lease {namespace}/{name}"
+
+    def refuse(why: str) -> GuardDecision:
+        return GuardDecision(False, why, namespace, name, uid, GUARD_TAMPERED_EVENT)
+
+    if user in policy.webhook.deployers:
+        return refuse(
+            f"{req.operation} of the speculation fence {where} by deployer {user} refused: a "
+            "deployer may not change or remove the fence that guards its own prunes; fix: let "
+            "CI hold and release it with `gate fence hold|release`"
+        )
+    old = parse_lease(old_obj)
+    if not _held(old, fence):
+        return GuardDecision(True, "", namespace, name, uid)
+    old_user = holder_user(old_obj)
+    new_obj = req.new_object if req.operation == "UPDATE" else None
+    new = parse_lease(new_obj) if new_obj is not None else None
+    new_user = holder_user(new_obj)
+    if old_user is None and new_user == user and new is not None:
+        new_user = None  # a renewal that records its user on a fence written before users were
+    if user == old_user and new_user in (None, user):
+        return GuardDecision(True, "", namespace, name, uid)
+    changes = weakenings(old, new, old_user, new_user)
+    if not changes:
+        return GuardDecision(True, "", namespace, name, uid)
+    holder = f"user {old_user}" if old_user else "a user that was not recorded"
+    what = (
+        f"{req.operation} of the speculation fence {where} by {user}: "
+        f"{', '.join(changes)} while it is held by candidate {old.holder} ({holder})"
+    )
+    groups = [g for g in req.user.groups if g in policy.webhook.break_glass_groups]
+    if groups:
+        return GuardDecision(
+            True,
+            f"allowed by break-glass group {groups[0]}: {what}",
+            namespace,
+            name,
+            uid,
+            GUARD_OVERRIDDEN_EVENT,
+        )
+    return refuse(
+        f"{what} refused: only the holder may release or weaken a held fence; fix: wait for "
+        f"`gate fence release` or for it to expire (`gate fence status --lease {namespace}/"
+        f"{name}`), or act as a member of a break-glass group"
+        + (
+            f" ({', '.join(policy.webhook.break_glass_groups)})"
+            if policy.webhook.break_glass_groups
+            else ""
+        )
+    )
+
+
+def guard_outcome(req: AdmissionRequest, policy: Policy, fence: FenceStatus) -> Outcome | None:
+    """`decide_guard` as the webhook's answer: a 403 with GUARD_TAMPERED, a warning, an Event.
+
+    A refusal or a break-glass pass carries its GUARD_TAMPERED finding, so the app logs and
+    counts it like any other decision.
+    """
+    d = decide_guard(req, policy, fence)
+    if d is None:
+        return None
+    ref = ObjectRef("coordination.k8s.io", "Lease", d.namespace, d.name)
+    events = (
+        (EventSpec(d.event_reason, d.message[:MAX_EVENT_MESSAGE], ref, req.api_version, d.uid),)
+        if d.event_reason
+        else ()
+    )
+    findings = (
+        (Finding(Code.GUARD_TAMPERED, ref, d.message, api_version=req.api_version),)
+        if d.event_reason
+        else ()
+    )
+    deployer = req.user.username in policy.webhook.deployers
+    if d.allowed:
+        warnings = (d.message[:MAX_WARNING],) if d.message else ()
+        response = AdmissionResponse(req.uid, True, warnings=warnings)
+        override = d.message.partition(":")[0] if d.message else None
+        return Outcome(response, Verdict.ALLOW, findings, override, events, deployer)
+    message = f"prune-gate {Code.GUARD_TAMPERED}: {d.message}"
+    status = Status(403, Code.GUARD_TAMPERED.value, message)
+    response = AdmissionResponse(req.uid, False, status)
+    return Outcome(response, Verdict.BLOCK, findings, None, events, deployer)
