@@ -11,6 +11,7 @@ is a bug and keeps its traceback.
     ├── GitError            a revision or path that is not in the repository
     ├── RenderError         kustomize / helm could not render
     └── ClusterError        the API server is unreachable, forbidden or answered nonsense
+        └── UncountedError  the custom resources of a kind cannot be counted now
 """
 
 from __future__ import annotations
@@ -46,3 +47,8 @@ class RenderError(GateError):
 
 class ClusterError(GateError):
     """The cluster could not be read: unreachable, forbidden, or an unexpected answer."""
+
+
+class UncountedError(ClusterError):
+    """A live view cannot count the custom resources of a kind (its list fails or is forbidden):
+    the rule that needs the count refuses with RESOURCES_UNCOUNTED instead of guessing zero."""

@@ -46,6 +46,10 @@ DEFAULT_SEVERITY: dict[Code, dict[Context | None, Severity]] = {
     Code.ORPHANED_BY_KEEP: {None: Severity.WARN},
 }
 
+#: The least `webhook.maxCacheAge`: a watch ends and restarts every minute and a re-list of a
+#: big cluster takes a while; below a few minutes readiness flaps on a quiet, healthy cluster.
+MIN_MAX_CACHE_AGE_SECONDS = 300.0
+
 _DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -218,6 +222,19 @@ def _explain(err: jsonschema.ValidationError) -> str:
     return str(err.message)
 
 
+def _max_cache_age(wh: dict[str, Any], label: str) -> float:
+    """`webhook.maxCacheAge`, at least `MIN_MAX_CACHE_AGE_SECONDS`."""
+    seconds = parse_duration(wh["maxCacheAge"])
+    if seconds < MIN_MAX_CACHE_AGE_SECONDS:
+        raise ConfigError(
+            f"{label}: webhook.maxCacheAge: {wh['maxCacheAge']!r} is below the minimum of 5m: "
+            "a shorter limit makes /readyz flap on a quiet, healthy cluster (watches are renewed "
+            "every minute, re-lists take time); a broken watch makes the cache unready at once "
+            "anyway. Write 5m or more"
+        )
+    return seconds
+
+
 def _build(data: dict[str, Any], label: str) -> Policy:
     base = Policy()
     severity = {c: dict(v) for c, v in DEFAULT_SEVERITY.items()}
@@ -264,9 +281,7 @@ def _build(data: dict[str, Any], label: str) -> Policy:
         tuple(wh.get("breakGlassGroups") or ()),
         (fence["namespace"], fence["name"]) if fence else None,
         parse_duration(wh["resync"]) if "resync" in wh else base.webhook.resync_seconds,
-        parse_duration(wh["maxCacheAge"])
-        if "maxCacheAge" in wh
-        else base.webhook.max_cache_age_seconds,
+        _max_cache_age(wh, label) if "maxCacheAge" in wh else base.webhook.max_cache_age_seconds,
     )
     return Policy(
         guarded_kinds=frozenset(parse_group_kind(k) for k in data["guardedKinds"])

@@ -13,6 +13,7 @@ from functools import cached_property
 
 from gate.cluster import LiveView
 from gate.context import Context
+from gate.errors import UncountedError
 from gate.findings import Code, Finding, Severity
 from gate.manifests import Inventory, Manifest, Source
 from gate.plan import Action, Change
@@ -310,7 +311,19 @@ def check_crd_holds_resources(change: Change, world: World) -> Iterator[Finding]
     """CRD_HOLDS_RESOURCES: deleting a CRD deletes every custom resource of its kind."""
     if not change.deletes or _kind(change.ref) != CRD:
         return
-    declared, count = _custom_resources(change, world)
+    try:
+        declared, count = _custom_resources(change, world)
+    except UncountedError as exc:
+        yield _finding(
+            Code.RESOURCES_UNCOUNTED,
+            change,
+            f"CustomResourceDefinition {change.ref.name} is deleted but its custom resources "
+            "cannot be counted; deleting it would delete any that exist",
+            [str(exc)],
+            "let prune-gate list this kind (the chart's rbac.countedResources), or repair the "
+            "CustomResourceDefinition so its resources can be listed, then delete it again",
+        )
+        return
     if count == 0:
         return
     yield _finding(

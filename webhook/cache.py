@@ -8,24 +8,36 @@ the watch starts over after a backoff: a thread that dies quietly would leave a 
 fine and is not.
 
 The request path never calls the API server: it reads `state` under `lock`. The cache is ready
-when every kind has been listed once, and stops being ready when its oldest kind has not heard
-from the API server for longer than the policy's `maxCacheAge`.
+when every kind the rules read is *live*: listed, its watch stream still healthy, and heard from
+(an event, a bookmark, or a watch the server ended on time) within the policy's `maxCacheAge`.
+A stream that errors, answers 410, breaks or goes silent makes its kind stale at once, until it
+has listed again. Silence is caught by the socket: each watch asks the server to end it after
+`watch_seconds` (with bookmarks), and the client read times out a little after that, so a stream
+stalled behind a paused proxy raises instead of hanging, and a quiet cluster stays fresh because
+every watch ends and restarts on time.
 
 Custom resources are counted for `CRD_HOLDS_RESOURCES` by a metadata-only list and watch per
-CustomResourceDefinition, started and stopped as CRDs come and go.
+CustomResourceDefinition, started and stopped as CRDs come and go. One kind that cannot be
+listed (a CRD in a bad state, a group RBAC does not grant) is logged, reported per kind in
+/metrics, and left out of readiness: deleting its CRD is decided by a count read live at
+admission instead, and refused with `RESOURCES_UNCOUNTED` when even that fails. Custom kinds the
+policy guards (VolumeSnapshots, by default) are also watched in full, as rule kinds: the
+Namespace rule reads them.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from gate.cluster import LiveView
+from gate.cluster import LiveObject, LiveView, PodUse, Volume
+from gate.errors import UncountedError
 from gate.fence import Lease, parse_lease
 from gate.livestate import LiveState, ref_of, served_custom_kind
 from gate.policy import Policy
@@ -61,15 +73,38 @@ class KindSpec:
         return group_kind(self.group, self.kind)
 
 
-#: The kinds every admission rule may read.
+#: The built-in kinds every admission rule may read (`gate.snapshot.RESOURCES` lists the same for
+#: `gate check --live`: the doors must see the same world). Custom kinds the policy guards, such
+#: as VolumeSnapshots, are added when their CRD is served (`WatchCache.watch_custom_kind`).
 STATIC_KINDS: tuple[KindSpec, ...] = (
     KindSpec("v1", "Pod", "pods"),
     KindSpec("v1", "PersistentVolumeClaim", "persistentvolumeclaims"),
     KindSpec("v1", "PersistentVolume", "persistentvolumes"),
     KindSpec("v1", "Namespace", "namespaces"),
     KindSpec("apps/v1", "StatefulSet", "statefulsets"),
+    KindSpec("apps/v1", "Deployment", "deployments"),
+    KindSpec("apps/v1", "DaemonSet", "daemonsets"),
+    KindSpec("apps/v1", "ReplicaSet", "replicasets"),
+    KindSpec("batch/v1", "Job", "jobs"),
+    KindSpec("batch/v1", "CronJob", "cronjobs"),
     KindSpec("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions"),
 )
+
+#: Seconds the server keeps one watch open (`timeoutSeconds`); the environment variable
+#: PRUNE_GATE_WATCH_SECONDS overrides it (tests use a few seconds to see a stall quickly).
+DEFAULT_WATCH_SECONDS = 60
+#: The client's read timeout on a watch is this much longer than the server's `timeoutSeconds`:
+#: a healthy stream ends before it, a silent one (a paused proxy) raises.
+READ_MARGIN_SECONDS = 5
+#: Timeout of a live count of custom resources at admission (the API server's own budget for
+#: the webhook is a few seconds).
+LIVE_COUNT_TIMEOUT = 3.0
+
+
+def default_watch_seconds() -> int:
+    """The watch timeout: PRUNE_GATE_WATCH_SECONDS when set (at least 1), else 60 s."""
+    raw = os.environ.get("PRUNE_GATE_WATCH_SECONDS", "")
+    return max(1, int(raw)) if raw.isdigit() else DEFAULT_WATCH_SECONDS
 
 
 class CacheView(Protocol):
@@ -95,6 +130,10 @@ class CacheStats:
     pods: int
     age_seconds: float
     restarts: dict[str, int]
+    #: Every watched kind: 1.0 when its list is in and its watch is alive, else 0.0.
+    live: dict[str, bool] = field(default_factory=dict)
+    #: Custom kinds whose resources are not counted now (their CRD's deletion is decided live).
+    uncounted: tuple[str, ...] = ()
 
 
 class Sink(Protocol):
@@ -219,7 +258,12 @@ class _GoneError(Exception):
 
 
 class Watcher:
-    """One kind: list, watch, re-list; forever, until stopped."""
+    """One kind: list, watch, re-list; forever, until stopped.
+
+    `synced` is True only while the kind's state can be trusted: set by a complete list, cleared
+    the moment its stream fails (an error, a 410, a broken or silent connection), so the kind is
+    stale until the next list is in. A watch the server ends on time keeps it synced.
+    """
 
     def __init__(
         self,
@@ -227,7 +271,7 @@ class Watcher:
         spec: KindSpec,
         sink: Sink,
         resync_seconds: float,
-        watch_seconds: int = 240,
+        watch_seconds: int = DEFAULT_WATCH_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.api, self.spec, self.sink = api, spec, sink
@@ -237,6 +281,8 @@ class Watcher:
         self.synced = False
         self.last_heard = clock()
         self.restarts = 0
+        #: Why the kind is stale now ("" while it is live or has never been listed).
+        self.problem = ""
         self._stop = threading.Event()
         self._resp: Any = None
         self._resp_lock = threading.Lock()
@@ -262,6 +308,7 @@ class Watcher:
                 backoff = 0.5
                 self._watch_until_resync(rv)
             except _GoneError:
+                self._stale("watch expired (410 Gone)")
                 log.info("watch expired (410 Gone), listing again", extra={"kind": self.spec.label})
             except ApiStatusError as exc:
                 if self._stop.is_set():
@@ -277,30 +324,36 @@ class Watcher:
                 self._failed(exc, backoff)
                 backoff = min(backoff * 2, 15.0)
 
+    def _stale(self, why: str) -> None:
+        """The kind's state can no longer be trusted: stale until it has listed again."""
+        self.synced = False
+        self.problem = why
+
     def _failed(self, exc: Exception, backoff: float) -> None:
         self.restarts += 1
+        self._stale(f"{type(exc).__name__}: {exc}")
         log.error(
-            "watch failed, restarting",
-            extra={"kind": self.spec.label, "error": f"{type(exc).__name__}: {exc}"},
+            "watch failed, kind stale until it lists again",
+            extra={"kind": self.spec.label, "error": self.problem},
         )
         self._stop.wait(backoff)
 
     def _forbidden(self, exc: ApiStatusError) -> None:
-        """Custom resources the webhook may not list stay uncounted instead of blocking readiness.
+        """Custom resources the webhook may not list stay uncounted, and are tried again later.
 
-        RBAC narrowed to some groups (the chart's `rbac.customResources`) must not keep every
-        replica unready forever: with failurePolicy Fail that would refuse every guarded DELETE.
-        The kind is logged and counted, marked synced, and tried again at the next resync.
+        RBAC narrowed to some groups (the chart's `rbac.countedResources`) must not keep every
+        replica unready: custom kinds are not part of readiness, and deleting the CRD of an
+        uncounted kind is decided by a live count at admission (`RESOURCES_UNCOUNTED` when that
+        is forbidden too).
         """
         self.restarts += 1
-        self.synced = True
-        self.last_heard = self.clock()
+        self._stale(f"forbidden: {exc}")
         log.warning(
-            "may not list these custom resources: deleting their CRD is not checked for them",
+            "may not list these custom resources: deleting their CRD is refused as "
+            "RESOURCES_UNCOUNTED; grant list on them (rbac.countedResources)",
             extra={"kind": self.spec.label, "error": str(exc)},
         )
         self._stop.wait(self.resync_seconds)
-        self.last_heard = self.clock()
 
     def list_once(self) -> str:
         """One complete, paginated list into the sink; returns its resourceVersion."""
@@ -314,7 +367,9 @@ class Watcher:
             if self.spec.field_selector:
                 query.append(("fieldSelector", self.spec.field_selector))
             try:
-                page = request_json(self.api, "GET", self.spec.path, query, accept=accept)
+                page = request_json(
+                    self.api, "GET", self.spec.path, query, accept=accept, timeout=(10, 30)
+                )
             except ApiStatusError as exc:
                 if exc.status == 410:
                     raise _GoneError() from None
@@ -325,8 +380,9 @@ class Watcher:
             cont = str(meta.get("continue") or "")
             if not cont:
                 self.sink.replace(items)
-                self.synced = True
                 self.last_heard = self.clock()
+                self.synced = True
+                self.problem = ""
                 return str(meta.get("resourceVersion") or "")
 
     def _watch_until_resync(self, rv: str) -> None:
@@ -337,6 +393,7 @@ class Watcher:
             self.last_heard = self.clock()
 
     def _watch_once(self, rv: str, seconds: int) -> str:
+        """One watch the server ends after `seconds`; a read silent for longer raises."""
         query: list[tuple[str, Any]] = [
             ("watch", "true"),
             ("resourceVersion", rv),
@@ -347,7 +404,12 @@ class Watcher:
             query.append(("fieldSelector", self.spec.field_selector))
         accept = METADATA if self.spec.metadata_only else "application/json"
         resp = open_request(
-            self.api, "GET", self.spec.path, query, accept=accept, timeout=(10, seconds + 30)
+            self.api,
+            "GET",
+            self.spec.path,
+            query,
+            accept=accept,
+            timeout=(10, seconds + READ_MARGIN_SECONDS),
         )
         with self._resp_lock:
             self._resp = resp
@@ -401,7 +463,7 @@ class WatchCache:
         self,
         api: Any,
         policy: Policy,
-        watch_seconds: int = 240,
+        watch_seconds: int | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.api = api
@@ -410,7 +472,7 @@ class WatchCache:
         self.live = LiveState(policy.guarded_kinds)
         self.lease: Lease | None = None
         self.clock = clock
-        self.watch_seconds = watch_seconds
+        self.watch_seconds = watch_seconds or default_watch_seconds()
         self._stopped = False
         self.watchers: list[Watcher] = [
             self._watcher(
@@ -428,7 +490,11 @@ class WatchCache:
                 field_selector=f"metadata.name={fence[1]}",
             )
             self.watchers.append(self._watcher(spec, _LeaseSink(self)))
+        #: Counts of custom resources, per (group, kind): not part of readiness.
         self.custom: dict[tuple[str, str], Watcher] = {}
+        #: Guarded custom kinds (VolumeSnapshots) watched in full for the rules: part of readiness.
+        self.rule_kinds: dict[tuple[str, str], Watcher] = {}
+        self._view = _CacheLiveView(self)
         #: The readiness last logged (None: never ready yet); see `_note_readiness`.
         self._was_ready: bool | None = None
         self._readiness_lock = threading.Lock()
@@ -457,7 +523,7 @@ class WatchCache:
     def stop(self) -> None:
         with self.lock:
             self._stopped = True
-            watchers = [*self.watchers, *self.custom.values()]
+            watchers = [*self.watchers, *self.custom.values(), *self.rule_kinds.values()]
         self._closing.set()
         for w in watchers:
             w.stop()
@@ -484,12 +550,20 @@ class WatchCache:
         spec = custom_kind_of(crd)
         if spec is None:
             return
+        key = (spec.group, spec.kind)
+        started: list[Watcher] = []
         with self.lock:
-            if self._stopped or (spec.group, spec.kind) in self.custom:
+            if self._stopped:
                 return
-            w = self._watcher(spec, _CountSink(self, spec.group, spec.kind))
-            self.custom[(spec.group, spec.kind)] = w
-        w.start()
+            if key not in self.custom:
+                self.custom[key] = self._watcher(spec, _CountSink(self, *key))
+                started.append(self.custom[key])
+            if key in self.policy.guarded_kinds and key not in self.rule_kinds:
+                full = KindSpec(spec.api_version, spec.kind, spec.plural)
+                self.rule_kinds[key] = self._watcher(full)
+                started.append(self.rule_kinds[key])
+        for w in started:
+            w.start()
 
     def forget_custom_kind(self, crd: dict[str, Any]) -> None:
         spec = custom_kind_of(crd)
@@ -500,10 +574,14 @@ class WatchCache:
     def _drop_custom_kind(self, key: tuple[str, str]) -> None:
         """Stop counting one kind of custom resources: its CRD is gone."""
         with self.lock:
-            w = self.custom.pop(key, None)
+            popped = (self.custom.pop(key, None), self.rule_kinds.pop(key, None))
+            stopping = [w for w in popped if w is not None]
             self.live.set_custom_resource_count(*key, 0)
-        if w is not None:
+        for w in stopping:
             w.stop()
+        with self.lock:
+            for ref in [r for r in self.live.objects if (r.group, r.kind) == key]:
+                self.live.delete(ref)
 
     def sync_custom_kinds(self, crds: list[dict[str, Any]]) -> None:
         wanted = {(s.group, s.kind): c for c in crds if (s := custom_kind_of(c)) is not None}
@@ -518,19 +596,38 @@ class WatchCache:
 
     @property
     def state(self) -> LiveView:
-        return self.live
+        return self._view
 
     def fence_lease(self) -> Lease | None:
         return self.lease
 
     def _all(self) -> list[Watcher]:
         with self.lock:
-            return [*self.watchers, *self.custom.values()]
+            return [*self.watchers, *self.rule_kinds.values(), *self.custom.values()]
+
+    def _decisive(self) -> list[Watcher]:
+        """The watchers readiness depends on: every kind the rules read, not the counts."""
+        with self.lock:
+            return [*self.watchers, *self.rule_kinds.values()]
 
     def age(self) -> float:
         """Seconds since the kind heard from longest ago last heard from the API server."""
         now = self.clock()
-        return max((now - w.last_heard for w in self._all()), default=0.0)
+        return max((now - w.last_heard for w in self._decisive()), default=0.0)
+
+    def uncounted(self) -> list[str]:
+        """Custom kinds whose count is not live now, e.g. a CRD whose list fails."""
+        with self.lock:
+            return sorted(w.spec.label for w in self.custom.values() if not w.synced)
+
+    def custom_resource_count(self, group: str, kind: str) -> int | None:
+        """The count of a kind's custom resources: from its watch while that is live, else read
+        from the API server now; `UncountedError` when it cannot be read."""
+        with self.lock:
+            w = self.custom.get((group, kind))
+            if w is None or w.synced:
+                return self.live.custom_resource_count(group, kind)
+        return count_live(self.api, w.spec)
 
     def ready(self) -> tuple[bool, str]:
         ready, why = self._readiness()
@@ -538,9 +635,14 @@ class WatchCache:
         return ready, why
 
     def _readiness(self) -> tuple[bool, str]:
-        pending = [w.spec.label for w in self._all() if not w.synced]
-        if pending:
-            return False, f"waiting for the first list of {', '.join(sorted(pending))}"
+        watchers = self._decisive()
+        stale = [w for w in watchers if not w.synced]
+        if stale:
+            broken = [f"{w.spec.label} ({w.problem})" for w in stale if w.problem]
+            if broken:
+                return False, f"watch broken, listing again: {'; '.join(sorted(broken))}"
+            names = ", ".join(sorted(w.spec.label for w in stale))
+            return False, f"waiting for the first list of {names}"
         age, limit = self.age(), self.policy.webhook.max_cache_age_seconds
         if age > limit:
             return False, f"cache is {age:.0f}s old, older than maxCacheAge {limit:.0f}s"
@@ -581,9 +683,67 @@ class WatchCache:
     def stats(self) -> CacheStats:
         with self.lock:
             objects, pods = len(self.live.objects), len(self.live.pods)
+        watchers = self._all()
         return CacheStats(
-            objects, pods, self.age(), {w.spec.label: w.restarts for w in self._all()}
+            objects,
+            pods,
+            self.age(),
+            {w.spec.label: w.restarts for w in watchers},
+            {w.spec.label: w.synced for w in watchers},
+            tuple(self.uncounted()),
         )
+
+
+def count_live(api: Any, spec: KindSpec) -> int:
+    """Count a kind's custom resources with one metadata-only list (`limit=1`, plus
+    `remainingItemCount`): enough to tell none from some. `UncountedError` when it fails."""
+    try:
+        page = request_json(
+            api,
+            "GET",
+            spec.path,
+            [("limit", 1)],
+            accept=METADATA_LIST,
+            timeout=(LIVE_COUNT_TIMEOUT, LIVE_COUNT_TIMEOUT),
+        )
+    except Exception as exc:
+        raise UncountedError(
+            f"{spec.label}: the custom resources cannot be counted: {type(exc).__name__}: {exc}"
+        ) from None
+    items = [i for i in page.get("items") or () if isinstance(i, dict)]
+    remaining = (page.get("metadata") or {}).get("remainingItemCount")
+    if items and (page.get("metadata") or {}).get("continue") and remaining is None:
+        return len(items) + 1  # more than one; the exact figure does not change the verdict
+    return len(items) + (int(remaining) if isinstance(remaining, int) else 0)
+
+
+class _CacheLiveView:
+    """The cache's LiveState as the rules see it, with custom resource counts that fall back to a
+    live read for a kind whose watch is not live (and `UncountedError` when that fails too)."""
+
+    def __init__(self, cache: WatchCache) -> None:
+        self._cache = cache
+
+    def get(self, ref: ObjectRef) -> LiveObject | None:
+        return self._cache.live.get(ref)
+
+    def claim_users(self, namespace: str, claim: str) -> list[PodUse]:
+        return self._cache.live.claim_users(namespace, claim)
+
+    def claim_consumers(self, namespace: str, claim: str) -> list[ObjectRef]:
+        return self._cache.live.claim_consumers(namespace, claim)
+
+    def guarded_in_namespace(self, namespace: str) -> list[ObjectRef]:
+        return self._cache.live.guarded_in_namespace(namespace)
+
+    def custom_resource_count(self, group: str, kind: str) -> int | None:
+        return self._cache.custom_resource_count(group, kind)
+
+    def bound_volume(self, namespace: str, claim: str) -> Volume | None:
+        return self._cache.live.bound_volume(namespace, claim)
+
+    def ready_snapshots(self, namespace: str, claim: str) -> list[str]:
+        return self._cache.live.ready_snapshots(namespace, claim)
 
 
 class StaticCache:

@@ -42,6 +42,22 @@ class _CacheCollector(Collector):
         for kind, n in sorted(s.restarts.items()):
             restarts.add_metric([kind], n)
         yield restarts
+        live = GaugeMetricFamily(
+            f"{PREFIX}_watch_live",
+            "1 while a watched kind's list is in and its watch stream is healthy, 0 while it is "
+            "stale (broken, silent, 410, forbidden) and listing again",
+            labels=["kind"],
+        )
+        for kind, ok in sorted(s.live.items()):
+            live.add_metric([kind], 1.0 if ok else 0.0)
+        yield live
+        uncounted = GaugeMetricFamily(
+            f"{PREFIX}_custom_resources_uncounted",
+            "Custom kinds whose resources the watch cache cannot count now; deleting their CRD "
+            "is decided by a live count, RESOURCES_UNCOUNTED when that fails",
+            value=len(s.uncounted),
+        )
+        yield uncounted
         yield CounterMetricFamily(
             f"{PREFIX}_events_dropped",
             "Events dropped because the queue was full",

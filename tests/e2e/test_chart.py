@@ -147,6 +147,9 @@ def installed(kube: Cluster, helm: Helm, namespace: str) -> Iterator[tuple[str, 
         },
         "liveReader": {"create": True},
         "policy": {"webhook": {"resync": "5m"}},
+        "rbac": {
+            "countedResources": [{"apiGroups": ["e2e.prune-gate.io"], "resources": ["widgets"]}]
+        },
     }
     try:
         helm("install", release, str(CHART), "--namespace", namespace, values=values)
@@ -199,6 +202,12 @@ def test_helm_install_registers_the_webhook_rbac_and_deployment(
     assert not can("delete", "persistentvolumeclaims", "--all-namespaces")
     assert not can("update", "leases.coordination.k8s.io", "-n", "prune-gate")
     assert not can("get", "secrets", "-n", "default")
+    # Attack 12: counting custom resources must not let it read every Secret (its own tls.key).
+    for verb in ("list", "watch"):
+        assert not can(verb, "secrets", "--all-namespaces"), verb
+        assert not can(verb, "secrets", "-n", namespace), verb
+    assert not can("list", "gadgets.other.prune-gate.io")
+    assert can("list", "deployments.apps", "--all-namespaces")
 
     # An upgrade keeps the CA (the chart looks the Secret up) and rolls pods on a policy change.
     before = deploy["spec"]["template"]["metadata"]["annotations"]["checksum/config"]

@@ -526,6 +526,12 @@ def test_cluster_role_reads_what_the_cache_watches_and_writes_only_events() -> N
         ("", "persistentvolumes"),
         ("", "namespaces"),
         ("apps", "statefulsets"),
+        ("apps", "deployments"),
+        ("apps", "daemonsets"),
+        ("apps", "replicasets"),
+        ("batch", "jobs"),
+        ("batch", "cronjobs"),
+        ("snapshot.storage.k8s.io", "volumesnapshots"),
         ("apiextensions.k8s.io", "customresourcedefinitions"),
         ("coordination.k8s.io", "leases"),
     ]
@@ -534,8 +540,9 @@ def test_cluster_role_reads_what_the_cache_watches_and_writes_only_events() -> N
             assert (group, resource, verb) in have, (group, resource, verb)
     for group in ("", "events.k8s.io"):
         assert {(group, "events", "create"), (group, "events", "patch")} <= have
-    # Custom resources: list and watch of everything, by default (see values.yaml, why).
-    assert {("*", "*", "list"), ("*", "*", "watch")} <= have
+    # Least privilege: no wildcard anywhere, nothing of Secrets (attack 12).
+    assert not any("*" in (g, r, v) for g, r, v in have), sorted(have)
+    assert not any(r == "secrets" for _g, r, _v in have)
     writes = {(g, r, v) for g, r, v in have if v not in ("get", "list", "watch")}
     assert {r for _g, r, _v in writes} == {"events"}
     binding = one(objs, "ClusterRoleBinding", FULLNAME)
@@ -549,9 +556,27 @@ def test_cluster_role_reads_what_the_cache_watches_and_writes_only_events() -> N
     ]
 
 
+@pytest.mark.parametrize(
+    "values",
+    [
+        {},
+        {"liveReader": {"create": True}},
+        {"rbac": {"countedResources": [{"apiGroups": ["a.io", "b.io"], "resources": ["x"]}]}},
+    ],
+    ids=["defaults", "live-reader", "counted"],
+)
+def test_no_rendered_rule_reads_secrets_or_uses_a_wildcard(values: Obj) -> None:
+    roles = [o for o in render(values) if o["kind"] in ("ClusterRole", "Role")]
+    assert roles
+    for role in roles:
+        for g, r, v in grants(role):
+            assert "*" not in (g, r, v), (role["metadata"]["name"], g, r, v)
+            assert r != "secrets", (role["metadata"]["name"], g, r, v)
+
+
 def test_custom_resource_access_can_be_narrowed_and_rbac_left_out() -> None:
     narrowed = [{"apiGroups": ["example.com"], "resources": ["widgets", "gadgets"]}]
-    role = one(render({"rbac": {"customResources": narrowed}}), "ClusterRole", FULLNAME)
+    role = one(render({"rbac": {"countedResources": narrowed}}), "ClusterRole", FULLNAME)
     have = grants(role)
     assert not any(g == "*" or r == "*" for g, r, _v in have)
     assert ("example.com", "gadgets", "watch") in have
@@ -641,9 +666,37 @@ def test_network_policy_admits_the_webhook_port() -> None:
         ({"webhook": {"timeoutSeconds": 60}}, "timeoutSeconds"),
         ({"policy": {"webhook": {"guardedKind": ["PersistentVolumeClaim"]}}}, "guardedKind"),
         ({"policy": {"webhook": {"resync": "5"}}}, "resync"),
-        ({"rbac": {"customResources": [{"apiGroups": ["x"]}]}}, "resources"),
+        ({"rbac": {"countedResources": [{"apiGroups": ["x"]}]}}, "resources"),
+        ({"rbac": {"countedResources": [{"apiGroups": ["*"], "resources": ["x"]}]}}, "apiGroups"),
+        (
+            {"rbac": {"countedResources": [{"apiGroups": ["x.io"], "resources": ["*"]}]}},
+            "resources",
+        ),
+        (
+            {"rbac": {"countedResources": [{"apiGroups": [""], "resources": ["secrets"]}]}},
+            "apiGroups",
+        ),
+        (
+            {"rbac": {"countedResources": [{"apiGroups": ["x.io"], "resources": ["secrets"]}]}},
+            "resources",
+        ),
+        ({"rbac": {"customResources": []}}, "customResources"),
     ],
-    ids=["top", "nested", "mode", "failure-policy", "timeout", "policy-key", "duration", "rule"],
+    ids=[
+        "top",
+        "nested",
+        "mode",
+        "failure-policy",
+        "timeout",
+        "policy-key",
+        "duration",
+        "rule",
+        "wildcard-group",
+        "wildcard-resource",
+        "core-secrets",
+        "secrets",
+        "renamed-key",
+    ],
 )
 def test_values_schema_rejects_typos_and_bad_values(values: Obj, needle: str) -> None:
     err = render_error(values)

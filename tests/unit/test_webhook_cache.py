@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from gate.errors import ConfigError, UncountedError
 from gate.policy import policy_from_dict
 from gate.refs import ObjectRef
 from webhook.cache import KindSpec, WatchCache, _StateSink, custom_kind_of
@@ -67,6 +68,8 @@ class FakeApi:
             deque
         )
         self.calls: list[tuple[str, dict[str, str]]] = []
+        #: Lists of this path after the first N wait for the event (an unreachable API server).
+        self.hold: dict[str, tuple[int, threading.Event]] = {}
 
     def param_serialize(self, **kw: Any) -> tuple[str, str, dict[str, str], Any, list[Any]]:
         query = urllib.parse.urlencode(kw.get("query_params") or [])
@@ -82,6 +85,11 @@ class FakeApi:
                 return _Resp(200, raw=_Raw(None, None))
             events, error = script.popleft()
             return _Resp(200, raw=_Raw([json.dumps(e).encode() + b"\n" for e in events], error))
+        if path in self.hold:
+            listed = sum(1 for p, q in self.calls if p == path and q.get("watch") != "true")
+            skip, release = self.hold[path]
+            if listed > skip:
+                release.wait(30)
         if self.lists[path]:
             status, page = self.lists[path].popleft()
             return _Resp(status, json.dumps(page).encode())
@@ -180,8 +188,10 @@ def test_not_ready_until_listed_and_when_too_old(api: FakeApi) -> None:
     cache = _cache(api, clock)
     assert cache.ready() == (
         False,
-        "waiting for the first list of CustomResourceDefinition.apiextensions.k8s.io, "
-        "Namespace, PersistentVolume, PersistentVolumeClaim, Pod, StatefulSet.apps",
+        "waiting for the first list of CronJob.batch, "
+        "CustomResourceDefinition.apiextensions.k8s.io, DaemonSet.apps, Deployment.apps, "
+        "Job.batch, Namespace, PersistentVolume, PersistentVolumeClaim, Pod, ReplicaSet.apps, "
+        "StatefulSet.apps",
     )
     for w in cache.watchers:
         w.list_once()
@@ -273,6 +283,71 @@ def test_custom_resources_it_may_not_list_stay_uncounted_but_ready(api: FakeApi)
         k_wait(lambda: cache.stats().restarts.get("Backup.example.com", 0) >= 1)
         assert cache.ready() == (True, "ready")
         assert cache.live.custom_resource_count("example.com", "Backup") is None
+
+
+def test_a_broken_stream_makes_its_kind_unready_until_it_lists_again(api: FakeApi) -> None:
+    pods = "/api/v1/pods"
+    gate_list = threading.Event()
+    api.watches[pods].append(([], OSError("connection reset by peer")))
+    api.hold[pods] = (1, gate_list)  # the second list waits: until it is in, the kind is stale
+    cache = _cache(api)
+    cache.start()
+    try:
+        k_wait(lambda: not cache.ready()[0])
+        why = cache.ready()[1]
+        assert "watch broken, listing again: Pod (OSError: connection reset by peer)" in why
+        assert cache.stats().live["Pod"] is False
+        gate_list.set()
+        k_wait(lambda: cache.ready()[0])
+    finally:
+        gate_list.set()
+        cache.stop()
+
+
+def test_a_failing_custom_kind_is_left_out_of_readiness_and_counted_live(api: FakeApi) -> None:
+    _serve_backup_crd(api)
+    cr = "/apis/example.com/v1/backups"
+    clash = (500, {"kind": "Status", "message": "listKind BackupList clashes"})
+    api.lists[cr].extend([clash] * 50)
+    with started(api) as cache:
+        k_wait(lambda: cache.stats().restarts.get("Backup.example.com", 0) >= 1)
+        assert cache.ready() == (True, "ready")
+        assert cache.stats().uncounted == ("Backup.example.com",)
+        api.lists[cr].clear()
+        one = {"metadata": {"resourceVersion": "9", "remainingItemCount": 2}, "items": [{}]}
+        api.lists[cr].append((200, one))
+        assert cache.state.custom_resource_count("example.com", "Backup") == 3
+        api.lists[cr].extend([(403, {"message": "forbidden"})] * 50)
+        with pytest.raises(UncountedError, match="cannot be counted"):
+            cache.state.custom_resource_count("example.com", "Backup")
+
+
+def test_a_guarded_custom_kind_is_watched_in_full_and_gates_readiness(api: FakeApi) -> None:
+    crd: dict[str, Any] = {
+        "metadata": {"name": "volumesnapshots.snapshot.storage.k8s.io", "resourceVersion": "3"},
+        "spec": {
+            "group": "snapshot.storage.k8s.io",
+            "names": {"kind": "VolumeSnapshot", "plural": "volumesnapshots"},
+            "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": True, "storage": True}],
+        },
+    }
+    crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    api.lists[crds].append((200, {"metadata": {"resourceVersion": "3"}, "items": [crd]}))
+    snaps = "/apis/snapshot.storage.k8s.io/v1/volumesnapshots"
+    snap = {"metadata": {"name": "s1", "namespace": "app", "resourceVersion": "4"}}
+    page = (200, {"metadata": {"resourceVersion": "4"}, "items": [snap]})
+    api.lists[snaps].extend([page, page])  # the count and the full watch list it
+    with started(api) as cache:
+        ref = ObjectRef("snapshot.storage.k8s.io", "VolumeSnapshot", "app", "s1")
+        k_wait(lambda: cache.state.guarded_in_namespace("app") == [ref])
+        assert "VolumeSnapshot.snapshot.storage.k8s.io" in cache.stats().live
+
+
+def test_max_cache_age_below_five_minutes_is_an_error() -> None:
+    with pytest.raises(ConfigError, match=r"webhook.maxCacheAge: '90s' is below the minimum of 5m"):
+        policy_from_dict({"webhook": {"maxCacheAge": "90s"}}, "prune-gate.yaml")
+    assert policy_from_dict({"webhook": {"maxCacheAge": "5m"}}).webhook.max_cache_age_seconds == 300
 
 
 def _readiness_lines(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
