@@ -24,6 +24,8 @@ from typing import Any
 from flask import Flask
 from gunicorn.app.base import BaseApplication
 
+from webhook.tls import CertificateError, check_pair
+
 log = logging.getLogger("prune_gate.webhook.serve")
 
 
@@ -47,7 +49,11 @@ LOG_CONFIG: dict[str, Any] = {
 
 
 class CertReloader:
-    """An SSLContext for a certificate and key file pair, reloaded when the files change."""
+    """An SSLContext for a certificate and key file pair, reloaded when the files change.
+
+    The first load raises `CertificateError` (naming the file) instead of serving without a
+    certificate; a failed reload keeps the loaded context and is logged.
+    """
 
     def __init__(self, cert_file: str | Path, key_file: str | Path) -> None:
         self.cert_file = str(cert_file)
@@ -57,21 +63,35 @@ class CertReloader:
         self._context = self._load()
         self.reloads = 0
 
-    def _files_stamp(self) -> tuple[int, int, int, int]:
-        c, k = Path(self.cert_file).stat(), Path(self.key_file).stat()
-        return (c.st_mtime_ns, c.st_size, k.st_mtime_ns, k.st_size)
+    def _files_stamp(self) -> tuple[int, ...]:
+        stamp: list[int] = []
+        for path, what in ((self.cert_file, "serving certificate"), (self.key_file, "private key")):
+            try:
+                st = Path(path).stat()
+            except OSError as exc:
+                raise CertificateError(
+                    f"cannot read the {what} {path}: {exc.strerror or exc}"
+                ) from None
+            stamp += [st.st_mtime_ns, st.st_size]
+        return tuple(stamp)
 
     def _load(self) -> ssl.SSLContext:
+        check_pair(self.cert_file, self.key_file)
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-        ctx.load_cert_chain(self.cert_file, self.key_file)
+        try:
+            ctx.load_cert_chain(self.cert_file, self.key_file)
+        except (OSError, ssl.SSLError) as exc:
+            raise CertificateError(
+                f"cannot load the certificate {self.cert_file} with the key {self.key_file}: {exc}"
+            ) from None
         return ctx
 
     def context(self) -> ssl.SSLContext:
         """The current context; reloads first when the files changed since the last load."""
         try:
             stamp = self._files_stamp()
-        except OSError as exc:
+        except CertificateError as exc:
             log.error("cannot stat certificate files, keeping the loaded ones", extra={"err": exc})
             return self._context
         if stamp == self._stamp:
@@ -80,7 +100,7 @@ class CertReloader:
             if stamp != self._stamp:
                 try:
                     self._context = self._load()
-                except (OSError, ssl.SSLError) as exc:
+                except CertificateError as exc:
                     log.error(
                         "cannot load rotated certificate, keeping the previous one",
                         extra={"cert": self.cert_file, "error": str(exc)},

@@ -106,3 +106,50 @@ def write_pair(pair: CertPair, cert_file: Path, key_file: Path) -> None:
         tmp.write_bytes(data)
         tmp.chmod(mode)
         tmp.replace(path)
+
+
+class CertificateError(ValueError):
+    """A certificate or key file cannot serve; the message names the file and the fix."""
+
+
+def _read(path: str, what: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise CertificateError(f"cannot read the {what} {path}: {exc.strerror or exc}") from None
+
+
+def load_certificate(path: str, what: str = "serving certificate") -> x509.Certificate:
+    """The first certificate of a PEM file (the leaf of a chain)."""
+    data = _read(path, what)
+    try:
+        certs = x509.load_pem_x509_certificates(data)
+    except ValueError:
+        raise CertificateError(
+            f"the {what} {path} holds no PEM certificate (expected -----BEGIN CERTIFICATE-----)"
+        ) from None
+    return certs[0]
+
+
+def check_pair(cert_file: str, key_file: str) -> x509.Certificate:
+    """Read a serving certificate and its key; the certificate, or CertificateError naming the
+    file that is missing, unreadable, not PEM, or not the other's match."""
+    cert = load_certificate(cert_file)
+    data = _read(key_file, "private key")
+    try:
+        key = serialization.load_pem_private_key(data, password=None)
+    except (ValueError, TypeError):
+        raise CertificateError(
+            f"the private key {key_file} is not an unencrypted PEM private key"
+        ) from None
+    ours = key.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    theirs = cert.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    if ours != theirs:
+        raise CertificateError(
+            f"the private key {key_file} does not belong to the certificate {cert_file}"
+        )
+    return cert
