@@ -58,6 +58,11 @@ class Settings:
     now: Callable[[], dt.datetime] = _utcnow
     #: How many Events the sink dropped (for /metrics).
     events_dropped: Callable[[], int] = lambda: 0
+    #: Why the serving certificate makes the server unready (a rejected rotation, an expired
+    #: certificate), or None; the server passes `CertReloader.problem`.
+    serving_problem: Callable[[], str | None] = lambda: None
+    #: When the served certificate expires (Unix seconds), or None when not known.
+    certificate_expiry: Callable[[], float | None] = lambda: None
 
 
 def create_app(settings: Settings) -> Flask:
@@ -65,7 +70,9 @@ def create_app(settings: Settings) -> Flask:
     app = Flask("prune_gate_webhook")
     # Flask reads at most this much of a body; the review parser checks the exact limit.
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes + 1
-    metrics = Metrics(settings.cache.stats, settings.events_dropped)
+    metrics = Metrics(
+        settings.cache.stats, settings.events_dropped, settings.certificate_expiry
+    )
     app.extensions["prune_gate"] = {"settings": settings, "metrics": metrics}
 
     def bad_request(reason: str) -> tuple[Response, int]:
@@ -126,6 +133,9 @@ def create_app(settings: Settings) -> Flask:
     @app.get("/readyz")
     def readyz() -> tuple[Response, int]:
         ready, reason = settings.cache.ready()
+        serving = settings.serving_problem()
+        if serving is not None:
+            ready, reason = False, serving if ready else f"{serving}; {reason}"
         return jsonify({"ready": ready, "reason": reason}), 200 if ready else 503
 
     @app.get("/metrics")

@@ -162,6 +162,8 @@ def serve(
                 events=events,
                 max_body_bytes=max_body_bytes,
                 events_dropped=lambda: events.dropped,
+                serving_problem=reloader.problem,
+                certificate_expiry=reloader.not_after,
             )
         )
 
