@@ -70,9 +70,7 @@ def create_app(settings: Settings) -> Flask:
     app = Flask("prune_gate_webhook")
     # Flask reads at most this much of a body; the review parser checks the exact limit.
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes + 1
-    metrics = Metrics(
-        settings.cache.stats, settings.events_dropped, settings.certificate_expiry
-    )
+    metrics = Metrics(settings.cache.stats, settings.events_dropped, settings.certificate_expiry)
     app.extensions["prune_gate"] = {"settings": settings, "metrics": metrics}
 
     def bad_request(reason: str) -> tuple[Response, int]:
