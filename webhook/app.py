@@ -6,8 +6,10 @@ builds one around the real watch cache and Event queue. No state lives in the ap
 cluster tells the cache: replicas scale out.
 
 Exceptions become protocol answers here and only here: a malformed review is a 400 with its reason;
-a bug is logged with its traceback and answered 500 with a one-line reason, so the webhook's
-failurePolicy decides, and nothing of the stack reaches the client.
+a body over the limit is a 413, answered before it is read; an unknown path or method is a 404 or
+405; a bug is logged with its traceback and answered 500 with a one-line reason, so the webhook's
+failurePolicy decides. Every answer is JSON: nothing of the stack, and no HTML page, reaches the
+client.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 
 from flask import Flask, Response, jsonify, request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from gate.fence import fence_status
 from gate.policy import Policy
@@ -55,6 +58,11 @@ class Settings:
     now: Callable[[], dt.datetime] = _utcnow
     #: How many Events the sink dropped (for /metrics).
     events_dropped: Callable[[], int] = lambda: 0
+    #: Why the serving certificate makes the server unready (a rejected rotation, an expired
+    #: certificate), or None; the server passes `CertReloader.problem`.
+    serving_problem: Callable[[], str | None] = lambda: None
+    #: When the served certificate expires (Unix seconds), or None when not known.
+    certificate_expiry: Callable[[], float | None] = lambda: None
 
 
 def create_app(settings: Settings) -> Flask:
@@ -62,7 +70,7 @@ def create_app(settings: Settings) -> Flask:
     app = Flask("prune_gate_webhook")
     # Flask reads at most this much of a body; the review parser checks the exact limit.
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes + 1
-    metrics = Metrics(settings.cache.stats, settings.events_dropped)
+    metrics = Metrics(settings.cache.stats, settings.events_dropped, settings.certificate_expiry)
     app.extensions["prune_gate"] = {"settings": settings, "metrics": metrics}
 
     def bad_request(reason: str) -> tuple[Response, int]:
@@ -70,17 +78,24 @@ def create_app(settings: Settings) -> Flask:
         log.warning("malformed admission review", extra={"reason": reason})
         return jsonify({"error": "bad request", "reason": reason}), 400
 
+    def too_large(length: int | None) -> tuple[Response, int]:
+        size = f"body of {length} bytes" if length is not None else "body"
+        reason = f"{size} exceeds the limit of {settings.max_body_bytes} bytes; not read"
+        metrics.requests.labels("413").inc()
+        log.warning("admission review too large", extra={"reason": reason})
+        return jsonify({"error": "payload too large", "reason": reason}), 413
+
     @app.post("/validate")
     def validate() -> tuple[Response, int]:
         started = time.perf_counter()
         length = request.content_length
         if length is not None and length > settings.max_body_bytes:
-            return bad_request(
-                f"body of {length} bytes exceeds the limit of {settings.max_body_bytes} bytes"
-            )
+            return too_large(length)
         if not (request.mimetype or "").endswith("json"):
             return bad_request(f"Content-Type must be application/json, not {request.mimetype!r}")
         body = request.get_data(cache=False)
+        if len(body) > settings.max_body_bytes:  # a chunked body has no length to check first
+            return too_large(None)
         try:
             req = parse_review(body, settings.max_body_bytes)
         except ReviewError as exc:
@@ -116,15 +131,32 @@ def create_app(settings: Settings) -> Flask:
     @app.get("/readyz")
     def readyz() -> tuple[Response, int]:
         ready, reason = settings.cache.ready()
+        serving = settings.serving_problem()
+        if serving is not None:
+            ready, reason = False, serving if ready else f"{serving}; {reason}"
         return jsonify({"ready": ready, "reason": reason}), 200 if ready else 503
 
     @app.get("/metrics")
     def metrics_endpoint() -> Response:
         return Response(generate_latest(metrics.registry), mimetype=CONTENT_TYPE_LATEST)
 
-    @app.errorhandler(413)
-    def too_large(_exc: Any) -> tuple[Response, int]:
-        return bad_request(f"body exceeds the limit of {settings.max_body_bytes} bytes")
+    @app.errorhandler(HTTPException)
+    def http_error(exc: HTTPException) -> tuple[Response, int]:
+        # Flask's own answers (404, 405, a chunked body past MAX_CONTENT_LENGTH) are HTML pages.
+        code = exc.code or 500
+        if code == 413:
+            return too_large(None)
+        reason = f"{request.method} {request.path}: {exc.description}"
+        resp = jsonify({"error": exc.name.lower(), "reason": reason})
+        if isinstance(exc, MethodNotAllowed) and exc.valid_methods:
+            resp.headers["Allow"] = ", ".join(exc.valid_methods)
+        return resp, code
+
+    @app.errorhandler(Exception)
+    def internal_error(_exc: Exception) -> tuple[Response, int]:
+        log.exception("unhandled error", extra={"path": request.path})
+        metrics.requests.labels("500").inc()
+        return jsonify({"error": "internal error", "reason": "unhandled error, see the log"}), 500
 
     return app
 

@@ -25,6 +25,15 @@ from webhook.review import DEFAULT_MAX_BYTES
 log = logging.getLogger("prune_gate.webhook.cli")
 
 
+class ServeError(click.ClickException):
+    """Serving cannot start (a certificate or key file that cannot serve): one line, exit 2."""
+
+    exit_code = 2
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"error: {self.format_message()}", err=True)
+
+
 def kube_configuration(kubeconfig: str | None) -> Any:
     """A client Configuration: `kubeconfig`, else $KUBECONFIG, else ~/.kube/config, else the
     in-cluster service account (the resolution of `gate check --live`). Raises ClusterError."""
@@ -119,6 +128,7 @@ def serve(
     from webhook import register as reg
     from webhook import tls
     from webhook.serve import CertReloader, WebhookServer, host_of
+    from webhook.tls import CertificateError
 
     jsonlog.configure()
     try:
@@ -158,6 +168,8 @@ def serve(
                 events=events,
                 max_body_bytes=max_body_bytes,
                 events_dropped=lambda: events.dropped,
+                serving_problem=reloader.problem,
+                certificate_expiry=reloader.not_after,
             )
         )
         if "registered" in state or watch_registration:  # nothing can refuse its deletion
@@ -195,9 +207,11 @@ def serve(
             ca_pem = ca.cert_pem
             log.info("self-signed certificate written", extra={"dir": str(out), "host": host})
         assert cert_file is not None and key_file is not None
-        server = WebhookServer(
-            build_app, listen, CertReloader(cert_file, key_file), threads, stop_worker
-        )
+        try:
+            reloader = CertReloader(cert_file, key_file)
+        except CertificateError as exc:
+            raise ServeError(str(exc)) from None
+        server = WebhookServer(build_app, listen, reloader, threads, stop_worker)
         if register:
             assert ca_pem is not None
             url_host = f"[{host}]" if ":" in host else host

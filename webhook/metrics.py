@@ -1,7 +1,8 @@
 """Prometheus metrics, in a registry of the app's own (two apps in one process do not collide).
 
 Requests and decisions are counted as they happen; the cache's size, age and watch restarts are
-read from the cache when /metrics is scraped, so the cache does not need to know about metrics.
+read from the cache when /metrics is scraped, so the cache does not need to know about metrics; the
+serving certificate's expiry is read from the certificate reloader the same way.
 """
 
 from __future__ import annotations
@@ -65,11 +66,28 @@ class _CacheCollector(Collector):
         )
 
 
+class _CertificateCollector(Collector):
+    def __init__(self, expiry: Callable[[], float | None]) -> None:
+        self._expiry = expiry
+
+    def collect(self) -> Iterator[Any]:
+        expiry = self._expiry()
+        if expiry is not None:
+            yield GaugeMetricFamily(
+                f"{PREFIX}_certificate_expiry_timestamp_seconds",
+                "When the serving certificate in use expires (notAfter), in Unix seconds",
+                value=expiry,
+            )
+
+
 class Metrics:
     """The app's metrics."""
 
     def __init__(
-        self, stats: Callable[[], CacheStats], dropped: Callable[[], int] = lambda: 0
+        self,
+        stats: Callable[[], CacheStats],
+        dropped: Callable[[], int] = lambda: 0,
+        certificate_expiry: Callable[[], float | None] = lambda: None,
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.requests = Counter(
@@ -93,3 +111,4 @@ class Metrics:
             registry=self.registry,
         )
         self.registry.register(_CacheCollector(stats, dropped))
+        self.registry.register(_CertificateCollector(certificate_expiry))

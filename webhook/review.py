@@ -17,8 +17,13 @@ from gate.shapes import shape_problem
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
 
-#: The API server sends at most ~3 MiB objects; anything far beyond that is not a real review.
+#: The API server takes request bodies up to 3 MiB and stores objects up to etcd's 1.5 MiB: an
+#: UPDATE's review carries both, so 4 MiB holds every real review and little else.
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024
+#: How deeply objects and lists may nest in a review. Kubernetes objects nest about 10 levels
+#: (a pod template's volume source is 8); 100 leaves room for any custom resource and stops
+#: a body built to exhaust the parser's recursion.
+MAX_DEPTH = 100
 
 
 class ReviewError(ValueError):
@@ -105,6 +110,10 @@ def parse_review(body: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> AdmissionRe
         doc = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ReviewError(f"body is not JSON: {exc}") from None
+    except RecursionError:
+        raise ReviewError(f"body nests deeper than {MAX_DEPTH} levels") from None
+    if isinstance(doc, dict | list):
+        _check_depth(doc)
     if not isinstance(doc, dict):
         raise ReviewError(f"body must be a JSON object, not {type(doc).__name__}")
     api_version, kind = doc.get("apiVersion"), doc.get("kind")
@@ -147,6 +156,17 @@ def parse_review(body: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> AdmissionRe
         dry_run=dry_run,
         sub_resource=str(req.get("subResource") or ""),
     )
+
+
+def _check_depth(doc: Any, limit: int = MAX_DEPTH) -> None:
+    """Refuse a document that nests deeper than `limit` (walked without recursion)."""
+    stack: list[tuple[Any, int]] = [(doc, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > limit:
+            raise ReviewError(f"body nests deeper than {limit} levels")
+        children = value.values() if isinstance(value, dict) else value
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
 
 
 def _object(req: dict[str, Any], key: str) -> dict[str, Any] | None:

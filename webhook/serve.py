@@ -14,15 +14,20 @@ new connections get the new certificate and established ones keep theirs.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import ssl
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from cryptography import x509
 from flask import Flask
 from gunicorn.app.base import BaseApplication
+
+from webhook.tls import CertificateError, check_pair, validity_problem
 
 log = logging.getLogger("prune_gate.webhook.serve")
 
@@ -46,50 +51,110 @@ LOG_CONFIG: dict[str, Any] = {
 }
 
 
-class CertReloader:
-    """An SSLContext for a certificate and key file pair, reloaded when the files change."""
+#: How often files that were rejected are tried again (a certificate not valid yet becomes valid).
+RETRY_SECONDS = 10.0
 
-    def __init__(self, cert_file: str | Path, key_file: str | Path) -> None:
+
+def _utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+class CertReloader:
+    """An SSLContext for a certificate and key file pair, reloaded when the files change.
+
+    The first load raises `CertificateError` (naming the file) instead of serving without a
+    certificate or with an expired one. A rejected reload (garbage, a mismatched key, an expired
+    or not yet valid certificate) keeps the loaded context, is logged, and makes `problem()` say
+    why until a good pair is in place: the rotation is broken and the old certificate runs out,
+    so /readyz answers 503 with that reason rather than 200.
+    """
+
+    def __init__(
+        self,
+        cert_file: str | Path,
+        key_file: str | Path,
+        now: Callable[[], dt.datetime] = _utcnow,
+    ) -> None:
         self.cert_file = str(cert_file)
         self.key_file = str(key_file)
+        self.now = now
         self._lock = threading.Lock()
         self._stamp = self._files_stamp()
-        self._context = self._load()
+        self._rejected: str | None = None
+        self._rejected_stamp: tuple[int, ...] = ()
+        self._rejected_at = 0.0
+        self._context, self._cert = self._load()
         self.reloads = 0
 
-    def _files_stamp(self) -> tuple[int, int, int, int]:
-        c, k = Path(self.cert_file).stat(), Path(self.key_file).stat()
-        return (c.st_mtime_ns, c.st_size, k.st_mtime_ns, k.st_size)
+    def _files_stamp(self) -> tuple[int, ...]:
+        stamp: list[int] = []
+        for path, what in ((self.cert_file, "serving certificate"), (self.key_file, "private key")):
+            try:
+                st = Path(path).stat()
+            except OSError as exc:
+                raise CertificateError(
+                    f"cannot read the {what} {path}: {exc.strerror or exc}"
+                ) from None
+            stamp += [st.st_mtime_ns, st.st_size]
+        return tuple(stamp)
 
-    def _load(self) -> ssl.SSLContext:
+    def _load(self) -> tuple[ssl.SSLContext, x509.Certificate]:
+        cert = check_pair(self.cert_file, self.key_file, self.now())
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-        ctx.load_cert_chain(self.cert_file, self.key_file)
-        return ctx
+        try:
+            ctx.load_cert_chain(self.cert_file, self.key_file)
+        except (OSError, ssl.SSLError) as exc:
+            raise CertificateError(
+                f"cannot load the certificate {self.cert_file} with the key {self.key_file}: {exc}"
+            ) from None
+        return ctx, cert
 
     def context(self) -> ssl.SSLContext:
         """The current context; reloads first when the files changed since the last load."""
         try:
             stamp = self._files_stamp()
-        except OSError as exc:
+        except CertificateError as exc:
+            self._rejected = str(exc)
             log.error("cannot stat certificate files, keeping the loaded ones", extra={"err": exc})
             return self._context
         if stamp == self._stamp:
+            self._rejected = None
             return self._context
+        if stamp == self._rejected_stamp and time.monotonic() - self._rejected_at < RETRY_SECONDS:
+            return self._context  # the same rejected files: not again on every connection
         with self._lock:
             if stamp != self._stamp:
                 try:
-                    self._context = self._load()
-                except (OSError, ssl.SSLError) as exc:
+                    self._context, self._cert = self._load()
+                except CertificateError as exc:
+                    self._rejected, self._rejected_stamp = str(exc), stamp
+                    self._rejected_at = time.monotonic()
                     log.error(
                         "cannot load rotated certificate, keeping the previous one",
                         extra={"cert": self.cert_file, "error": str(exc)},
                     )
                     return self._context
                 self._stamp = stamp
+                self._rejected = None
                 self.reloads += 1
-                log.info("serving certificate reloaded", extra={"cert": self.cert_file})
+                log.info(
+                    "serving certificate reloaded",
+                    extra={"cert": self.cert_file, "notAfter": self._cert.not_valid_after_utc},
+                )
         return self._context
+
+    def problem(self) -> str | None:
+        """Why serving is not healthy (a rejected rotation, or the served certificate is no
+        longer valid), or None. Looks at the files first, as a new connection would."""
+        self.context()
+        if self._rejected is not None:
+            return f"certificate rotation rejected, serving the previous one: {self._rejected}"
+        return validity_problem(self._cert, self.cert_file, self.now())
+
+    def not_after(self) -> float:
+        """When the served certificate expires, in Unix seconds (for the expiry gauge)."""
+        return self._cert.not_valid_after_utc.timestamp()
 
 
 class WebhookServer(BaseApplication):  # type: ignore[misc]

@@ -76,21 +76,24 @@ def make_ca(name: str = "prune-gate self-signed CA", days: int = 365) -> CertPai
     return CertPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
 
 
-def make_serving_cert(ca: CertPair, hosts: list[str], days: int = 90) -> CertPair:
-    """A serving certificate for `hosts` (IP addresses or DNS names), signed by `ca`."""
+def make_serving_cert(
+    ca: CertPair, hosts: list[str], days: int = 90, not_before: dt.datetime | None = None
+) -> CertPair:
+    """A serving certificate for `hosts` (IP addresses or DNS names), signed by `ca`, valid
+    `days` from `not_before` (default: five minutes ago)."""
     ca_cert = x509.load_pem_x509_certificate(ca.cert_pem)
     ca_key = serialization.load_pem_private_key(ca.key_pem, password=None)
     assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
     key = ec.generate_private_key(ec.SECP256R1())
-    now = dt.datetime.now(dt.UTC)
+    start = not_before or dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
     cert = (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])]))
         .issuer_name(ca_cert.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=days))
+        .not_valid_before(start)
+        .not_valid_after(start + dt.timedelta(days=days))
         .add_extension(x509.SubjectAlternativeName([_san(h) for h in hosts]), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
@@ -106,3 +109,73 @@ def write_pair(pair: CertPair, cert_file: Path, key_file: Path) -> None:
         tmp.write_bytes(data)
         tmp.chmod(mode)
         tmp.replace(path)
+
+
+class CertificateError(ValueError):
+    """A certificate or key file cannot serve; the message names the file and the fix."""
+
+
+def _read(path: str, what: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise CertificateError(f"cannot read the {what} {path}: {exc.strerror or exc}") from None
+
+
+def load_certificate(path: str, what: str = "serving certificate") -> x509.Certificate:
+    """The first certificate of a PEM file (the leaf of a chain)."""
+    data = _read(path, what)
+    try:
+        certs = x509.load_pem_x509_certificates(data)
+    except ValueError:
+        raise CertificateError(
+            f"the {what} {path} holds no PEM certificate (expected -----BEGIN CERTIFICATE-----)"
+        ) from None
+    return certs[0]
+
+
+def _stamp(t: dt.datetime) -> str:
+    return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def validity_problem(cert: x509.Certificate, path: str, now: dt.datetime) -> str | None:
+    """Why `cert` cannot serve at `now` (expired, not yet valid), or None."""
+    if now > cert.not_valid_after_utc:
+        return (
+            f"the serving certificate {path} expired: notAfter {_stamp(cert.not_valid_after_utc)}, "
+            f"now {_stamp(now)}; renew it (cert-manager: cmctl renew; --self-signed: restart)"
+        )
+    if now < cert.not_valid_before_utc:
+        return (
+            f"the serving certificate {path} is not valid yet: notBefore "
+            f"{_stamp(cert.not_valid_before_utc)}, now {_stamp(now)}; check the issuer's clock"
+        )
+    return None
+
+
+def check_pair(cert_file: str, key_file: str, now: dt.datetime | None = None) -> x509.Certificate:
+    """Read a serving certificate and its key; the certificate, or CertificateError naming the
+    file that is missing, unreadable, not PEM, not the other's match, or not valid at `now`
+    (default: the wall clock): an expired certificate must not load silently."""
+    cert = load_certificate(cert_file)
+    problem = validity_problem(cert, cert_file, now or dt.datetime.now(dt.UTC))
+    if problem is not None:
+        raise CertificateError(problem)
+    data = _read(key_file, "private key")
+    try:
+        key = serialization.load_pem_private_key(data, password=None)
+    except (ValueError, TypeError):
+        raise CertificateError(
+            f"the private key {key_file} is not an unencrypted PEM private key"
+        ) from None
+    ours = key.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    theirs = cert.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    if ours != theirs:
+        raise CertificateError(
+            f"the private key {key_file} does not belong to the certificate {cert_file}"
+        )
+    return cert

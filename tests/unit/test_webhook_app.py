@@ -126,11 +126,11 @@ def test_dry_run_is_decided_the_same_without_events(
     assert len(app_and_sink[1].events) == 1
 
 
-def test_oversized_body_is_400_with_reason() -> None:
+def test_oversized_body_is_413_with_reason() -> None:
     app, _ = make_app(max_bytes=1000)
     with app.test_client() as c:
         resp = c.post("/validate", data=b" " * 5000, content_type="application/json")
-    assert resp.status_code == 400
+    assert resp.status_code == 413
     assert "exceeds the limit of 1000 bytes" in resp.get_json()["reason"]
 
 
