@@ -18,11 +18,18 @@ import click
 from gate import __version__
 from gate.check import CheckResult, build_sides, check_inventories, check_objects
 from gate.context import Context, detect_ci_context
-from gate.errors import GateError, InputError
+from gate.errors import ConfigError, GateError, InputError
 from gate.fence import FenceStatus
 from gate.findings import MEANING, Code
 from gate.manifests import RawObject, read_path
-from gate.policy import POLICY_FILE, Policy, load_policy, policy_from_text
+from gate.policy import (
+    POLICY_FILE,
+    Policy,
+    decode_policy,
+    load_policy,
+    policy_from_text,
+    require_regular_file,
+)
 from gate.report import FORMATS, render_report, step_summary
 from gate.scope import PruneScope, parse_scope
 from gate.verdict import EXIT_POLICY, EXIT_UNDECIDED
@@ -262,7 +269,8 @@ def _policy_for_files(config_path: str | None) -> Policy:
     if config_path:
         return load_policy(config_path)
     default = Path(POLICY_FILE)
-    return load_policy(default) if default.is_file() else Policy()
+    # lexists, not is_file: a symlink to /dev/null must be refused, not read as "no policy".
+    return load_policy(default) if os.path.lexists(default) else Policy()
 
 
 def _read_git(
@@ -295,24 +303,28 @@ def _base_policy(repo: str, base_sha: str, config_path: str | None) -> Policy:
     """The policy as the base revision has it: a candidate must not switch its own gate off.
 
     A `--config` inside the repository is read at the base revision too (if the base lacks it,
-    the defaults apply until it is merged); one outside the repository is read from disk.
+    the defaults apply until it is merged); one outside the repository is read from disk. The
+    path is never resolved through a symlink (a candidate's link to `/dev/null` or outside the
+    tree would otherwise choose the policy), and a symlink is refused on disk and in the base.
     """
     from gate import gitsource
 
     if config_path is None:
         where = POLICY_FILE
     else:
+        require_regular_file(config_path)
         try:
             with gitsource.open_repo(repo) as r:
                 root = r.working_tree_dir
         except GateError:
             root = None
-        absolute = Path(config_path).resolve()
-        if root is None or not absolute.is_relative_to(Path(root).resolve()):
+        where_in_repo = _inside(Path(root), config_path) if root is not None else None
+        if where_in_repo is None:
             return load_policy(config_path)
-        where = absolute.relative_to(Path(root).resolve()).as_posix()
-    text = gitsource.read_file(repo, base_sha, where)
-    if text is None:
+        where = where_in_repo
+    blob = gitsource.read_blob(repo, base_sha, where)
+    label = f"{where} at {base_sha[:12]}"
+    if blob is None:
         if config_path is not None:
             click.echo(
                 f"note: {where} does not exist at the base revision {base_sha[:12]}: using the "
@@ -320,7 +332,27 @@ def _base_policy(repo: str, base_sha: str, config_path: str | None) -> Policy:
                 err=True,
             )
         return Policy()
-    return policy_from_text(text, f"{where} at {base_sha[:12]}")
+    is_link, data = blob
+    if is_link:
+        raise ConfigError(
+            f"{label}: the policy file is a symlink in the base revision (git mode 120000); a "
+            "policy must be a regular file: commit the file itself"
+        )
+    return policy_from_text(decode_policy(data, label), label)
+
+
+def _inside(root: Path, config_path: str) -> str | None:
+    """`config_path` relative to the work tree `root` (posix), or None when it is outside.
+
+    Lexical, with only the directory resolved: the file's own name is never followed.
+    """
+    target = Path(os.path.normpath(Path(config_path).absolute()))
+    directory = target.parent.resolve()
+    for base in (root.resolve(), Path(os.path.normpath(root.absolute()))):
+        for candidate in (directory / target.name, target):
+            if candidate.is_relative_to(base):
+                return candidate.relative_to(base).as_posix()
+    return None
 
 
 def _workspace_relative(path: str) -> str:

@@ -128,6 +128,21 @@ def read_file(repo: str | Path, rev: str, path: str) -> str | None:
         return None  # pragma: no cover - _blobs yields one pair per entry
 
 
+def read_blob(repo: str | Path, rev: str, path: str) -> tuple[bool, bytes] | None:
+    """(is a symlink, raw bytes) of one file at `rev`, or None when it does not exist there.
+
+    For files whose kind matters (the policy: a symlink blob would point the gate elsewhere) and
+    whose decoding the caller owns.
+    """
+    with open_repo(repo) as r:
+        sha = _resolve(r, rev)
+        norm = _normalise(r, path)
+        entries = [e for e in _ls_tree(r, sha, [norm]) if e.path == norm]
+        for entry, data in _blobs(r, entries):
+            return entry.mode == _MODE_SYMLINK, data
+        return None
+
+
 def changed_paths(repo: str | Path, base: str, head: str, paths: Sequence[str] = ()) -> list[str]:
     """Paths (from the repository root) that differ between `base` and `head`.
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 import datetime as dt
 import fnmatch
 import json
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -167,11 +169,51 @@ def load_policy(path: str | Path | None) -> Policy:
     """Load and validate a policy file; `None` gives the defaults."""
     if path is None:
         return Policy()
+    require_regular_file(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        data = Path(path).read_bytes()
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the policy: {exc.strerror}") from None
-    return policy_from_text(text, str(path))
+    return policy_from_text(decode_policy(data, str(path)), str(path))
+
+
+def require_regular_file(path: str | Path) -> None:
+    """Refuse a policy path that is a symlink or not a regular file (before reading it).
+
+    A candidate that swaps `prune-gate.yaml` for a symlink (to `/dev/null`, to a file outside the
+    tree) would otherwise switch its own guards off; a missing file is left to the reader.
+    """
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the policy: {exc.strerror}") from None
+    if stat.S_ISLNK(st.st_mode):
+        target = str(Path(path).readlink())
+        raise ConfigError(
+            f"{path}: the policy file is a symlink (to {target!r}); a policy must be "
+            "a regular file: replace the link with the file itself"
+        )
+    if not stat.S_ISREG(st.st_mode):
+        raise ConfigError(
+            f"{path}: the policy is not a regular file (a device, pipe or directory); "
+            "point --config at a regular YAML file"
+        )
+
+
+def decode_policy(data: bytes, label: str) -> str:
+    """The policy's text; a binary or non-UTF-8 file is an error naming it, not a traceback."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{label}: the policy is not UTF-8 text ({exc.reason} at byte {exc.start}); "
+            "save it as UTF-8 YAML"
+        ) from None
+    if "\0" in text:
+        raise ConfigError(f"{label}: the policy is a binary file (it holds NUL bytes), not YAML")
+    return text
 
 
 def policy_from_text(text: str, label: str) -> Policy:
@@ -181,6 +223,8 @@ def policy_from_text(text: str, label: str) -> Policy:
     except yaml.MarkedYAMLError as exc:
         line = exc.problem_mark.line + 1 if exc.problem_mark else 0
         raise ConfigError(f"{label}:{line}: invalid YAML: {exc.problem}") from None
+    except yaml.YAMLError as exc:  # ReaderError: characters YAML does not allow
+        raise ConfigError(f"{label}: invalid YAML: {exc}") from None
     return policy_from_dict(data if data is not None else {}, label)
 
 
