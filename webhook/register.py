@@ -119,11 +119,7 @@ def build_configuration(
                 "clientConfig": {"url": url, "caBundle": base64.b64encode(ca_pem).decode()},
                 "rules": rules_for(policy),
                 "matchConditions": match_conditions(policy),
-                "failurePolicy": failure_policy,
-                "matchPolicy": "Equivalent",
-                "sideEffects": "NoneOnDryRun",
-                "timeoutSeconds": timeout_seconds,
-                "admissionReviewVersions": ["v1"],
+                **_how_called(failure_policy, timeout_seconds),
                 "namespaceSelector": {
                     "matchExpressions": [
                         {
@@ -135,6 +131,17 @@ def build_configuration(
                 },
             }
         ],
+    }
+
+
+def _how_called(failure_policy: str, timeout_seconds: int) -> dict[str, Any]:
+    """The fields every entry shares: how the API server calls it and what a failure does."""
+    return {
+        "failurePolicy": failure_policy,
+        "matchPolicy": "Equivalent",
+        "sideEffects": "NoneOnDryRun",
+        "timeoutSeconds": timeout_seconds,
+        "admissionReviewVersions": ["v1"],
     }
 
 
@@ -166,11 +173,7 @@ def fence_webhook(
                 "scope": "Namespaced",
             }
         ],
-        "failurePolicy": failure_policy,
-        "matchPolicy": "Equivalent",
-        "sideEffects": "NoneOnDryRun",
-        "timeoutSeconds": timeout_seconds,
-        "admissionReviewVersions": ["v1"],
+        **_how_called(failure_policy, timeout_seconds),
         "namespaceSelector": {
             "matchLabels": {"kubernetes.io/metadata.name": namespace},
         },

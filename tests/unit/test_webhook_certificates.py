@@ -19,19 +19,12 @@ from flask import Flask
 
 from gate.livestate import LiveState
 from tests.unit.test_webhook_app import POLICY
+from tests.unit.test_webhook_hardening import KUBECONFIG
 from webhook import tls
 from webhook.app import Settings, create_app
 from webhook.cache import StaticCache
 from webhook.serve import CertReloader
 
-KUBECONFIG = """\
-apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:9"}}]
-users: [{name: u, user: {token: t}}]
-contexts: [{name: x, context: {cluster: c, user: u}}]
-current-context: x
-"""
 NOW = dt.datetime.now(dt.UTC)
 GAUGE = "prune_gate_webhook_certificate_expiry_timestamp_seconds"
 
