@@ -7,6 +7,7 @@ cannot be had skips these tests; in CI (`CI=true`) it fails them.
 from __future__ import annotations
 
 import base64
+import copy
 import functools
 import json
 import os
@@ -80,8 +81,9 @@ def _render(values_json: str) -> tuple[Obj, ...]:
 
 
 def render(values: Obj | None = None) -> list[Obj]:
-    """`helm template` of the chart with `values`; the objects, in helm's order."""
-    return list(_render(json.dumps(values or {}, sort_keys=True)))
+    """`helm template` of the chart with `values`; the objects, in helm's order. A deep copy:
+    a caller that edits an object must not change what the next test renders."""
+    return copy.deepcopy(list(_render(json.dumps(values or {}, sort_keys=True))))
 
 
 def render_error(values: Obj) -> str:
