@@ -429,7 +429,12 @@ def _override(req: AdmissionRequest, policy: Policy, own: LiveObject | None) -> 
     reason = own.annotations.get(key) if own is not None else None
     if isinstance(reason, str) and reason.strip():
         return f'{key}: "{reason}"'
-    groups = [g for g in req.user.groups if g in policy.webhook.break_glass_groups]
-    if groups:
-        return f"{req.user.username} is in break-glass group {groups[0]}"
+    group = break_glass_group(req, policy)
+    if group is not None:
+        return f"{req.user.username} is in break-glass group {group}"
     return None
+
+
+def break_glass_group(req: AdmissionRequest, policy: Policy) -> str | None:
+    """The first break-glass group the requester is in, if any."""
+    return next((g for g in req.user.groups if g in policy.webhook.break_glass_groups), None)

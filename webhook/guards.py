@@ -29,7 +29,14 @@ from gate.findings import Code, Finding
 from gate.policy import Policy
 from gate.refs import ObjectRef
 from gate.verdict import Verdict
-from webhook.decide import MAX_EVENT_MESSAGE, MAX_WARNING, EventSpec, Outcome
+from webhook.decide import (
+    MAX_EVENT_MESSAGE,
+    MAX_WARNING,
+    EventSpec,
+    Outcome,
+    break_glass_group,
+    is_deployer,
+)
 from webhook.review import AdmissionRequest, AdmissionResponse, Status
 
 #: Event reasons for the fence Lease (Warning type).
@@ -121,7 +128,7 @@ def decide_guard(req: AdmissionRequest, policy: Policy, fence: FenceStatus) -> G
     def refuse(why: str) -> GuardDecision:
         return GuardDecision(False, why, namespace, name, uid, GUARD_TAMPERED_EVENT)
 
-    if user in policy.webhook.deployers:
+    if is_deployer(req, policy):
         return refuse(
             f"{req.operation} of the speculation fence {where} by deployer {user} refused: a "
             "deployer may not change or remove the fence that guards its own prunes; fix: let "
@@ -146,11 +153,11 @@ def decide_guard(req: AdmissionRequest, policy: Policy, fence: FenceStatus) -> G
         f"{req.operation} of the speculation fence {where} by {user}: "
         f"{', '.join(changes)} while it is held by candidate {old.holder} ({holder})"
     )
-    groups = [g for g in req.user.groups if g in policy.webhook.break_glass_groups]
-    if groups:
+    group = break_glass_group(req, policy)
+    if group is not None:
         return GuardDecision(
             True,
-            f"allowed by break-glass group {groups[0]}: {what}",
+            f"allowed by break-glass group {group}: {what}",
             namespace,
             name,
             uid,
@@ -188,7 +195,7 @@ def guard_outcome(req: AdmissionRequest, policy: Policy, fence: FenceStatus) -> 
         if d.event_reason
         else ()
     )
-    deployer = req.user.username in policy.webhook.deployers
+    deployer = is_deployer(req, policy)
     if d.allowed:
         warnings = (d.message[:MAX_WARNING],) if d.message else ()
         response = AdmissionResponse(req.uid, True, warnings=warnings)
