@@ -60,7 +60,8 @@ HELPER_ENV = "PRUNE_GATE_KUSTOMIZE"
 INSTALL_HINT = (
     "build the confined renderer with `scripts/build-binaries path prune-gate-kustomize` (Go "
     ">= 1.24) and put its folder on PATH (or set PRUNE_GATE_KUSTOMIZE to it); or, with files "
-    "limited to each kustomization's own directory, install kustomize (https://kubectl.docs.kubernetes.io/installation/kustomize/, e.g. "
+    "limited to each kustomization's own directory, install kustomize "
+    "(https://kubectl.docs.kubernetes.io/installation/kustomize/, e.g. "
     "`brew install kustomize` or a release binary on PATH) or kubectl >= 1.14, which includes "
     "`kubectl kustomize`"
 )

@@ -300,7 +300,8 @@ def test_a_failed_build_carries_kustomizes_message(tmp_path: Path) -> None:
         render.render_kustomize(repo.root, sha, "app")
     message = str(info.value)
     assert re.match(
-        rf"app \(kustomize build at {sha[:12]}\): `(prune-gate-kustomize|kubectl kustomize)` failed",
+        rf"app \(kustomize build at {sha[:12]}\): "
+        r"`(prune-gate-kustomize|kubectl kustomize)` failed",
         message,
     )
     assert "app/missing.yaml: no such file or directory" in message

@@ -21,6 +21,8 @@ from tests.unit.helpers import GitRepo
 
 ROOT = Path(__file__).resolve().parents[2]
 HELPER = shutil.which(render.HELPER)
+GATE = [sys.executable, "-m", "gate"]
+ARGS = ["--base", "HEAD~1", "--head", "HEAD", "--path", "app", "--render", "kustomize"]
 
 #: `make test` puts the confined renderer on PATH; a missing one is a failure in CI, not a skip.
 needs_helper = pytest.mark.skipif(
@@ -139,9 +141,7 @@ def test_gate_check_refuses_the_environ_attack_with_exit_2(tmp_path: Path) -> No
     env.update(PYTHONPATH=str(ROOT), CANARY=SECRET, GITHUB_ACTIONS="true")
     for fmt in ("text", "github", "json"):
         done = subprocess.run(
-            [sys.executable, "-m", "gate", "check", "--repo", str(repo.root)]
-            + ["--base", "HEAD~1", "--head", "HEAD", "--path", "app", "--render", "kustomize"]
-            + ["--context", "preview", "--format", fmt],
+            [*GATE, "check", "--repo", str(repo.root), *ARGS, "--format", fmt],
             capture_output=True,
             text=True,
             env=env,
