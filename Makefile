@@ -37,13 +37,15 @@ binaries:
 	scripts/build-binaries
 
 e2e: $(STAMP) binaries
-	PATH="$(CURDIR)/$(BIN):$(KUBE_BIN):$$PATH" $(BIN)/pytest tests/e2e
+	PATH="$(CURDIR)/$(BIN):$(KUSTOMIZE_BIN):$(KUBE_BIN):$$PATH" $(BIN)/pytest tests/e2e
 
 # The pinned kubectl goes first on PATH: kustomize rendering tests use it.
 KUBE_BIN = $(shell dirname "$$(scripts/build-binaries path kubectl)")
+# gate check --render kustomize runs the confined renderer built from tools/kustomize.
+KUSTOMIZE_BIN = $(shell dirname "$$(scripts/build-binaries path prune-gate-kustomize)")
 
 test: lint binaries
-	PATH="$(CURDIR)/$(BIN):$(KUBE_BIN):$$PATH" $(BIN)/pytest
+	PATH="$(CURDIR)/$(BIN):$(KUSTOMIZE_BIN):$(KUBE_BIN):$$PATH" $(BIN)/pytest
 
 bench: $(STAMP) binaries
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench

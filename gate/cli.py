@@ -30,7 +30,7 @@ from gate.policy import (
     policy_from_text,
     require_regular_file,
 )
-from gate.report import FORMATS, render_report, step_summary
+from gate.report import FORMATS, inert, render_report, step_summary
 from gate.scope import PruneScope, parse_scope
 from gate.verdict import EXIT_POLICY, EXIT_UNDECIDED
 
@@ -54,7 +54,7 @@ def kube_options(f: F) -> F:
 
 def fail(message: str) -> NoReturn:
     """Print `error: message` and exit 2."""
-    click.echo(f"error: {message}", err=True)
+    click.echo(f"error: {inert(message)}", err=True)  # a file name may hold `\n::warning::`
     sys.exit(EXIT_UNDECIDED)
 
 

@@ -6,8 +6,15 @@ kustomize` builds each path at each revision with `kustomize build` (or `kubectl
 embeds it), as a subprocess: kustomize has no Python API, and shelling out means the gate sees
 exactly what the deployer's tool will see.
 
-Builds use `--load-restrictor=LoadRestrictionsNone`, as Flux's kustomize-controller does, so a
-kustomization that names a file outside its directory builds here as it does in the cluster.
+The build must not read outside the revision's tree: a candidate's `configMapGenerator` over
+`/proc/self/environ` would otherwise put the CI runner's secrets into the report. Builds therefore
+run `prune-gate-kustomize` (tools/kustomize, built by scripts/build-binaries): kustomize's own API
+with `LoadRestrictionsNone`, as Flux's kustomize-controller builds, on a file system that refuses
+every path resolving (symlinks followed) outside the tree, and offline (remote bases and files
+are refused). A kustomization that names a file elsewhere in the repository builds here as in the
+cluster. Without the helper, `kustomize build` or `kubectl kustomize` is the fallback, with
+kustomize's default `LoadRestrictionsRootOnly` (files only below each kustomization; never
+`LoadRestrictionsNone`, which reads anything the runner can).
 
 Revisions are materialised into a temporary directory from the object database
 (`gate.gitsource.export_tree`): the work tree is never touched, so base and candidate can be
@@ -46,26 +53,41 @@ ORIGIN_ANNOTATION = "config.kubernetes.io/origin"
 #: How long one build may take before it is reported as hung.
 DEFAULT_TIMEOUT = 300.0
 
+#: The confined renderer built from tools/kustomize; `PRUNE_GATE_KUSTOMIZE` names it explicitly.
+HELPER = "prune-gate-kustomize"
+HELPER_ENV = "PRUNE_GATE_KUSTOMIZE"
+
 INSTALL_HINT = (
-    "install kustomize (https://kubectl.docs.kubernetes.io/installation/kustomize/, e.g. "
+    "build the confined renderer with `scripts/build-binaries path prune-gate-kustomize` (Go "
+    ">= 1.24) and put its folder on PATH (or set PRUNE_GATE_KUSTOMIZE to it); or, with files "
+    "limited to each kustomization's own directory, install kustomize "
+    "(https://kubectl.docs.kubernetes.io/installation/kustomize/, e.g. "
     "`brew install kustomize` or a release binary on PATH) or kubectl >= 1.14, which includes "
     "`kubectl kustomize`"
 )
 
-#: Build as Flux's kustomize-controller does: a kustomization may name files outside its own
-#: directory (`resources: [../../apps/web/pvc.yaml]`), which kustomize's default refuses.
-#: `kustomize build` and `kubectl kustomize` both take it.
-LOAD_RESTRICTOR = "--load-restrictor=LoadRestrictionsNone"
+#: The fallback renderers keep kustomize's default: files only below the kustomization's own
+#: directory, symlinks resolved. Never `LoadRestrictionsNone` outside the confined helper.
+LOAD_RESTRICTOR = "--load-restrictor=LoadRestrictionsRootOnly"
 
 _WRAPPER_DIR = "prune-gate-wrapper"
 _TREE_DIR = "tree"
 
 
 def find_kustomize(search_path: str | None = None) -> list[str]:
-    """The command that builds a kustomization: `kustomize build`, else `kubectl kustomize`.
+    """The command that builds a kustomization: the confined helper, else `kustomize build`, else
+    `kubectl kustomize` (a one-element list is the helper).
 
     `search_path` is a PATH-style string (default: the PATH environment variable).
     """
+    explicit = os.environ.get(HELPER_ENV)
+    if explicit:
+        if not os.access(explicit, os.X_OK):
+            raise RenderError(f"cannot render: {HELPER_ENV}={explicit} is not an executable file")
+        return [explicit]
+    helper = shutil.which(HELPER, path=search_path)
+    if helper:
+        return [helper]
     kustomize = shutil.which("kustomize", path=search_path)
     if kustomize:
         return [kustomize, "build"]
@@ -73,7 +95,7 @@ def find_kustomize(search_path: str | None = None) -> list[str]:
     if kubectl:
         return [kubectl, "kustomize"]
     raise RenderError(
-        f"cannot render: neither `kustomize` nor `kubectl` is on PATH; {INSTALL_HINT}"
+        f"cannot render: none of `{HELPER}`, `kustomize` or `kubectl` is on PATH; {INSTALL_HINT}"
     )
 
 
@@ -106,6 +128,7 @@ def render_kustomize_paths(
                     command,
                     target,
                     tmp / _WRAPPER_DIR,
+                    root=tree,
                     label=label,
                     label_file=lambda f: _under(f, tree),
                     scrub=str(tree),
@@ -126,11 +149,14 @@ def render_kustomize_dir(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT) 
         raise InputError("not a directory (a kustomization is built from a directory)", str(path))
     command = find_kustomize()
     cwd = Path.cwd().resolve()
+    resolved = target.resolve()
+    root = _checkout_root(resolved, cwd)
     with tempfile.TemporaryDirectory(prefix="prune-gate-") as tmp:
         return _build(
             command,
-            target.resolve(),
+            resolved,
             Path(tmp).resolve() / _WRAPPER_DIR,
+            root=root,
             label=f"{path} (kustomize build)",
             label_file=lambda f: _under(f, cwd) or str(f),
             scrub=None,
@@ -156,6 +182,15 @@ def _relative(path: str, repo: str | Path) -> str:
     return norm
 
 
+def _checkout_root(target: Path, cwd: Path) -> Path:
+    """What a build on disk may read: the git checkout holding `target`, as git mode reads its
+    tree; without one, the current directory when `target` is below it, else `target` itself."""
+    for folder in (target, *target.parents):
+        if (folder / ".git").exists():
+            return folder
+    return cwd if _under(target, cwd) is not None else target
+
+
 def _under(f: Path, root: Path) -> str | None:
     """`f` relative to `root` in `a/b` form, or None when it is not below it."""
     try:
@@ -169,6 +204,7 @@ def _build(
     target: Path,
     wrapper: Path,
     *,
+    root: Path,
     label: str,
     label_file: Callable[[Path], str | None],
     scrub: str | None,
@@ -184,11 +220,11 @@ def _build(
         "buildMetadata: [originAnnotations]\n",
         encoding="utf-8",
     )
-    wrapped = _run([*command, LOAD_RESTRICTOR, str(wrapper)], wrapper, timeout)
+    wrapped = _run(_argv(command, wrapper, [root, wrapper]), wrapper, timeout)
     if wrapped.returncode == 0:
         objects = parse_stream(wrapped.stdout, label)
-        return _trace(objects, wrapper, label_file)
-    plain = _run([*command, LOAD_RESTRICTOR, str(target)], wrapper, timeout)
+        return _trace(objects, wrapper, root, label_file)
+    plain = _run(_argv(command, target, [root]), wrapper, timeout)
     if plain.returncode != 0:
         stderr = _clean_stderr(plain.stderr) or plain.stdout.strip() or f"exit {plain.returncode}"
         if scrub:
@@ -196,6 +232,14 @@ def _build(
         tool = " ".join([Path(command[0]).name, *command[1:]])
         raise RenderError(f"{label}: `{tool}` failed: {stderr}")
     return parse_stream(plain.stdout, label)
+
+
+def _argv(command: list[str], target: Path, roots: list[Path]) -> list[str]:
+    """The build command line: the helper confined to `roots`, else the fallback restricted."""
+    if len(command) == 1:
+        confine = [arg for r in roots for arg in ("--root", str(r))]
+        return [command[0], *confine, str(target)]
+    return [*command, LOAD_RESTRICTOR, str(target)]
 
 
 def _run(argv: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
@@ -232,7 +276,10 @@ def _yaml_scalar(text: str) -> str:
 
 
 def _trace(
-    objects: list[RawObject], wrapper: Path, label_file: Callable[[Path], str | None]
+    objects: list[RawObject],
+    wrapper: Path,
+    root: Path,
+    label_file: Callable[[Path], str | None],
 ) -> list[RawObject]:
     """Replace each object's source by its origin file and line; strip the origin annotation."""
     cache: dict[Path, list[RawObject] | None] = {}
@@ -245,7 +292,8 @@ def _trace(
             if isinstance(rel, str) and rel:
                 file = Path(os.path.normpath(wrapper / rel))
                 name = label_file(file)
-                if name is not None and file.is_file():
+                inside = _under(file.resolve(), root.resolve()) is not None  # no link out
+                if name is not None and inside and file.is_file():
                     line = (
                         _locate_object(file, obj.body, cache)
                         if "path" in origin

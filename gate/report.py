@@ -94,13 +94,14 @@ def render_report(
     """
     decision = result.decision
     if fmt == "text":
-        return render_text(decision, context=context, base=base, head=head, color=color)
+        text = render_text(decision, context=context, base=base, head=head, color=color)
+        return text if color else inert(text)  # colour is for a terminal, never a CI log
     if fmt == "json":
         return render_json(decision, context=context, base=base, head=head)
     if fmt == "github":
         return render_github(decision, context=context, base=base, head=head)
     if fmt == "markdown":
-        return render_markdown(decision, context=context, base=base, head=head)
+        return inert(render_markdown(decision, context=context, base=base, head=head))
     raise ValueError(f"unknown report format {fmt!r}; use one of {', '.join(FORMATS)}")
 
 
@@ -314,7 +315,9 @@ def finding_data(finding: Finding) -> dict[str, Any]:
 
 def render_json(decision: Decision, *, context: Context, base: str, head: str) -> str:
     """The JSON report: two-space indent, keys in documented order, ASCII only."""
-    return json.dumps(report_data(decision, context=context, base=base, head=head), indent=2)
+    text = json.dumps(report_data(decision, context=context, base=base, head=head), indent=2)
+    # `##[` can only occur inside a string here; `\u005b` is the same `[` to a JSON reader.
+    return text.replace(_LEGACY_COMMAND, "##\\u005b")
 
 
 # --- github -----------------------------------------------------------------------------------
@@ -370,9 +373,27 @@ def render_github(decision: Decision, *, context: Context, base: str, head: str)
 
 
 def _plain_line(text: str) -> str:
-    """A log line that cannot be read as a workflow command."""
-    text = _visible(text)
-    return f" {text}" if text.startswith("::") else text
+    """A log line that cannot be read as a workflow command (one line: breaks shown escaped)."""
+    return _inert_line(_visible(text))
+
+
+#: The runner's legacy command prefix, recognised anywhere in a line (`::` only at its start).
+_LEGACY_COMMAND = "##["
+
+
+def inert(text: str) -> str:
+    """`text` for a log GitHub's runner parses (stdout and stderr alike): line breaks kept, other
+    control characters shown escaped, and no line readable as a workflow command.
+
+    The runner trims leading whitespace before looking for `::`, so a space is no guard: such a
+    line is prefixed with `| `; the legacy `##[` is matched anywhere, so it is broken up.
+    """
+    return "\n".join(_inert_line(_visible(line)) for line in text.split("\n"))
+
+
+def _inert_line(line: str) -> str:
+    line = line.replace(_LEGACY_COMMAND, "## [")
+    return f"| {line}" if line.lstrip().startswith("::") else line
 
 
 # --- markdown ---------------------------------------------------------------------------------

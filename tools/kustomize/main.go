@@ -1,0 +1,298 @@
+// Command prune-gate-kustomize builds a kustomization with kustomize's own API (krusty), on a
+// file system that reads nothing outside the roots it is given.
+//
+// `kubectl kustomize --load-restrictor=LoadRestrictionsNone` reads any file the runner can: a
+// candidate's `configMapGenerator: [{envs: [/proc/self/environ]}]` puts the CI runner's secrets
+// into the rendered objects. Flux builds the same way but on a file system rooted at the
+// repository; this helper does the same: any file may be named (LoadRestrictionsNone, as Flux),
+// as long as it resolves, symlinks followed, inside a root. Remote bases and files are refused
+// (rendering is offline and must not depend on, or talk to, the network), and nothing is written.
+//
+// usage: prune-gate-kustomize --root DIR [--root DIR...] KUSTOMIZATION_DIR
+//
+// Exit codes: 0 built (YAML on stdout), 1 the build failed or was refused (message on stderr),
+// 2 usage error.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/api/types"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+)
+
+type rootList []string
+
+func (r *rootList) String() string { return strings.Join(*r, ",") }
+
+func main() {
+	roots, target, err := parseArgs(os.Args[1:])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "prune-gate-kustomize: %v\n", err)
+		fmt.Fprintln(os.Stderr, "usage: prune-gate-kustomize --root DIR [--root DIR...] KUSTOMIZATION_DIR")
+		os.Exit(2)
+	}
+	offline()
+	fs, err := newConfinedFS(roots)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "prune-gate-kustomize: %v\n", err)
+		os.Exit(2)
+	}
+	if err := refuseRemote(fs, target, map[string]bool{}); err != nil {
+		fmt.Fprintf(os.Stderr, "%v\n", err)
+		os.Exit(1)
+	}
+	opts := krusty.MakeDefaultOptions()
+	opts.LoadRestrictions = types.LoadRestrictionsNone // the file system confines, as Flux's does
+	resMap, err := krusty.MakeKustomizer(opts).Run(fs, target)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%v\n", err)
+		os.Exit(1)
+	}
+	out, err := resMap.AsYaml()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%v\n", err)
+		os.Exit(1)
+	}
+	if _, err := os.Stdout.Write(out); err != nil {
+		os.Exit(1)
+	}
+}
+
+func parseArgs(args []string) ([]string, string, error) {
+	var roots rootList
+	var target string
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "--root":
+			if i+1 >= len(args) {
+				return nil, "", errors.New("--root needs a directory")
+			}
+			i++
+			roots = append(roots, args[i])
+		case strings.HasPrefix(a, "--root="):
+			roots = append(roots, strings.TrimPrefix(a, "--root="))
+		case strings.HasPrefix(a, "-"):
+			return nil, "", fmt.Errorf("unknown option %s", a)
+		case target != "":
+			return nil, "", errors.New("exactly one kustomization directory")
+		default:
+			target = a
+		}
+	}
+	if len(roots) == 0 || target == "" {
+		return nil, "", errors.New("a --root and a kustomization directory are required")
+	}
+	return roots, target, nil
+}
+
+// offline makes every way kustomize could reach the network fail: remote files go through
+// net/http's default transport, remote bases through `git` found on PATH.
+func offline() {
+	http.DefaultTransport = refuseTransport{}
+	_ = os.Setenv("PATH", "")
+	_ = os.Setenv("GIT_ALLOW_PROTOCOL", "none")
+}
+
+type refuseTransport struct{}
+
+func (refuseTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	return nil, fmt.Errorf("refusing to fetch %s: remote resources are not rendered (offline build); vendor the file into the repository", r.URL.Redacted())
+}
+
+// confinedFS is kustomize's on-disk file system restricted to reads below its roots; every path
+// is resolved (symlinks followed) before the check, so a link cannot lead outside.
+type confinedFS struct {
+	disk  filesys.FileSystem
+	roots []string
+}
+
+func newConfinedFS(roots []string) (*confinedFS, error) {
+	fs := &confinedFS{disk: filesys.MakeFsOnDisk()}
+	for _, r := range roots {
+		abs, err := filepath.Abs(r)
+		if err != nil {
+			return nil, err
+		}
+		real, err := filepath.EvalSymlinks(abs)
+		if err != nil {
+			return nil, fmt.Errorf("root %s: %w", r, err)
+		}
+		fs.roots = append(fs.roots, real)
+	}
+	return fs, nil
+}
+
+// resolve returns the real path of `path` (symlinks followed; a missing tail kept as written)
+// or an error naming the path when it lies outside every root.
+func (c *confinedFS) resolve(path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	real, err := evalExisting(abs)
+	if err != nil {
+		return "", err
+	}
+	for _, root := range c.roots {
+		if real == root || strings.HasPrefix(real, root+string(filepath.Separator)) {
+			return real, nil
+		}
+	}
+	if real != abs {
+		return "", fmt.Errorf("refusing to read %s (it resolves to %s): outside the revision's tree; a kustomization may only name files in the repository", path, real)
+	}
+	return "", fmt.Errorf("refusing to read %s: outside the revision's tree; a kustomization may only name files in the repository", path)
+}
+
+// evalExisting resolves symlinks in the longest existing prefix of `abs`.
+func evalExisting(abs string) (string, error) {
+	real, err := filepath.EvalSymlinks(abs)
+	if err == nil {
+		return real, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	parent := filepath.Dir(abs)
+	if parent == abs {
+		return abs, nil
+	}
+	base, err := evalExisting(parent)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(base, filepath.Base(abs)), nil
+}
+
+var errReadOnly = errors.New("refusing to write: rendering is read-only")
+
+func (c *confinedFS) Create(string) (filesys.File, error) { return nil, errReadOnly }
+func (c *confinedFS) Mkdir(string) error                  { return errReadOnly }
+func (c *confinedFS) MkdirAll(string) error               { return errReadOnly }
+func (c *confinedFS) RemoveAll(string) error              { return errReadOnly }
+func (c *confinedFS) WriteFile(string, []byte) error      { return errReadOnly }
+
+func (c *confinedFS) Open(path string) (filesys.File, error) {
+	real, err := c.resolve(path)
+	if err != nil {
+		return nil, err
+	}
+	return c.disk.Open(real)
+}
+
+func (c *confinedFS) IsDir(path string) bool {
+	real, err := c.resolve(path)
+	return err == nil && c.disk.IsDir(real)
+}
+
+func (c *confinedFS) Exists(path string) bool {
+	real, err := c.resolve(path)
+	return err == nil && c.disk.Exists(real)
+}
+
+func (c *confinedFS) ReadDir(path string) ([]string, error) {
+	real, err := c.resolve(path)
+	if err != nil {
+		return nil, err
+	}
+	return c.disk.ReadDir(real)
+}
+
+func (c *confinedFS) CleanedAbs(path string) (filesys.ConfirmedDir, string, error) {
+	if _, err := c.resolve(path); err != nil {
+		return "", "", err
+	}
+	return c.disk.CleanedAbs(path)
+}
+
+func (c *confinedFS) Glob(pattern string) ([]string, error) {
+	matches, err := c.disk.Glob(pattern)
+	if err != nil {
+		return nil, err
+	}
+	var inside []string
+	for _, m := range matches {
+		if _, err := c.resolve(m); err == nil {
+			inside = append(inside, m)
+		}
+	}
+	return inside, nil
+}
+
+func (c *confinedFS) Walk(path string, walkFn filepath.WalkFunc) error {
+	if _, err := c.resolve(path); err != nil {
+		return err
+	}
+	return c.disk.Walk(path, walkFn)
+}
+
+func (c *confinedFS) ReadFile(path string) ([]byte, error) {
+	real, err := c.resolve(path)
+	if err != nil {
+		return nil, err
+	}
+	return c.disk.ReadFile(real)
+}
+
+// refuseRemote walks the kustomizations `dir` builds (its local resources, bases and components,
+// recursively) and names the first remote entry, before kustomize tries to fetch it: the message
+// then says which file and entry, not what git said offline.
+func refuseRemote(fs *confinedFS, dir string, seen map[string]bool) error {
+	real, err := fs.resolve(dir)
+	if err != nil || seen[real] || !fs.disk.IsDir(real) {
+		return nil // kustomize reports what is wrong with it
+	}
+	seen[real] = true
+	for _, name := range []string{"kustomization.yaml", "kustomization.yml", "Kustomization"} {
+		file := filepath.Join(dir, name)
+		data, err := fs.ReadFile(file)
+		if err != nil {
+			continue
+		}
+		var k struct {
+			Resources  []string `json:"resources"`
+			Bases      []string `json:"bases"`
+			Components []string `json:"components"`
+		}
+		if yaml.Unmarshal(data, &k) != nil {
+			return nil // kustomize reports the syntax error itself
+		}
+		for _, list := range [][]string{k.Resources, k.Bases, k.Components} {
+			for _, entry := range list {
+				if isRemote(entry) {
+					return fmt.Errorf("%s: remote resource %q is refused: rendering is offline and reads only the revision's tree; vendor it into the repository", file, entry)
+				}
+				next := entry
+				if !filepath.IsAbs(next) {
+					next = filepath.Join(dir, entry)
+				}
+				if err := refuseRemote(fs, next, seen); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	return nil
+}
+
+func isRemote(entry string) bool {
+	lower := strings.ToLower(entry)
+	if strings.Contains(lower, "://") || strings.HasPrefix(lower, "git@") || strings.Contains(lower, "?ref=") {
+		return true
+	}
+	for _, host := range []string{"github.com/", "gitlab.com/", "bitbucket.org/", "dev.azure.com/"} {
+		if strings.HasPrefix(lower, host) {
+			return true
+		}
+	}
+	return false
+}
