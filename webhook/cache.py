@@ -42,11 +42,16 @@ from gate.fence import Lease, parse_lease
 from gate.livestate import LiveState, ref_of, served_custom_kind
 from gate.policy import Policy
 from gate.refs import ObjectRef, api_path, group_kind, group_of
+from webhook.decide import EventSpec
+from webhook.events import EventSink
 from webhook.kubeapi import METADATA, METADATA_LIST, ApiStatusError, open_request, request_json
 
 log = logging.getLogger("prune_gate.webhook.cache")
 
 PAGE_SIZE = 500
+#: Event reason (Warning) on a CRD whose custom resources cannot be listed.
+UNCOUNTED_EVENT = "ResourcesUncounted"
+CRD_API_VERSION = "apiextensions.k8s.io/v1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,8 +278,13 @@ class Watcher:
         resync_seconds: float,
         watch_seconds: int = DEFAULT_WATCH_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        on_failure: Callable[[str, bool], None] | None = None,
     ) -> None:
         self.api, self.spec, self.sink = api, spec, sink
+        #: Told once per outage (why, and whether RBAC forbade it): the first failure after a
+        #: good list or at start, not every retry.
+        self.on_failure = on_failure
+        self._reported = False
         self.resync_seconds = resync_seconds
         self.watch_seconds = watch_seconds
         self.clock = clock
@@ -329,9 +339,19 @@ class Watcher:
         self.synced = False
         self.problem = why
 
+    def _report(self, forbidden: bool) -> None:
+        if self._reported or self.on_failure is None:
+            return
+        self._reported = True
+        try:
+            self.on_failure(self.problem, forbidden)
+        except Exception as exc:  # a report must never stop the watch
+            log.error("could not report a failing watch", extra={"error": repr(exc)})
+
     def _failed(self, exc: Exception, backoff: float) -> None:
         self.restarts += 1
         self._stale(f"{type(exc).__name__}: {exc}")
+        self._report(forbidden=False)
         log.error(
             "watch failed, kind stale until it lists again",
             extra={"kind": self.spec.label, "error": self.problem},
@@ -348,6 +368,7 @@ class Watcher:
         """
         self.restarts += 1
         self._stale(f"forbidden: {exc}")
+        self._report(forbidden=True)
         log.warning(
             "may not list these custom resources: deleting their CRD is refused as "
             "RESOURCES_UNCOUNTED; grant list on them (rbac.countedResources)",
@@ -383,6 +404,7 @@ class Watcher:
                 self.last_heard = self.clock()
                 self.synced = True
                 self.problem = ""
+                self._reported = False
                 return str(meta.get("resourceVersion") or "")
 
     def _watch_until_resync(self, rv: str) -> None:
@@ -465,9 +487,12 @@ class WatchCache:
         policy: Policy,
         watch_seconds: int | None = None,
         clock: Callable[[], float] = time.monotonic,
+        events: EventSink | None = None,
     ) -> None:
         self.api = api
         self.policy = policy
+        #: Where a custom kind that cannot be counted is reported, as an Event on its CRD.
+        self.events = events
         self.lock = threading.RLock()
         self.live = LiveState(policy.guarded_kinds)
         self.lease: Lease | None = None
@@ -503,7 +528,12 @@ class WatchCache:
             target=self._watch_readiness, name="cache-readiness", daemon=True
         )
 
-    def _watcher(self, spec: KindSpec, sink: Sink | None = None) -> Watcher:
+    def _watcher(
+        self,
+        spec: KindSpec,
+        sink: Sink | None = None,
+        on_failure: Callable[[str, bool], None] | None = None,
+    ) -> Watcher:
         return Watcher(
             self.api,
             spec,
@@ -511,6 +541,7 @@ class WatchCache:
             self.policy.webhook.resync_seconds,
             self.watch_seconds,
             self.clock,
+            on_failure,
         )
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -555,15 +586,45 @@ class WatchCache:
         with self.lock:
             if self._stopped:
                 return
+            report = self._uncounted_reporter(crd, spec)
             if key not in self.custom:
-                self.custom[key] = self._watcher(spec, _CountSink(self, *key))
+                self.custom[key] = self._watcher(spec, _CountSink(self, *key), report)
                 started.append(self.custom[key])
             if key in self.policy.guarded_kinds and key not in self.rule_kinds:
                 full = KindSpec(spec.api_version, spec.kind, spec.plural)
-                self.rule_kinds[key] = self._watcher(full)
+                self.rule_kinds[key] = self._watcher(full, on_failure=report)
                 started.append(self.rule_kinds[key])
         for w in started:
             w.start()
+
+    def _uncounted_reporter(
+        self, crd: dict[str, Any], spec: KindSpec
+    ) -> Callable[[str, bool], None] | None:
+        """A Warning Event on the CRD when its kind cannot be listed: the metric and the log
+        are the operator's; the Event is for whoever looks at the CRD and wonders why its
+        deletion is refused."""
+        events = self.events
+        if events is None:
+            return None
+        meta = crd.get("metadata") or {}
+        name, uid = str(meta.get("name") or ""), str(meta.get("uid") or "")
+        ref = ObjectRef("apiextensions.k8s.io", "CustomResourceDefinition", "", name)
+
+        def report(problem: str, forbidden: bool) -> None:
+            fix = (
+                f"grant list and watch on {spec.plural}.{spec.group} (chart value "
+                "rbac.countedResources)"
+                if forbidden
+                else f"look at the CRD's status.conditions (kubectl get crd {name} -o yaml)"
+            )
+            message = (
+                f"prune-gate cannot list {spec.plural}.{spec.group}: {problem}. Until it can, "
+                "deleting this CRD is decided by a count read live at admission (refused as "
+                f"RESOURCES_UNCOUNTED if that fails too); other kinds are unaffected. Fix: {fix}"
+            )
+            events.submit(EventSpec(UNCOUNTED_EVENT, message, ref, CRD_API_VERSION, uid))
+
+        return report
 
     def forget_custom_kind(self, crd: dict[str, Any]) -> None:
         spec = custom_kind_of(crd)

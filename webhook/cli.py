@@ -156,8 +156,8 @@ def serve(
         from webhook.events import EventQueue
 
         api = api_client(kubeconfig)
-        cache = WatchCache(api, policy)
         events = EventQueue(api, instance=os.environ.get("HOSTNAME", "prune-gate"))
+        cache = WatchCache(api, policy, events=events)
         state.update(api=api, cache=cache, events=events)
         cache.start()
         events.start()

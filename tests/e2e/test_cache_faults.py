@@ -38,6 +38,8 @@ from .webhookserver import (
     cleanup_claims,
     delete_claim,
     deny,
+    events,
+    has_event,
     refusal_reason,
     serve_webhook,
     wait_refused,
@@ -346,6 +348,13 @@ def test_a_custom_kind_that_cannot_be_listed_leaves_the_webhook_ready(
 
         k.wait_for(uncounted, timeout=60, what="the clashing kind reported as not live")
         assert _status(webhook) == 200, webhook.get("/readyz")[1]
+        recorded = k.wait_for(
+            has_event(kube, "default", name, "ResourcesUncounted"),
+            what="a ResourcesUncounted Event on the clashing CRD",
+        )
+        assert "cannot list betas." in recorded[0].message, recorded[0].message
+        assert "status.conditions" in recorded[0].message  # a bad CRD, not RBAC: the fix says so
+        assert not events(kube, "default", f"alphas.{group}", "ResourcesUncounted")
         refused = wait_refused(
             lambda: ext.delete_custom_resource_definition(name, dry_run="All"),
             "the uncountable CRD's deletion refused",

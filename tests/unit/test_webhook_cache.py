@@ -23,6 +23,8 @@ from gate.errors import ConfigError, UncountedError
 from gate.policy import policy_from_dict
 from gate.refs import ObjectRef
 from webhook.cache import KindSpec, WatchCache, _StateSink, custom_kind_of
+from webhook.events import RecordingSink
+from webhook.kubeapi import ApiStatusError
 
 
 class _Raw:
@@ -409,3 +411,41 @@ def test_becoming_ready_is_logged_without_anyone_asking(
         cache.stop()
     assert [r.getMessage() for r in _readiness_lines(caplog)] == ["watch cache ready"]
     assert not cache._monitor.is_alive()
+
+
+def test_a_failing_custom_kind_records_one_event_on_its_crd_per_outage() -> None:
+    """The metric and log are for the operator; the CRD's Event tells whoever looks at the CRD
+    why its deletion is refused. One per outage: not one per retry, again after a good list."""
+    api, sink = FakeApi(), RecordingSink()
+    cache = WatchCache(api, POLICY, watch_seconds=30, events=sink)
+    crd: dict[str, Any] = {
+        "metadata": {"name": "widgets.example.com", "uid": "u-1"},
+        "spec": {
+            "group": "example.com",
+            "names": {"kind": "Widget", "plural": "widgets"},
+            "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": True, "storage": True}],
+        },
+    }
+    spec = custom_kind_of(crd)
+    assert spec is not None
+    report = cache._uncounted_reporter(crd, spec)
+    assert report is not None
+    watcher = cache._watcher(spec, on_failure=report)
+    watcher._failed(RuntimeError("listKind WidgetList is taken"), 0)
+    watcher._failed(RuntimeError("still taken"), 0)
+    assert len(sink.events) == 1
+    event = sink.events[0]
+    assert event.reason == "ResourcesUncounted" and event.uid == "u-1"
+    assert event.ref == ObjectRef(
+        "apiextensions.k8s.io", "CustomResourceDefinition", "", crd["metadata"]["name"]
+    )
+    assert (
+        "listKind WidgetList is taken" in event.message and "RESOURCES_UNCOUNTED" in event.message
+    )
+    watcher.list_once()  # listed again: the next outage is news
+
+    watcher._stop.set()  # so the wait after a 403 (the resync period) returns at once
+    watcher._forbidden(ApiStatusError(403, "widgets.example.com is forbidden"))
+    assert len(sink.events) == 2
+    assert "rbac.countedResources" in sink.events[1].message
