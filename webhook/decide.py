@@ -44,7 +44,12 @@ from gate.rules import (
 )
 from gate.verdict import Decision, Verdict, apply_policy, decide
 from webhook.review import AdmissionRequest, AdmissionResponse, Status
-from webhook.updates import update_findings
+from webhook.updates import (
+    override_in_manifest,
+    owner_references_added,
+    retire_under_fence,
+    update_findings,
+)
 
 #: Rules that decide every guarded DELETE, whoever makes it.
 ADMISSION_RULES: tuple[Callable[[Change, World], Iterator[Finding]], ...] = (
@@ -259,6 +264,8 @@ def decide_admission(
         return Outcome(_allowed(req), Verdict.ALLOW)
     if req.operation == "UPDATE":
         return decide_update(req, policy, fence, today)
+    if req.operation == "CREATE":
+        return decide_create(req, policy, fence, today)
     if req.operation != "DELETE":
         return Outcome(_allowed(req), Verdict.ALLOW)
     ref = ref_of_request(req)
@@ -413,6 +420,45 @@ def decide_update(
             return _unidentified(req, ref)
         return Outcome(_allowed(req), Verdict.ALLOW)
     raw = update_findings(ref, req.old_object, req.new_object, policy, fence, _cause(req))
+    return _judge_change(req, ref, raw, deployer, policy, today)
+
+
+def decide_create(
+    req: AdmissionRequest, policy: Policy, fence: FenceStatus, today: dt.date
+) -> Outcome:
+    """Decide a CREATE of a guarded kind: a deployer may not create an object already carrying
+    what an UPDATE may not add (an ownerReference, the allow-delete override, a retire mark while
+    the fence is held). Else the two calls split: a claim created with the override and an owner
+    is deleted by the garbage collector, whose DELETE honours the override, once the deployer
+    deletes the owner. StatefulSets are not judged at CREATE: a new one's claims are new, and
+    claims it adopts are deleted only by a garbage-collector DELETE, which is decided."""
+    ref = ref_of_request(req)
+    new = req.new_object
+    if (ref.group, ref.kind) not in policy.webhook.guarded_kinds or new is None:
+        return Outcome(_allowed(req), Verdict.ALLOW)
+    if not ref.name:  # generateName: the API server names it after admission
+        prefix = str(((new.get("metadata") or {}).get("generateName")) or "")
+        ref = replace(ref, name=f"{prefix}<generated>")
+    cause = _cause(req)
+    raw = [
+        *owner_references_added(ref, {}, new, policy, cause),
+        *override_in_manifest(ref, {}, new, policy, cause),
+        *retire_under_fence(ref, {}, new, policy, fence, cause),
+    ]
+    return _judge_change(req, ref, raw, is_deployer(req, policy), policy, today)
+
+
+def _judge_change(
+    req: AdmissionRequest,
+    ref: ObjectRef,
+    raw: list[Finding],
+    deployer: bool,
+    policy: Policy,
+    today: dt.date,
+) -> Outcome:
+    """A deployer's CREATE or UPDATE with findings is refused (no override: the allow-delete
+    annotation is about deletions, and is itself judged); anyone else's is allowed, findings
+    kept as warnings for the log."""
     if not deployer:
         noted = tuple(replace(f, severity=Severity.WARN) for f in raw)
         return Outcome(_allowed(req), Verdict.ALLOW, noted)

@@ -1,8 +1,9 @@
 """Register the webhook with the API server (a ValidatingWebhookConfiguration), and remove it.
 
 For trying prune-gate against a cluster without a chart: the configuration points at the server by
-URL with the self-signed CA as its caBundle, asks about DELETEs of the guarded kinds and the
-UPDATEs that could make a controller delete them (narrowed by CEL `matchConditions`), and
+URL with the self-signed CA as its caBundle, asks about DELETEs of the guarded kinds, the
+UPDATEs that could make a controller delete them and the CREATEs that carry what those UPDATEs
+may not add (narrowed by CEL `matchConditions`), and
 leaves kube-system and the webhook's own namespace alone, so a broken webhook cannot lock the
 control plane or itself out. `build_configuration` is pure; the two calls around it are not.
 """
@@ -26,10 +27,12 @@ PLURALS: dict[tuple[str, str], str] = {(r.group, r.kind): r.plural for r in RESO
 
 
 def rules_for(policy: Policy) -> list[dict[str, Any]]:
-    """One DELETE and UPDATE rule per API group, naming the guarded kinds' resources, and an
-    UPDATE rule for StatefulSets when they are not guarded (their claim retention still is).
+    """One CREATE, DELETE and UPDATE rule per API group, naming the guarded kinds' resources,
+    and an UPDATE rule for StatefulSets when they are not guarded (their claim retention still
+    is).
 
-    UPDATEs reach the webhook only when `update_match_expression` says they touch what it judges.
+    CREATEs and UPDATEs reach the webhook only when `update_match_expression` says they carry or
+    touch what it judges.
     """
     by_group: dict[str, list[str]] = {}
     for group, kind in sorted(policy.webhook.guarded_kinds):
@@ -39,7 +42,7 @@ def rules_for(policy: Policy) -> list[dict[str, Any]]:
         {
             "apiGroups": [group],
             "apiVersions": ["*"],
-            "operations": ["DELETE", "UPDATE"],
+            "operations": ["CREATE", "DELETE", "UPDATE"],
             "resources": sorted(resources),
             "scope": "*",
         }
@@ -63,9 +66,10 @@ def _cel_string(text: str) -> str:
 
 
 def update_match_expression(policy: Policy) -> str:
-    """CEL for `matchConditions`: every DELETE, and only the UPDATEs that change an object's
-    ownerReferences, its claim retention, or the retire or allow-delete annotation. Each `has`
-    guards the next step, so the expression never errors (an error would apply failurePolicy)."""
+    """CEL for `matchConditions`: every DELETE, only the UPDATEs that change an object's
+    ownerReferences, its claim retention, or the retire or allow-delete annotation, and only the
+    CREATEs that carry an ownerReference or either annotation. Each `has` guards the next step,
+    so the expression never errors (an error would apply failurePolicy)."""
 
     def owners(obj: str) -> str:
         return f"(has({obj}.metadata.ownerReferences) ? {obj}.metadata.ownerReferences : [])"
@@ -90,7 +94,15 @@ def update_match_expression(policy: Policy) -> str:
         annotation(policy.allow_delete_annotation),
     )
     changed = " || ".join(f"{f('object')} != {f('oldObject')}" for f in fields)
-    return f"request.operation != 'UPDATE' || {changed}"
+    # A CREATE carrying an owner or either annotation; `oldObject` is null then, and the
+    # `operation ==` tests keep each branch from reading what its operation lacks.
+    carries = f"{owners('object')} != [] || " + " || ".join(
+        f"{f('object')} != ''" for f in fields[2:]
+    )
+    return (
+        f"request.operation == 'DELETE' || (request.operation == 'UPDATE' && ({changed})) || "
+        f"(request.operation == 'CREATE' && ({carries}))"
+    )
 
 
 def match_conditions(policy: Policy) -> list[dict[str, str]]:

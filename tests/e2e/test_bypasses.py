@@ -98,6 +98,43 @@ def test_deployer_adding_an_owner_reference_to_a_claim_is_refused(
     assert deny(_patch_claim(deployer, ns, claim, {"labels": {"tier": "db"}})) is None
 
 
+def test_deployer_creating_a_claim_with_the_override_and_an_owner_is_refused(
+    kube: Cluster, clean: str, webhook: Webhook
+) -> None:
+    """The UPDATE bypass split in two calls: create the claim already carrying the override and
+    an owner, then delete the owner; the garbage collector's DELETE would honour the override."""
+    ns = clean
+    owner = k.core(kube.client).create_namespaced_config_map(
+        ns, client.V1ConfigMap(metadata=client.V1ObjectMeta(name=k.unique("owner")))
+    )
+    ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": owner.metadata.name}
+    ref["uid"] = owner.metadata.uid
+    deployer = kube.impersonating(DEPLOYER)
+    name = k.unique("claim")
+
+    def create(annotations: dict[str, str], owners: list[dict[str, Any]]) -> Any:
+        body = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name, "annotations": annotations, "ownerReferences": owners},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        }
+        return lambda: k.core(deployer).create_namespaced_persistent_volume_claim(ns, body)
+
+    refused = deny(create({ALLOW_DELETE: "slipped in"}, [ref]))
+    assert refused is not None, "the deployer created a claim the garbage collector may delete"
+    reason, message = refusal_reason(refused)
+    assert reason in {"OWNER_REFERENCE_ADDED", "OVERRIDE_IN_MANIFEST"}, message
+    assert deny(create({ALLOW_DELETE: "slipped in"}, [])) is not None
+    assert name not in _claims(kube, ns)
+    # A plain CREATE never reaches the webhook's judgement (matchConditions) and goes through.
+    assert deny(create({}, [])) is None
+    assert name in _claims(kube, ns)
+
+
 def test_deployer_retire_mark_under_a_held_fence_and_override_are_refused(
     kube: Cluster, clean: str, webhook: Webhook
 ) -> None:

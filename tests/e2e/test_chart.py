@@ -168,7 +168,11 @@ def test_helm_install_registers_the_webhook_rbac_and_deployment(
     (hook,) = config["webhooks"]
     assert hook["failurePolicy"] == "Ignore"
     assert hook["clientConfig"]["service"]["namespace"] == namespace
-    assert {op for rule in hook["rules"] for op in rule["operations"]} == {"DELETE", "UPDATE"}
+    assert {op for rule in hook["rules"] for op in rule["operations"]} == {
+        "CREATE",
+        "DELETE",
+        "UPDATE",
+    }
     assert [c["name"] for c in hook["matchConditions"]] == ["update-touches-guards"]
     excluded = hook["namespaceSelector"]["matchExpressions"][0]["values"]
     assert {"kube-system", namespace} <= set(excluded)

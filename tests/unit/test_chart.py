@@ -180,7 +180,7 @@ def test_every_object_has_the_standard_labels_and_namespaced_ones_the_release_na
 def test_webhook_asks_about_deletes_and_updates_of_the_default_guarded_kinds() -> None:
     hook = webhook_of(render())
     assert hook["name"] == WEBHOOK_NAME
-    assert all(rule["operations"] == ["DELETE", "UPDATE"] for rule in hook["rules"])
+    assert all(rule["operations"] == ["CREATE", "DELETE", "UPDATE"] for rule in hook["rules"])
     resources = {
         (g, r) for rule in hook["rules"] for g in rule["apiGroups"] for r in rule["resources"]
     }
@@ -244,7 +244,7 @@ def test_explicit_webhook_rules_win() -> None:
         {
             "apiGroups": [""],
             "apiVersions": ["*"],
-            "operations": ["DELETE", "UPDATE"],
+            "operations": ["CREATE", "DELETE", "UPDATE"],
             "resources": ["persistentvolumes"],
             "scope": "*",
         },

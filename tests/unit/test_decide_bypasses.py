@@ -254,3 +254,52 @@ def test_controller_delete_waits_for_a_held_fence_and_honours_a_persons_override
     overridden = claim(ann={ALLOW: "operator: cascade wanted"})
     outcome = decide(request("DELETE", overridden, user=GARBAGE_COLLECTOR), overridden)
     assert outcome.response.allowed and outcome.overridden_by is not None
+
+
+# ------------------------------------------ CREATEs that split an UPDATE's bypass in two calls
+
+
+def test_deployer_creating_a_claim_with_the_override_is_refused() -> None:
+    """A claim created with the override and an owner: the garbage collector's DELETE honours
+    the override once the owner goes, so the deployer may not create it so."""
+    outcome = decide(request("CREATE", None, claim(owners=[OWNER], ann={ALLOW: "x"})))
+    assert refused(outcome) in {"OWNER_REFERENCE_ADDED", "OVERRIDE_IN_MANIFEST"}
+    assert {f.code.value for f in outcome.findings} == {
+        "OWNER_REFERENCE_ADDED",
+        "OVERRIDE_IN_MANIFEST",
+    }
+    assert refused(decide(request("CREATE", None, claim(ann={ALLOW: "x"})))) == (
+        "OVERRIDE_IN_MANIFEST"
+    )
+    assert refused(decide(request("CREATE", None, claim(owners=[OWNER])))) == (
+        "OWNER_REFERENCE_ADDED"
+    )
+
+
+def test_creates_without_what_is_judged_or_by_others_are_allowed() -> None:
+    assert decide(request("CREATE", None, claim())).response.allowed
+    assert decide(request("CREATE", None, claim(ann={RETIRE: "moved"}))).response.allowed
+    controller = request("CREATE", None, claim(owners=[OWNER]), user=STATEFULSET_CONTROLLER)
+    noted = decide(controller)
+    assert noted.response.allowed and [f.code.value for f in noted.findings] == [
+        "OWNER_REFERENCE_ADDED"
+    ]
+    # A StatefulSet is not judged at CREATE: claims it adopts go only by a decided GC DELETE.
+    assert decide(request("CREATE", None, sts(when_deleted="Delete"))).response.allowed
+
+
+def test_create_with_the_retire_mark_under_a_held_fence_is_refused() -> None:
+    doc = request("CREATE", None, claim(ann={RETIRE: "moved"}))
+    assert refused(decide(doc, fence=HELD)) == "SPECULATION_FENCE"
+
+
+def test_create_with_generate_name_is_judged_not_refused_as_unidentified() -> None:
+    body = claim(ann={ALLOW: "x"})
+    body["metadata"]["name"] = ""
+    body["metadata"]["generateName"] = "data-"
+    outcome = decide(request("CREATE", None, body, name=""))
+    assert refused(outcome) == "OVERRIDE_IN_MANIFEST"
+    assert "data-<generated>" in outcome.findings[0].message
+    plain = claim()
+    plain["metadata"]["name"] = ""
+    assert decide(request("CREATE", None, plain, name="")).response.allowed

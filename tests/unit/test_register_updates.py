@@ -12,7 +12,7 @@ from .test_chart import render, webhook_of
 
 def test_update_rules_cover_guarded_kinds_and_statefulsets() -> None:
     rules = rules_for(policy_from_dict({"webhook": {"guardedKinds": ["PersistentVolumeClaim"]}}))
-    assert rules[0]["operations"] == ["DELETE", "UPDATE"]
+    assert rules[0]["operations"] == ["CREATE", "DELETE", "UPDATE"]
     assert rules[-1] == {
         "apiGroups": ["apps"],
         "apiVersions": ["*"],

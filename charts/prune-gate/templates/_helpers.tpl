@@ -76,7 +76,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
 {{/*
-The webhook's rules: DELETE only, one rule per API group, naming the guarded kinds' resources
+The webhook's rules: one rule per API group, naming the guarded kinds' resources
 (the same derivation as `gate webhook serve --register`). From `webhook.rules` when set, else from
 `policy.webhook.guardedKinds`, else the default guarded kinds.
 */}}
