@@ -104,6 +104,9 @@ class WebhookSettings:
     fence: tuple[str, str] | None = None
     resync_seconds: float = 300.0
     max_cache_age_seconds: float = 900.0
+    #: Label keys a deployer may not add, change or remove on a guarded object: the keys the
+    #: webhook's objectSelector reads (the chart adds them), so a relabel cannot hide an object.
+    protected_labels: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -326,6 +329,7 @@ def _build(data: dict[str, Any], label: str) -> Policy:
         (fence["namespace"], fence["name"]) if fence else None,
         parse_duration(wh["resync"]) if "resync" in wh else base.webhook.resync_seconds,
         _max_cache_age(wh, label) if "maxCacheAge" in wh else base.webhook.max_cache_age_seconds,
+        tuple(dict.fromkeys(wh.get("protectedLabels") or ())),
     )
     return Policy(
         guarded_kinds=frozenset(parse_group_kind(k) for k in data["guardedKinds"])

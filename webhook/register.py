@@ -67,7 +67,8 @@ def _cel_string(text: str) -> str:
 
 def update_match_expression(policy: Policy) -> str:
     """CEL for `matchConditions`: every DELETE, only the UPDATEs that change an object's
-    ownerReferences, its claim retention, or the retire or allow-delete annotation, and only the
+    ownerReferences, its claim retention, the retire or allow-delete annotation or a protected
+    label (`webhook.labels`), and only the
     CREATEs that carry an ownerReference or either annotation. Each `has` guards the next step,
     so the expression never errors (an error would apply failurePolicy)."""
 
@@ -87,17 +88,28 @@ def update_match_expression(policy: Policy) -> str:
 
         return read
 
+    def label(key: str) -> Any:
+        k = _cel_string(key)
+
+        def read(obj: str) -> str:
+            labels = f"{obj}.metadata.labels"
+            # `<none>` is no label value (they are [A-Za-z0-9_.-]): absent differs from "".
+            return f"(has({labels}) && {k} in {labels} ? {labels}[{k}] : '<none>')"
+
+        return read
+
     fields = (
         owners,
         retention,
         annotation(policy.retire_annotation),
         annotation(policy.allow_delete_annotation),
+        *(label(key) for key in policy.webhook.protected_labels),
     )
     changed = " || ".join(f"{f('object')} != {f('oldObject')}" for f in fields)
     # A CREATE carrying an owner or either annotation; `oldObject` is null then, and the
     # `operation ==` tests keep each branch from reading what its operation lacks.
     carries = f"{owners('object')} != [] || " + " || ".join(
-        f"{f('object')} != ''" for f in fields[2:]
+        f"{f('object')} != ''" for f in fields[2:4]
     )
     return (
         f"request.operation == 'DELETE' || (request.operation == 'UPDATE' && ({changed})) || "

@@ -19,6 +19,7 @@ from . import kube as k
 from .kube import Cluster
 from .webhookserver import (
     DEPLOYER,
+    PROTECTED_LABEL,
     RETIRE,
     Webhook,
     claim_terminating,
@@ -133,6 +134,27 @@ def test_deployer_creating_a_claim_with_the_override_and_an_owner_is_refused(
     # A plain CREATE never reaches the webhook's judgement (matchConditions) and goes through.
     assert deny(create({}, [])) is None
     assert name in _claims(kube, ns)
+
+
+def test_deployer_relabelling_a_claim_out_of_the_object_selector_is_refused(
+    kube: Cluster, clean: str, webhook: Webhook
+) -> None:
+    """Labels come from the deployer's manifests: with a webhook objectSelector, one UPDATE that
+    drops the label would hide the claim from every later DELETE. The real API server runs the
+    matchCondition that lets the relabel through to be refused."""
+    ns = clean
+    claim = k.make_claim(kube.client, ns, labels={PROTECTED_LABEL: "true"}).metadata.name
+    deployer = kube.impersonating(DEPLOYER)
+
+    refused = deny(_patch_claim(deployer, ns, claim, {"labels": {PROTECTED_LABEL: None}}))
+    assert refused is not None, "the deployer relabelled a claim out of the webhook's sight"
+    reason, message = refusal_reason(refused)
+    assert reason == "GUARD_TAMPERED", message
+    assert PROTECTED_LABEL in message
+    live = k.core(kube.client).read_namespaced_persistent_volume_claim(claim, ns)
+    assert live.metadata.labels[PROTECTED_LABEL] == "true"
+    assert deny(_patch_claim(deployer, ns, claim, {"labels": {"tier": "db"}})) is None
+    assert deny(_patch_claim(kube.client, ns, claim, {"labels": {PROTECTED_LABEL: None}})) is None
 
 
 def test_deployer_retire_mark_under_a_held_fence_and_override_are_refused(

@@ -59,6 +59,10 @@ class Webhook:
             return exc.code, exc.read().decode()
 
 
+#: A label the tests' policy protects, as an objectSelector's key would be.
+PROTECTED_LABEL = "prune-gate.io/e2e-guard"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -192,6 +196,7 @@ def serve_webhook(
         "breakGlassGroups": ["sre-oncall"],
         "fence": {"namespace": fence_ns, "name": "speculation-fence"},
         "resync": "5m",
+        "protectedLabels": [PROTECTED_LABEL],
     }
     doc = dict(policy_doc or {})
     doc["webhook"] = {**webhook_section, **doc.get("webhook", {})}

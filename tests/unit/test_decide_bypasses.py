@@ -303,3 +303,39 @@ def test_create_with_generate_name_is_judged_not_refused_as_unidentified() -> No
     plain = claim()
     plain["metadata"]["name"] = ""
     assert decide(request("CREATE", None, plain, name="")).response.allowed
+
+
+# ------------------------------------------ relabelling out of the webhook's objectSelector
+
+LABELLED = policy_from_dict(
+    {"webhook": {"deployers": [FLUX], "protectedLabels": ["prune-gate.io/guard"]}}
+)
+
+
+def labelled(value: str | None) -> dict[str, Any]:
+    body = claim()
+    if value is not None:
+        body["metadata"]["labels"] = {"prune-gate.io/guard": value, "tier": "db"}
+    return body
+
+
+def _decide(doc: dict[str, Any], policy: Any = LABELLED) -> Outcome:
+    req = parse_review(json.dumps(doc).encode())
+    return decide_admission(req, policy, LiveState(policy.guarded_kinds), FREE, NOW.date())
+
+
+@pytest.mark.parametrize(("was", "now"), [("true", None), ("true", "false"), (None, "true")])
+def test_deployer_changing_a_protected_label_is_refused(was: str | None, now: str | None) -> None:
+    outcome = _decide(request("UPDATE", labelled(was), labelled(now)))
+    assert refused(outcome) == "GUARD_TAMPERED"
+    assert "prune-gate.io/guard" in outcome.findings[0].message
+
+
+def test_other_labels_and_other_users_may_relabel() -> None:
+    other = labelled("true")
+    other["metadata"]["labels"]["tier"] = "cache"
+    assert _decide(request("UPDATE", labelled("true"), other)).response.allowed
+    person = request("UPDATE", labelled("true"), labelled(None), user="alice")
+    assert _decide(person).response.allowed
+    # Without protected labels in the policy, nothing about labels is judged.
+    assert _decide(request("UPDATE", labelled("true"), labelled(None)), POLICY).response.allowed

@@ -4,10 +4,12 @@ server in tests/e2e/test_bypasses.py, which registers them)."""
 
 from __future__ import annotations
 
+import yaml
+
 from gate.policy import policy_from_dict
 from webhook.register import match_conditions, rules_for
 
-from .test_chart import render, webhook_of
+from .test_chart import render, render_error, webhook_of
 
 
 def test_update_rules_cover_guarded_kinds_and_statefulsets() -> None:
@@ -32,3 +34,37 @@ def test_chart_match_conditions_are_the_registered_ones() -> None:
     assert hook["rules"] == rules_for(policy_from_dict(policy))
     assert "'example.com/retire'" in hook["matchConditions"][0]["expression"]
     assert webhook_of(render())["matchConditions"] == match_conditions(policy_from_dict({}))
+
+
+def test_chart_protects_the_labels_its_object_selector_reads() -> None:
+    """The objectSelector's keys reach the webhook's policy and its matchCondition, so a deployer's
+    relabel of a guarded object is decided (webhook/labels.py), not waved through."""
+    selector = {
+        "matchLabels": {"tier": "db"},
+        "matchExpressions": [{"key": "prune-gate.io/guard", "operator": "Exists"}],
+    }
+    values = {
+        "webhook": {"objectSelector": selector},
+        "policy": {"webhook": {"protectedLabels": ["team"]}},
+    }
+    objs = render(values)
+    config = next(o for o in objs if o["kind"] == "ConfigMap")
+    policy = yaml.safe_load(config["data"]["prune-gate.yaml"])
+    assert policy["webhook"]["protectedLabels"] == ["team", "tier", "prune-gate.io/guard"]
+    hook = webhook_of(objs)
+    assert hook["objectSelector"] == selector
+    assert hook["matchConditions"] == match_conditions(policy_from_dict(policy))
+    assert (
+        "object.metadata.labels['prune-gate.io/guard']" in hook["matchConditions"][0]["expression"]
+    )
+    # Without a selector nothing is added: the policy is the user's, untouched.
+    plain = next(o for o in render() if o["kind"] == "ConfigMap")
+    assert yaml.safe_load(plain["data"]["prune-gate.yaml"]) == {}
+
+
+def test_a_namespace_label_selector_is_refused() -> None:
+    """A deployer could relabel a namespace out of a namespace label selector unseen."""
+    error = render_error(
+        {"webhook": {"namespaceSelectorExpressions": [{"key": "a", "operator": "Exists"}]}}
+    )
+    assert "namespaceSelectorExpressions" in error

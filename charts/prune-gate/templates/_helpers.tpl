@@ -121,3 +121,32 @@ The webhook's rules: one rule per API group, naming the guarded kinds' resources
   scope: "*"
 {{- end }}
 {{- end }}
+
+{{/*
+The label keys the webhook's objectSelector reads, after policy.webhook.protectedLabels: a
+deployer may not add, change or remove them on a guarded object (webhook/labels.py), or one
+relabel would take the object out of the webhook's sight. A JSON list.
+*/}}
+{{- define "prune-gate.protectedLabels" -}}
+{{- $keys := list }}
+{{- $wh := (.Values.policy | default dict).webhook | default dict }}
+{{- range ($wh.protectedLabels | default list) }}{{ $keys = append $keys . }}{{ end }}
+{{- $sel := .Values.webhook.objectSelector | default dict }}
+{{- range $k, $_ := ($sel.matchLabels | default dict) }}{{ $keys = append $keys $k }}{{ end }}
+{{- range ($sel.matchExpressions | default list) }}{{ $keys = append $keys .key }}{{ end }}
+{{- toJson ($keys | uniq) }}
+{{- end }}
+
+{{/*
+The policy the webhook reads: `policy`, with the protected labels above.
+*/}}
+{{- define "prune-gate.policy" -}}
+{{- $policy := deepCopy (.Values.policy | default dict) }}
+{{- $keys := include "prune-gate.protectedLabels" . | fromJsonArray }}
+{{- if $keys }}
+{{- $wh := $policy.webhook | default dict }}
+{{- $_ := set $wh "protectedLabels" $keys }}
+{{- $_ := set $policy "webhook" $wh }}
+{{- end }}
+{{- toYaml $policy }}
+{{- end }}
