@@ -96,8 +96,9 @@ def test_live_mark_without_base_mark_does_not_count() -> None:
     )
     result = run(claim(), "", live=retired_live)
     f = next(f for f in result.decision.findings if f.code is Code.NOT_RETIRED)
-    assert "marked live but not on the base branch: a speculative deploy may have applied it" in (
-        f.evidence[1]
+    assert (
+        "marked live but not on the base branch: a speculative deploy may have applied it"
+        in (f.evidence[1])
     )
     pruned = check_pruned_claim(retired_live)  # declared nowhere: no base to carry the mark
     assert Code.NOT_RETIRED in codes(pruned)
