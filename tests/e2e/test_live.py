@@ -19,6 +19,8 @@ import pytest
 import yaml
 from kubernetes import client
 
+from tests.unit.helpers import GitRepo
+
 from . import kube as k
 from .kube import Cluster
 
@@ -531,3 +533,38 @@ def test_retire_status_names_what_the_claim_waits_on(
     )
     assert missing.returncode == 2
     assert missing.stderr.startswith(f"error: no claim named nope in namespace {namespace}")
+
+
+def test_retire_status_with_base_does_not_count_a_live_only_mark(
+    kube: Cluster, namespace: str, tmp_path: Path
+) -> None:
+    """Attack 6, the status door: a mark only a speculative deploy applied is `unmerged`, as
+    `gate check --live` judges it; once the merged branch carries it, the claim is ready."""
+    k.make_claim(kube.client, namespace, "data", annotations={RETIRE: "speculative"})
+    repo = GitRepo(tmp_path / "repo")
+    repo.commit({"deploy/claim.yaml": textwrap.dedent(claim_yaml(namespace))}, "base")
+
+    def status() -> dict[str, Any]:
+        done = run_gate(
+            tmp_path,
+            "retire",
+            "status",
+            "-n",
+            namespace,
+            f"--kubeconfig={kube.kubeconfig}",
+            f"--repo={repo.root}",
+            "--base=HEAD",
+            "-o",
+            "json",
+        )
+        assert done.returncode == 0, done.stderr
+        (claim,) = json.loads(done.stdout)["claims"]
+        return dict(claim)
+
+    unmerged = status()
+    assert (unmerged["stage"], unmerged["safeToRemove"]) == ("unmerged", False)
+    assert "stage 1 counts only from the merged branch" in unmerged["next"]
+
+    retired = claim_yaml(namespace, annotations=retired_yaml("speculative"))
+    repo.commit({"deploy/claim.yaml": textwrap.dedent(retired)}, "stage 1 merged")
+    assert status()["stage"] == "ready"
