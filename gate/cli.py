@@ -21,7 +21,7 @@ from gate.context import Context, detect_ci_context
 from gate.errors import ConfigError, GateError, InputError
 from gate.fence import FenceStatus
 from gate.findings import MEANING, Code
-from gate.manifests import RawObject, read_path
+from gate.manifests import Inventory, RawObject, read_path
 from gate.policy import (
     POLICY_FILE,
     Policy,
@@ -415,6 +415,27 @@ def retire_group() -> None:
     show_default=True,
     help="Output format.",
 )
+@click.option(
+    "--base",
+    "base_rev",
+    metavar="REV",
+    help="The merged branch's revision: stage 1 counts only for claims it marks too, as in "
+    "`gate check` (a mark only a speculative deploy applied is reported as unmerged).",
+)
+@click.option(
+    "--repo",
+    default=".",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Git repository of --base.",
+)
+@click.option(
+    "--path",
+    "paths",
+    multiple=True,
+    metavar="DIR",
+    help="Directory of --base to read (repeatable; default: the whole tree).",
+)
 def retire_status_command(
     namespace: str | None,
     name: str | None,
@@ -422,12 +443,16 @@ def retire_status_command(
     kube_context: str | None,
     config_path: str | None,
     fmt: str,
+    base_rev: str | None,
+    repo: str,
+    paths: tuple[str, ...],
 ) -> None:
     """For every live claim marked for retirement: its stage, what it still waits on (which pod
     on which node, which workload), and whether removing its manifest is safe now.
 
-    With NAME, that claim whether marked or not. Exit 0 when it answered, 2 when it could not
-    read the cluster.
+    With NAME, that claim whether marked or not. With --base, a live mark the merged branch does
+    not carry does not count. Exit 0 when it answered, 2 when it could not read the cluster or
+    the base revision.
     """
     from gate import retire
     from gate.snapshot import RESOURCES, ApiLister, take_snapshot
@@ -436,6 +461,7 @@ def retire_status_command(
     wanted |= {"StatefulSet", "Deployment", "DaemonSet", "ReplicaSet", "Job", "CronJob"}
     try:
         policy = _policy_for_files(config_path)
+        base = _base_inventory(repo, base_rev, paths) if base_rev else None
         with ApiLister.from_kubeconfig(
             kubeconfig, kube_context, policy.live_timeout_seconds
         ) as lister:
@@ -449,7 +475,9 @@ def retire_status_command(
         fail(str(exc))
     annotation = policy.retire_annotation
     state = snap.state
-    statuses = retire.retire_statuses(state.objects.values(), state, annotation, namespace, name)
+    statuses = retire.retire_statuses(
+        state.objects.values(), state, annotation, namespace, name, base
+    )
     if name and not statuses:
         where = f" in namespace {namespace}" if namespace else ""
         fail(
@@ -462,6 +490,15 @@ def retire_status_command(
     else:
         where = f" in namespace {namespace}" if namespace else ""
         click.echo(f"no claim{where} is marked `{annotation}`: nothing is being retired")
+
+
+def _base_inventory(repo: str, base_rev: str, paths: Sequence[str]) -> Inventory:
+    """The objects the base revision declares (plain manifests), for `retire status --base`."""
+    from gate import gitsource  # git mode only: GitPython is slow to import
+
+    sha = gitsource.resolve_revision(repo, base_rev)
+    base, _ = build_sides(gitsource.read_tree(repo, sha, paths), [], "default")
+    return base
 
 
 @main.group("fence")

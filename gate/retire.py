@@ -5,7 +5,10 @@ removes its consumers; stage 2 removes the manifest. Between the two, people ask
 yet?" and the honest answer is live: a pod that still mounts the claim (any phase, until the Pod
 object is gone) would pin the deletion behind pvc-protection, and a workload template would make
 such a pod again. `gate retire status` answers from the same live view the check uses, so its
-"safe now" and `gate check --live` never disagree.
+"safe now" and `gate check --live` never disagree. Like the check, stage 1 counts only when the
+mark is on the merged branch too: given the base revision's manifests, a claim marked live but
+not in base is `unmerged` (a speculative deploy may have applied the mark), and a claim marked in
+base but not live is `not-marked` (merged, not deployed yet).
 
 Pure: takes live projections and returns `RetireStatus` values and their renderings.
 """
@@ -19,6 +22,7 @@ from enum import StrEnum
 from typing import Any
 
 from gate.cluster import LiveObject, LiveView, PodUse
+from gate.manifests import Inventory
 from gate.refs import ObjectRef
 
 CLAIM = ("", "PersistentVolumeClaim")
@@ -28,6 +32,7 @@ class Stage(StrEnum):
     """Where a claim stands in its retirement."""
 
     NOT_MARKED = "not-marked"  # stage 1 is not deployed: no retire annotation on the live claim
+    UNMERGED = "unmerged"  # marked live, but the base branch does not carry the mark
     WAITING = "waiting"  # stage 1 deployed, consumers remain
     READY = "ready"  # stage 1 deployed, nothing uses it: stage 2 may remove the manifest
     TERMINATING = "terminating"  # already being deleted
@@ -64,6 +69,13 @@ class RetireStatus:
             return (
                 f'stage 1: merge a change that annotates the claim `{annotation}: "<reason>"` '
                 "and removes it from its workloads, and let it deploy"
+            )
+        if self.stage is Stage.UNMERGED:
+            return (
+                f"stage 1 counts only from the merged branch: merge the change that annotates "
+                f"the claim `{annotation}` and let it deploy (the live mark came from a revision "
+                f"that is not merged, perhaps a speculative deploy); if the claim should stay, "
+                f"remove the mark: kubectl annotate pvc -n {ns} {name} {annotation}-"
             )
         if self.stage is Stage.TERMINATING:
             return (
@@ -124,16 +136,28 @@ class RetireStatus:
         }
 
 
-def claim_status(claim: LiveObject, live: LiveView, annotation: str) -> RetireStatus:
-    """The retirement status of one live claim."""
+def _mark(annotations: dict[str, str], key: str) -> str | None:
+    value = annotations.get(key)
+    return (value.strip() or None) if isinstance(value, str) else None
+
+
+def claim_status(
+    claim: LiveObject, live: LiveView, annotation: str, base: Inventory | None = None
+) -> RetireStatus:
+    """The retirement status of one live claim; with `base` (the merged branch's manifests),
+    stage 1 counts only when base carries the mark too."""
     ref = claim.ref
-    reason = claim.annotations.get(annotation) or None
+    reason = _mark(claim.annotations, annotation)
     pods = tuple(live.claim_users(ref.namespace, ref.name))
     workloads = tuple(live.claim_consumers(ref.namespace, ref.name))
+    declared = base.get(ref) if base is not None else None
+    merged = base is None or (declared is not None and _mark(declared.annotations, annotation))
     if claim.deletion_timestamp:
         stage = Stage.TERMINATING
     elif reason is None:
         stage = Stage.NOT_MARKED
+    elif not merged:
+        stage = Stage.UNMERGED
     elif pods or workloads:
         stage = Stage.WAITING
     else:
@@ -162,8 +186,10 @@ def retire_statuses(
     annotation: str,
     namespace: str | None = None,
     name: str | None = None,
+    base: Inventory | None = None,
 ) -> list[RetireStatus]:
-    """Every claim marked for retirement (or the one named, marked or not), sorted."""
+    """Every live claim marked for retirement (or the one named, marked or not), sorted; with
+    `base`, judged against the merged branch's marks too."""
     out = []
     for obj in objects:
         ref = obj.ref
@@ -173,14 +199,16 @@ def retire_statuses(
             continue
         if name is not None:
             if ref.name == name:
-                out.append(claim_status(obj, live, annotation))
-        elif obj.annotations.get(annotation):
-            out.append(claim_status(obj, live, annotation))
+                out.append(claim_status(obj, live, annotation, base))
+        elif _mark(obj.annotations, annotation):
+            out.append(claim_status(obj, live, annotation, base))
     return sorted(out, key=lambda s: s.ref)
 
 
 _HEADLINE = {
     Stage.NOT_MARKED: "not marked for retirement (stage 1 not deployed)",
+    Stage.UNMERGED: "marked live but not on the base branch: a speculative deploy may have "
+    "applied it, and stage 1 does not count",
     Stage.WAITING: "stage 1 deployed; waiting on {n} consumer(s)",
     Stage.READY: "ready for stage 2: nothing mounts or references it",
     Stage.TERMINATING: "already being deleted (deletionTimestamp {ts})",

@@ -19,6 +19,7 @@ from gate.manifests import Inventory, Manifest, Source
 from gate.plan import Action, Change
 from gate.policy import Policy
 from gate.refs import ObjectRef
+from gate.updates import candidate_findings
 from gate.workloads import claim_names, pod_spec_of, statefulset_claim_matches
 
 CLAIM = ("", "PersistentVolumeClaim")
@@ -105,16 +106,55 @@ def keep_annotation(annotations: dict[str, str]) -> str | None:
     return None
 
 
-def retirement(change: Change, world: World) -> tuple[str | None, str]:
-    """The retire reason and where it was read: the live object wins over base when it exists."""
+@dataclass(frozen=True)
+class Retirement:
+    """Whether stage 1 of retirement counts for an object, and the evidence line that says why."""
+
+    #: The retire reason when stage 1 counts, else None.
+    reason: str | None
+    evidence: str
+
+
+def _mark(annotations: dict[str, str] | None, key: str) -> str:
+    value = (annotations or {}).get(key)
+    return value.strip() if isinstance(value, str) else ""
+
+
+def retirement(change: Change, world: World) -> Retirement:
+    """Stage 1 counts only when the base branch (the merged revision) carries the retire mark
+    and, with a live view that has the object, the live object carries it too.
+
+    Base alone is a mark merged but not deployed yet; live alone is a mark that no merged
+    revision made, which a speculative (unmerged) deploy may have applied: a candidate that is
+    evicted must not leave behind a mark that lets the next deploy delete the object.
+    """
     key = world.policy.retire_annotation
-    if world.live is not None:
-        live = world.live.get(change.ref)
-        if live is not None:
-            return live.annotations.get(key), "live object"
-    if change.base is not None:
-        return change.base.annotations.get(key), "base revision"
-    return None, "nowhere"
+    base = _mark(change.base.annotations, key) if change.base is not None else ""
+    live_obj = world.live.get(change.ref) if world.live is not None else None
+    live = _mark(live_obj.annotations, key) if live_obj is not None else ""
+    if world.context is Context.ADMISSION:  # base is the request's oldObject: the live object
+        found = base or live
+        if found:
+            return Retirement(found, f'`{key}: "{found}"` on the live object')
+        return Retirement(None, f"no `{key}` annotation on the live object")
+    if not base:
+        if live:
+            return Retirement(
+                None,
+                f'`{key}: "{live}"` is marked live but not on the base branch: a speculative '
+                "deploy may have applied it",
+            )
+        where = "base revision" if change.base is not None else "base revision (not declared)"
+        also = " nor on the live object" if live_obj is not None else ""
+        return Retirement(None, f"no `{key}` annotation on the {where}{also}")
+    if live_obj is not None and not live:
+        return Retirement(
+            None,
+            f"`{key}` is on the base branch but not on the live object: stage 1 is merged but "
+            "not deployed yet",
+        )
+    where = "base revision and the live object" if live_obj is not None else "base revision"
+    return Retirement(base, f'`{key}: "{base}"` on the {where}')
 
 
 def _guarded_contents(namespace: str, world: World) -> list[ObjectRef]:
@@ -217,8 +257,8 @@ def check_not_retired(change: Change, world: World) -> Iterator[Finding]:
     """NOT_RETIRED: a guarded kind is deleted or replaced without stage 1 of retirement."""
     if not change.deletes or not world.policy.is_guarded_kind(*_kind(change.ref)):
         return
-    reason, where = retirement(change, world)
-    if reason:
+    stage_1 = retirement(change, world)
+    if stage_1.reason:
         return
     verb = "force-replaced" if change.action is Action.REPLACE else "deleted"
     fix = _retire_fix(change.ref, world, _source(change))
@@ -237,10 +277,7 @@ def check_not_retired(change: Change, world: World) -> Iterator[Finding]:
         Code.NOT_RETIRED,
         change,
         f"{change.ref.display()} would be {verb} but was never retired",
-        [
-            f"cause: {change.cause}",
-            f"no `{world.policy.retire_annotation}` annotation on the {where}",
-        ],
+        [f"cause: {change.cause}", stage_1.evidence],
         fix,
     )
 
@@ -405,8 +442,7 @@ def check_claim_mounted(change: Change, world: World) -> Iterator[Finding]:
     first = users[0]
     finished = [u for u in users if u.phase in ("Succeeded", "Failed")]
     fix = _retire_fix(change.ref, world, _source(change))
-    retired, _ = retirement(change, world)
-    if retired:  # stage 1 is deployed: what is left is to get the pods off the claim
+    if retirement(change, world).reason:  # stage 1 deployed: what is left is the pods
         names = " ".join(u.name for u in users[:20])
         fix = (
             "stage 1 is deployed, but these pods still use the claim: remove the claim from "
@@ -441,7 +477,7 @@ def check_reclaim_delete(change: Change, world: World) -> Iterator[Finding]:
         return
     if world.live.ready_snapshots(ns, name):
         return
-    retired, _ = retirement(change, world)
+    retired = retirement(change, world).reason
     yield _finding(
         Code.RECLAIM_DELETE_LOSES_DATA,
         change,
@@ -559,6 +595,32 @@ def check_already_terminating(changes: Iterable[Change], world: World) -> Iterat
         )
 
 
+def check_candidate_updates(world: World) -> Iterator[Finding]:
+    """OWNER_REFERENCE_ADDED, RETENTION_DELETES_CLAIMS, OVERRIDE_IN_MANIFEST: an object in base
+    and candidate that the candidate changes so that a controller deletes it (or that carries
+    the override from a manifest), judged as the webhook judges the UPDATE (`gate.updates`).
+
+    The deploy applies no DELETE here, so no deletion rule sees it: the garbage collector or the
+    StatefulSet controller deletes the claims later, on the strength of this change.
+    """
+    for head in world.head:
+        base = world.base.get(head.ref)
+        if base is None or base.body == head.body:
+            continue
+        change = Change(head.ref, Action.UPDATE, base, head, "changed by the candidate")
+        stage_1 = retirement(change, world)
+        for f in candidate_findings(
+            head.ref,
+            base.body,
+            head.body,
+            world.policy,
+            change.cause,
+            retired=stage_1.reason is not None,
+            unretired=stage_1.evidence,
+        ):
+            yield replace(f, source=head.source or base.source)
+
+
 def run_rules(changes: Iterable[Change], world: World) -> list[Finding]:
     """Every finding the rules make for these changes, before policy is applied."""
     changes = list(changes)
@@ -573,6 +635,7 @@ def run_rules(changes: Iterable[Change], world: World) -> list[Finding]:
         for rule in CHANGE_RULES:
             findings.extend(rule(change, world))
     findings.extend(check_retiring_consumers(world))
+    findings.extend(check_candidate_updates(world))
     findings.extend(check_already_terminating(changes, world))
     findings.extend(check_guard_tampered(world))
     return [_with_live_api_version(f, world) for f in findings]

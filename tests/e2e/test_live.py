@@ -19,6 +19,8 @@ import pytest
 import yaml
 from kubernetes import client
 
+from tests.unit.helpers import GitRepo
+
 from . import kube as k
 from .kube import Cluster
 
@@ -99,9 +101,18 @@ def configmap_yaml(namespace: str) -> str:
     """
 
 
-def remove_claim(kube: Cluster, tmp_path: Path, namespace: str) -> tuple[int, dict[str, Any]]:
-    """`check_live` on a deploy that removes the claim data and keeps a ConfigMap."""
-    return check_live(kube, tmp_path, claim_yaml(namespace), configmap_yaml(namespace))
+def retired_yaml(reason: str) -> str:
+    """The annotations block that marks a claim_yaml for retirement."""
+    return f'\n      annotations: {{{RETIRE}: "{reason}"}}'
+
+
+def remove_claim(
+    kube: Cluster, tmp_path: Path, namespace: str, retired: str = ""
+) -> tuple[int, dict[str, Any]]:
+    """`check_live` on a deploy that removes the claim data and keeps a ConfigMap; with
+    `retired`, the base (the merged branch) carries stage 1's mark with that reason."""
+    base = claim_yaml(namespace, annotations=retired_yaml(retired) if retired else "")
+    return check_live(kube, tmp_path, base, configmap_yaml(namespace))
 
 
 def delete_pod(kube: Cluster, namespace: str, name: str) -> None:
@@ -136,28 +147,56 @@ def test_the_incident_is_blocked_then_allowed_after_stage_1(
     assert f"pod {namespace}/web-0 on node {node} (Running" in mounted["evidence"][0]
     assert "retire" in mounted["remediation"]
     not_retired = next(f for f in report["findings"] if f["code"] == "NOT_RETIRED")
-    assert f"no `{RETIRE}` annotation on the live object" in not_retired["evidence"]
+    assert (
+        f"no `{RETIRE}` annotation on the base revision nor on the live object"
+        in not_retired["evidence"]
+    )
 
-    # Stage 1 deployed: the live claim is marked, and its last pod is gone.
+    # Stage 1 merged and deployed: base and live claim are marked, and its last pod is gone.
     annotate_claim(kube, namespace, "data", {RETIRE: "moved to object storage"})
     delete_pod(kube, namespace, "web-0")
 
-    code, report = remove_claim(kube, tmp_path, namespace)
+    code, report = remove_claim(kube, tmp_path, namespace, retired="moved to object storage")
 
     assert code == 0, report
     assert report["verdict"] == "allow"
     assert report["findings"] == []
 
 
-def test_live_annotation_wins_over_base(kube: Cluster, namespace: str, tmp_path: Path) -> None:
+def test_base_mark_not_yet_live_does_not_count(
+    kube: Cluster, namespace: str, tmp_path: Path
+) -> None:
     """Base says retired, but the retiring revision never reached the cluster: not retired."""
     k.make_claim(kube.client, namespace, "data")
-    retired_in_base = claim_yaml(namespace, annotations=f'\n      annotations: {{{RETIRE}: "x"}}')
 
-    code, report = check_live(kube, tmp_path, retired_in_base, configmap_yaml(namespace))
+    code, report = remove_claim(kube, tmp_path, namespace, retired="x")
 
     assert code == 1
     assert findings(report, "data") == {"NOT_RETIRED"}
+    (f,) = report["findings"]
+    assert f"`{RETIRE}` is on the base branch but not on the live object" in f["evidence"][1]
+
+
+def test_live_mark_not_on_the_base_branch_does_not_count(
+    kube: Cluster, namespace: str, tmp_path: Path
+) -> None:
+    """Attack 6: a speculative (unmerged) deploy applied the retire mark; the merged branch never
+    retired the claim. Before, the live mark counted as stage 1 and the removal passed."""
+    k.make_claim(kube.client, namespace, "data", annotations={RETIRE: "speculative"})
+
+    code, report = remove_claim(kube, tmp_path, namespace)
+
+    assert code == 1
+    assert findings(report, "data") == {"NOT_RETIRED"}
+    (f,) = report["findings"]
+    assert (
+        f'`{RETIRE}: "speculative"` is marked live but not on the base branch: a speculative '
+        "deploy may have applied it"
+    ) in f["evidence"]
+
+    code, report = remove_claim(kube, tmp_path, namespace, retired="speculative")
+
+    assert (code, report["findings"]) == (0, [])  # once merged too, stage 1 counts
 
 
 def test_finished_pod_still_pins_the_claim(
@@ -169,7 +208,7 @@ def test_finished_pod_still_pins_the_claim(
         "job-1", namespace, {"status": {"phase": "Succeeded"}}
     )
 
-    code, report = remove_claim(kube, tmp_path, namespace)
+    code, report = remove_claim(kube, tmp_path, namespace, retired="done")
 
     assert code == 1
     assert findings(report) == {"CLAIM_MOUNTED"}
@@ -199,7 +238,7 @@ def test_live_workload_template_is_a_remaining_consumer(
     }
     k.apps(kube.client).create_namespaced_deployment(namespace, deployment)
 
-    code, report = remove_claim(kube, tmp_path, namespace)
+    code, report = remove_claim(kube, tmp_path, namespace, retired="done")
 
     assert code == 1
     assert findings(report) == {"CONSUMER_REMAINS"}
@@ -241,7 +280,7 @@ def test_reclaim_delete_without_snapshot_loses_data(
         }
         core.create_namespaced_persistent_volume_claim(namespace, claim)
 
-        code, report = remove_claim(kube, tmp_path, namespace)
+        code, report = remove_claim(kube, tmp_path, namespace, retired="done")
 
         assert findings(report) == {"RECLAIM_DELETE_LOSES_DATA"}
         (f,) = report["findings"]
@@ -494,3 +533,38 @@ def test_retire_status_names_what_the_claim_waits_on(
     )
     assert missing.returncode == 2
     assert missing.stderr.startswith(f"error: no claim named nope in namespace {namespace}")
+
+
+def test_retire_status_with_base_does_not_count_a_live_only_mark(
+    kube: Cluster, namespace: str, tmp_path: Path
+) -> None:
+    """Attack 6, the status door: a mark only a speculative deploy applied is `unmerged`, as
+    `gate check --live` judges it; once the merged branch carries it, the claim is ready."""
+    k.make_claim(kube.client, namespace, "data", annotations={RETIRE: "speculative"})
+    repo = GitRepo(tmp_path / "repo")
+    repo.commit({"deploy/claim.yaml": textwrap.dedent(claim_yaml(namespace))}, "base")
+
+    def status() -> dict[str, Any]:
+        done = run_gate(
+            tmp_path,
+            "retire",
+            "status",
+            "-n",
+            namespace,
+            f"--kubeconfig={kube.kubeconfig}",
+            f"--repo={repo.root}",
+            "--base=HEAD",
+            "-o",
+            "json",
+        )
+        assert done.returncode == 0, done.stderr
+        (claim,) = json.loads(done.stdout)["claims"]
+        return dict(claim)
+
+    unmerged = status()
+    assert (unmerged["stage"], unmerged["safeToRemove"]) == ("unmerged", False)
+    assert "stage 1 counts only from the merged branch" in unmerged["next"]
+
+    retired = claim_yaml(namespace, annotations=retired_yaml("speculative"))
+    repo.commit({"deploy/claim.yaml": textwrap.dedent(retired)}, "stage 1 merged")
+    assert status()["stage"] == "ready"

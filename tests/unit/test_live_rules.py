@@ -77,13 +77,31 @@ def test_pod_deleted_from_cache_unpins() -> None:
     assert run(claim(retire="x"), "", live=live).decision.verdict is Verdict.ALLOW
 
 
-def test_live_annotation_wins_over_base() -> None:
+def test_stage_1_needs_the_mark_on_base_and_live() -> None:
     retired_live = state(
         ("v1", "PersistentVolumeClaim", live_claim(**{"prune-gate.io/retire": "x"}))
     )
-    assert Code.NOT_RETIRED not in codes(run(claim(), "", live=retired_live))
+    assert Code.NOT_RETIRED not in codes(run(claim(retire="x"), "", live=retired_live))
     unretired_live = state(("v1", "PersistentVolumeClaim", live_claim()))
-    assert Code.NOT_RETIRED in codes(run(claim(retire="x"), "", live=unretired_live))
+    merged_not_deployed = run(claim(retire="x"), "", live=unretired_live)
+    f = next(f for f in merged_not_deployed.decision.findings if f.code is Code.NOT_RETIRED)
+    assert "on the base branch but not on the live object" in f.evidence[1]
+    assert Code.NOT_RETIRED not in codes(run(claim(retire="x"), ""))  # no live view: base
+
+
+def test_live_mark_without_base_mark_does_not_count() -> None:
+    """Attack 6: a retire mark that only a speculative deploy applied is live, not merged."""
+    retired_live = state(
+        ("v1", "PersistentVolumeClaim", live_claim(**{"prune-gate.io/retire": "x"}))
+    )
+    result = run(claim(), "", live=retired_live)
+    f = next(f for f in result.decision.findings if f.code is Code.NOT_RETIRED)
+    assert (
+        "marked live but not on the base branch: a speculative deploy may have applied it"
+        in (f.evidence[1])
+    )
+    pruned = check_pruned_claim(retired_live)  # declared nowhere: no base to carry the mark
+    assert Code.NOT_RETIRED in codes(pruned)
 
 
 def test_reclaim_delete_without_snapshot() -> None:
@@ -92,13 +110,16 @@ def test_reclaim_delete_without_snapshot() -> None:
         ("v1", "PersistentVolumeClaim", live_claim(**{"prune-gate.io/retire": "x"})),
         ("v1", "PersistentVolume", pv),
     )
-    result = run(claim(), "", live=live)
+    result = run(claim(retire="x"), "", live=live)
     (f,) = result.decision.findings
     assert f.code is Code.RECLAIM_DELETE_LOSES_DATA
-    assert f.severity is Severity.WARN  # retired: a warning
+    assert f.severity is Severity.WARN  # retired on base and live: a warning
     assert "kubectl patch pv pv-1" in f.remediation
+    live_only = run(claim(), "", live=live)  # marked live only: stage 1 does not count
+    assert {f.severity for f in live_only.decision.findings} == {Severity.BLOCK}
+    assert codes(live_only) == {Code.RECLAIM_DELETE_LOSES_DATA, Code.NOT_RETIRED}
     live.upsert(live_claim(), "v1", "PersistentVolumeClaim")  # not retired: a block
-    blocked = run(claim(), "", live=live)
+    blocked = run(claim(retire="x"), "", live=live)
     assert {f.severity for f in blocked.decision.findings} == {Severity.BLOCK}
     snap = {
         "metadata": {"name": "s1", "namespace": "app"},
@@ -177,7 +198,7 @@ def test_claim_mounted_after_stage_1_says_to_stop_the_pods() -> None:
         ("v1", "PersistentVolumeClaim", live_claim(volume=None, **{"prune-gate.io/retire": "x"})),
         ("v1", "Pod", live_pod("web-1", "data")),
     )
-    (f,) = run(claim(), "", live=live).decision.findings
+    (f,) = run(claim(retire="x"), "", live=live).decision.findings
     assert f.code is Code.CLAIM_MOUNTED
     assert f.remediation.startswith("stage 1 is deployed")
     assert "kubectl delete pod -n app web-1" in f.remediation
