@@ -601,24 +601,28 @@ def check_candidate_updates(world: World) -> Iterator[Finding]:
     the override from a manifest), judged as the webhook judges the UPDATE (`gate.updates`).
 
     The deploy applies no DELETE here, so no deletion rule sees it: the garbage collector or the
-    StatefulSet controller deletes the claims later, on the strength of this change.
+    StatefulSet controller deletes the claims later, on the strength of this change. An object
+    the candidate adds is judged as the webhook judges its CREATE (an owner or the override it
+    already carries).
     """
     for head in world.head:
         base = world.base.get(head.ref)
-        if base is None or base.body == head.body:
+        if base is not None and base.body == head.body:
             continue
-        change = Change(head.ref, Action.UPDATE, base, head, "changed by the candidate")
+        cause = "changed by the candidate" if base is not None else "created by the candidate"
+        change = Change(head.ref, Action.UPDATE, base, head, cause)
         stage_1 = retirement(change, world)
         for f in candidate_findings(
             head.ref,
-            base.body,
+            base.body if base is not None else {},
             head.body,
             world.policy,
             change.cause,
             retired=stage_1.reason is not None,
             unretired=stage_1.evidence,
+            created=base is None,
         ):
-            yield replace(f, source=head.source or base.source)
+            yield replace(f, source=head.source or (base.source if base is not None else None))
 
 
 def run_rules(changes: Iterable[Change], world: World) -> list[Finding]:

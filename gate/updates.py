@@ -174,11 +174,14 @@ def candidate_findings(
     *,
     retired: bool,
     unretired: str,
+    created: bool = False,
 ) -> list[Finding]:
     """Every finding of an object `gate check` sees in base and candidate: the UPDATE the deploy
     will make, judged as the webhook judges it. The speculation fence is the webhook's alone (the
     gate has its own rules for a speculative candidate), and stage 1 is read by the caller, which
-    knows whether the base branch and the cluster both carry the retire mark."""
+    knows whether the base branch and the cluster both carry the retire mark. A `created` object
+    (`base` empty) is judged as the webhook judges a CREATE: not for a StatefulSet's retention,
+    since a new StatefulSet's claims are new."""
     found: list[Finding] = []
     if policy.is_guarded_kind(ref.group, ref.kind):
         found.extend(
@@ -187,6 +190,6 @@ def candidate_findings(
             )
         )
         found.extend(override_in_manifest(ref, base, head, policy, cause))
-    if (ref.group, ref.kind) == ("apps", "StatefulSet"):
+    if (ref.group, ref.kind) == ("apps", "StatefulSet") and not created:
         found.extend(retention_deletes_claims(ref, base, head, policy, cause))
     return found

@@ -163,3 +163,20 @@ def test_cli_passes_a_benign_update(tmp_path: Path) -> None:
     repo.commit({APP: claim("20Gi", retire="moved"), STS: statefulset(replicas=1)}, "candidate")
     rc, found, text = check(repo)
     assert (rc, found) == (0, []), text
+
+
+def test_a_new_object_carrying_an_owner_or_the_override_blocks() -> None:
+    """As the webhook refuses the deployer's CREATE: else create-with-override-and-owner, then
+    delete the owner, and the garbage collector's DELETE honours the override."""
+    other = claim().replace("name: data", "name: fresh")
+    found = run(claim(), doc(claim(), owned(other))).decision.findings
+    assert [(f.code, f.ref.name) for f in found] == [(Code.OWNER_REFERENCE_ADDED, "fresh")]
+    assert "created by the candidate" in " ".join(found[0].evidence)
+    marked = other.replace(
+        "  namespace: app\n", f"  namespace: app\n  annotations: {{{ALLOW_DELETE}}}\n"
+    )
+    found = run(claim(), doc(claim(), marked)).decision.findings
+    assert [f.code for f in found] == [Code.OVERRIDE_IN_MANIFEST]
+    # A new StatefulSet may delete its own (new) claims; a new plain claim is nothing.
+    assert run(claim(), doc(claim(), statefulset(when_deleted="Delete"))).decision.findings == ()
+    assert run(claim(), doc(claim(), other)).decision.findings == ()
