@@ -36,6 +36,7 @@ class Code(StrEnum):
     OVERRIDE_IN_MANIFEST = "OVERRIDE_IN_MANIFEST"
     GUARD_TAMPERED = "GUARD_TAMPERED"
     RESOURCES_UNCOUNTED = "RESOURCES_UNCOUNTED"
+    RECLAIM_SWITCHED_TO_DELETE = "RECLAIM_SWITCHED_TO_DELETE"
 
 
 #: One line per code: what it means. Reused in `gate codes`, the README and the JSON schema.
@@ -80,6 +81,8 @@ MEANING: dict[Code, str] = {
     "configuration or the speculation fence",
     Code.RESOURCES_UNCOUNTED: "the custom resources of a CustomResourceDefinition being deleted "
     "cannot be counted: refused rather than guessed",
+    Code.RECLAIM_SWITCHED_TO_DELETE: "a PersistentVolume's reclaimPolicy is switched to Delete: "
+    "its data is deleted with its claim",
 }
 
 

@@ -122,6 +122,8 @@ def retention_deletes_claims(
 ) -> Iterator[Finding]:
     """RETENTION_DELETES_CLAIMS: a StatefulSet with claim templates switches a retention to
     Delete (from Retain, or from absent, which means Retain)."""
+    if (ref.group, ref.kind) != ("apps", "StatefulSet"):
+        return
     templates = _claim_templates(new)
     if not templates:
         return
@@ -142,6 +144,45 @@ def retention_deletes_claims(
             "a later one deletes them)",
             api_version=str(new.get("apiVersion") or ""),
         )
+
+
+def _reclaim(obj: dict[str, Any]) -> str:
+    spec = obj.get("spec")
+    value = spec.get("persistentVolumeReclaimPolicy") if isinstance(spec, dict) else None
+    return value if isinstance(value, str) and value else "Retain"  # the API server's default
+
+
+def reclaim_switched_to_delete(
+    ref: ObjectRef, old: dict[str, Any], new: dict[str, Any], policy: Policy, cause: str
+) -> Iterator[Finding]:
+    """RECLAIM_SWITCHED_TO_DELETE: a PersistentVolume's reclaimPolicy becomes Delete.
+
+    The PV controller then deletes the volume, data and all, when its claim goes: a retired
+    claim's stage 2 included, though whoever chose Retain chose to keep the data past it.
+    """
+    if (ref.group, ref.kind) != ("", "PersistentVolume"):
+        return
+    was, now = _reclaim(old), _reclaim(new)
+    if now != "Delete" or was == "Delete":
+        return
+    spec = new.get("spec")
+    claim = spec.get("claimRef") if isinstance(spec, dict) else None
+    bound = (
+        f"bound to claim {claim.get('namespace')}/{claim.get('name')}"
+        if isinstance(claim, dict) and claim.get("name")
+        else "not bound to a claim now"
+    )
+    yield Finding(
+        code=Code.RECLAIM_SWITCHED_TO_DELETE,
+        ref=ref,
+        message=f"{ref.display()} switches persistentVolumeReclaimPolicy from {was} to Delete: "
+        "the volume and its data are deleted when its claim is",
+        evidence=(bound, f"cause: {cause}"),
+        remediation=f"keep persistentVolumeReclaimPolicy: {was} in the manifest; if the data "
+        f"may go, a person switches it (kubectl patch pv {ref.name} -p "
+        """'{"spec":{"persistentVolumeReclaimPolicy":"Delete"}}') after taking a snapshot""",
+        api_version=str(new.get("apiVersion") or ""),
+    )
 
 
 def override_in_manifest(
@@ -190,6 +231,7 @@ def candidate_findings(
             )
         )
         found.extend(override_in_manifest(ref, base, head, policy, cause))
-    if (ref.group, ref.kind) == ("apps", "StatefulSet") and not created:
+    if not created:  # a new StatefulSet's claims, a new volume's data, are new
         found.extend(retention_deletes_claims(ref, base, head, policy, cause))
+        found.extend(reclaim_switched_to_delete(ref, base, head, policy, cause))
     return found

@@ -67,7 +67,8 @@ def _cel_string(text: str) -> str:
 
 def update_match_expression(policy: Policy) -> str:
     """CEL for `matchConditions`: every DELETE, only the UPDATEs that change an object's
-    ownerReferences, its claim retention, the retire or allow-delete annotation or a protected
+    ownerReferences, the retire or allow-delete annotation, a StatefulSet's claim retention, a
+    volume's reclaim policy or a protected
     label (`webhook.labels`), and only the
     CREATEs that carry an ownerReference or either annotation. Each `has` guards the next step,
     so the expression never errors (an error would apply failurePolicy)."""
@@ -78,6 +79,10 @@ def update_match_expression(policy: Policy) -> str:
     def retention(obj: str) -> str:
         field = f"{obj}.spec.persistentVolumeClaimRetentionPolicy"
         return f"(has({obj}.spec) && has({field}) ? {field} : {{}})"
+
+    def reclaim(obj: str) -> str:
+        field = f"{obj}.spec.persistentVolumeReclaimPolicy"
+        return f"(has({obj}.spec) && has({field}) ? {field} : '')"
 
     def annotation(key: str) -> Any:
         k = _cel_string(key)
@@ -100,16 +105,17 @@ def update_match_expression(policy: Policy) -> str:
 
     fields = (
         owners,
-        retention,
         annotation(policy.retire_annotation),
         annotation(policy.allow_delete_annotation),
+        retention,
+        reclaim,
         *(label(key) for key in policy.webhook.protected_labels),
     )
     changed = " || ".join(f"{f('object')} != {f('oldObject')}" for f in fields)
     # A CREATE carrying an owner or either annotation; `oldObject` is null then, and the
     # `operation ==` tests keep each branch from reading what its operation lacks.
     carries = f"{owners('object')} != [] || " + " || ".join(
-        f"{f('object')} != ''" for f in fields[2:4]
+        f"{f('object')} != ''" for f in fields[1:3]
     )
     return (
         f"request.operation == 'DELETE' || (request.operation == 'UPDATE' && ({changed})) || "

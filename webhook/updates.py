@@ -20,6 +20,7 @@ from gate.updates import (
     annotation_added,
     override_in_manifest,
     owner_references_added,
+    reclaim_switched_to_delete,
     retention_deletes_claims,
 )
 
@@ -27,6 +28,7 @@ __all__ = [
     "RETENTION_FIELDS",
     "override_in_manifest",
     "owner_references_added",
+    "reclaim_switched_to_delete",
     "retention_deletes_claims",
     "retire_under_fence",
     "update_findings",
@@ -80,6 +82,6 @@ def update_findings(
         found.extend(owner_references_added(ref, old, new, policy, cause))
         found.extend(override_in_manifest(ref, old, new, policy, cause))
         found.extend(retire_under_fence(ref, old, new, policy, fence, cause))
-    if (ref.group, ref.kind) == ("apps", "StatefulSet"):
-        found.extend(retention_deletes_claims(ref, old, new, policy, cause))
+        found.extend(reclaim_switched_to_delete(ref, old, new, policy, cause))
+    found.extend(retention_deletes_claims(ref, old, new, policy, cause))  # guarded or not
     return found

@@ -157,6 +157,45 @@ def test_deployer_relabelling_a_claim_out_of_the_object_selector_is_refused(
     assert deny(_patch_claim(kube.client, ns, claim, {"labels": {PROTECTED_LABEL: None}})) is None
 
 
+def test_deployer_switching_a_volume_to_reclaim_delete_is_refused(
+    kube: Cluster, webhook: Webhook
+) -> None:
+    """A volume switched to reclaim Delete loses its data with its claim, a retired claim's
+    stage 2 included. The real API server runs the matchCondition branch for the field."""
+    v1 = k.core(kube.client)
+    name = k.unique("pv")
+    v1.create_persistent_volume(
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": name},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "hostPath": {"path": f"/tmp/{name}"},
+                "persistentVolumeReclaimPolicy": "Retain",
+            },
+        }
+    )
+    try:
+        deployer = k.core(kube.impersonating(DEPLOYER))
+
+        def switch(api: Any, policy: str) -> Any:
+            patch = {"spec": {"persistentVolumeReclaimPolicy": policy}}
+            return lambda: api.patch_persistent_volume(name, patch)
+
+        refused = deny(switch(deployer, "Delete"))
+        assert refused is not None, "the deployer switched a volume to reclaim Delete"
+        reason, message = refusal_reason(refused)
+        assert reason == "RECLAIM_SWITCHED_TO_DELETE", message
+        live = v1.read_persistent_volume(name)
+        assert live.spec.persistent_volume_reclaim_policy == "Retain"
+        assert deny(switch(v1, "Delete")) is None  # a person may, after a snapshot
+        assert deny(switch(deployer, "Retain")) is None  # towards keeping the data
+    finally:
+        k.delete_if_present(v1.delete_persistent_volume, name)
+
+
 def test_deployer_retire_mark_under_a_held_fence_and_override_are_refused(
     kube: Cluster, clean: str, webhook: Webhook
 ) -> None:

@@ -180,3 +180,24 @@ def test_a_new_object_carrying_an_owner_or_the_override_blocks() -> None:
     # A new StatefulSet may delete its own (new) claims; a new plain claim is nothing.
     assert run(claim(), doc(claim(), statefulset(when_deleted="Delete"))).decision.findings == ()
     assert run(claim(), doc(claim(), other)).decision.findings == ()
+
+
+VOLUME = """\
+apiVersion: v1
+kind: PersistentVolume
+metadata: {{name: pv-data}}
+spec:
+  capacity: {{storage: 1Gi}}
+  accessModes: [ReadWriteOnce]
+  hostPath: {{path: /data}}
+{reclaim}"""
+
+
+def test_a_volume_switched_to_reclaim_delete_blocks() -> None:
+    retain = VOLUME.format(reclaim="")
+    delete = VOLUME.format(reclaim="  persistentVolumeReclaimPolicy: Delete\n")
+    (f,) = run(retain, delete).decision.findings
+    assert (f.code, f.severity) == (Code.RECLAIM_SWITCHED_TO_DELETE, Severity.BLOCK)
+    assert "from Retain to Delete" in f.message and "kubectl patch pv pv-data" in f.remediation
+    assert run(delete, retain).decision.findings == ()  # towards keeping the data: fine
+    assert run(retain, doc(retain, claim())).decision.findings == ()

@@ -339,3 +339,36 @@ def test_other_labels_and_other_users_may_relabel() -> None:
     assert _decide(person).response.allowed
     # Without protected labels in the policy, nothing about labels is judged.
     assert _decide(request("UPDATE", labelled("true"), labelled(None)), POLICY).response.allowed
+
+
+# ------------------------------------------------ a volume's reclaim policy switched to Delete
+
+
+def volume(reclaim: str | None) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "capacity": {"storage": "1Gi"},
+        "hostPath": {"path": "/data"},
+        "claimRef": {"namespace": "app", "name": "data"},
+    }
+    if reclaim is not None:
+        spec["persistentVolumeReclaimPolicy"] = reclaim
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": "pv-1"},
+        "spec": spec,
+    }
+
+
+@pytest.mark.parametrize("was", ["Retain", "Recycle", None])
+def test_deployer_switching_a_volume_to_reclaim_delete_is_refused(was: str | None) -> None:
+    outcome = decide(request("UPDATE", volume(was), volume("Delete")))
+    assert refused(outcome) == "RECLAIM_SWITCHED_TO_DELETE"
+    assert "bound to claim app/data" in outcome.findings[0].evidence
+
+
+def test_reclaim_unchanged_or_by_a_person_is_allowed() -> None:
+    assert decide(request("UPDATE", volume("Delete"), volume("Delete"))).response.allowed
+    assert decide(request("UPDATE", volume("Delete"), volume("Retain"))).response.allowed
+    person = request("UPDATE", volume("Retain"), volume("Delete"), user="alice")
+    assert decide(person).response.allowed
