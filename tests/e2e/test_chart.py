@@ -232,7 +232,9 @@ def test_helm_install_registers_the_webhook_rbac_and_deployment(
     deploy = kubectl_json(kube, "get", "deployment", "-n", namespace, fullname)
     assert deploy["spec"]["template"]["metadata"]["annotations"]["checksum/config"] != before
     config_map = kubectl_json(kube, "get", "configmap", "-n", namespace, fullname)
-    assert yaml.safe_load(config_map["data"]["prune-gate.yaml"]) == {"webhook": {"resync": "10m"}}
+    # The objectSelector's key is protected: a deployer may not relabel an object out of it.
+    policy = {"resync": "10m", "protectedLabels": ["prune-gate.io/e2e-chart"]}
+    assert yaml.safe_load(config_map["data"]["prune-gate.yaml"]) == {"webhook": policy}
 
     status = helm("status", release, "--namespace", namespace)
     assert "https://" in status.stdout and "/validate" in status.stdout
