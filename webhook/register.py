@@ -11,6 +11,7 @@ control plane or itself out. `build_configuration` is pure; the two calls around
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from typing import Any
 
 from gate.policy import Policy
@@ -76,40 +77,31 @@ def update_match_expression(policy: Policy) -> str:
     def owners(obj: str) -> str:
         return f"(has({obj}.metadata.ownerReferences) ? {obj}.metadata.ownerReferences : [])"
 
-    def retention(obj: str) -> str:
-        field = f"{obj}.spec.persistentVolumeClaimRetentionPolicy"
-        return f"(has({obj}.spec) && has({field}) ? {field} : {{}})"
-
-    def reclaim(obj: str) -> str:
-        field = f"{obj}.spec.persistentVolumeReclaimPolicy"
-        return f"(has({obj}.spec) && has({field}) ? {field} : '')"
-
-    def annotation(key: str) -> Any:
-        k = _cel_string(key)
-
+    def spec_field(name: str, absent: str) -> Callable[[str], str]:
         def read(obj: str) -> str:
-            ann = f"{obj}.metadata.annotations"
-            return f"(has({ann}) && {k} in {ann} ? {ann}[{k}] : '')"
+            field = f"{obj}.spec.{name}"
+            return f"(has({obj}.spec) && has({field}) ? {field} : {absent})"
 
         return read
 
-    def label(key: str) -> Any:
+    def entry(field: str, key: str, absent: str) -> Callable[[str], str]:
+        """One key of metadata.annotations or .labels, `absent` when it is not there."""
         k = _cel_string(key)
 
         def read(obj: str) -> str:
-            labels = f"{obj}.metadata.labels"
-            # `<none>` is no label value (they are [A-Za-z0-9_.-]): absent differs from "".
-            return f"(has({labels}) && {k} in {labels} ? {labels}[{k}] : '<none>')"
+            m = f"{obj}.metadata.{field}"
+            return f"(has({m}) && {k} in {m} ? {m}[{k}] : {absent})"
 
         return read
 
     fields = (
         owners,
-        annotation(policy.retire_annotation),
-        annotation(policy.allow_delete_annotation),
-        retention,
-        reclaim,
-        *(label(key) for key in policy.webhook.protected_labels),
+        entry("annotations", policy.retire_annotation, "''"),
+        entry("annotations", policy.allow_delete_annotation, "''"),
+        spec_field("persistentVolumeClaimRetentionPolicy", "{}"),
+        spec_field("persistentVolumeReclaimPolicy", "''"),
+        # `<none>` is no label value (they are [A-Za-z0-9_.-]): absent differs from "".
+        *(entry("labels", key, "'<none>'") for key in policy.webhook.protected_labels),
     )
     changed = " || ".join(f"{f('object')} != {f('oldObject')}" for f in fields)
     # A CREATE carrying an owner or either annotation; `oldObject` is null then, and the
