@@ -14,6 +14,7 @@ import base64
 from collections.abc import Callable
 from typing import Any
 
+from gate.errors import ConfigError
 from gate.policy import Policy
 from gate.snapshot import RESOURCES
 from webhook.kubeapi import ApiStatusError, request_json
@@ -37,7 +38,15 @@ def rules_for(policy: Policy) -> list[dict[str, Any]]:
     """
     by_group: dict[str, list[str]] = {}
     for group, kind in sorted(policy.webhook.guarded_kinds):
-        resource = PLURALS.get((group, kind), kind.lower() + "s")
+        resource = PLURALS.get((group, kind))
+        if resource is None:  # a guessed plural (`ingresss`) would match nothing: no guard at all
+            name = f"{kind}.{group}" if group else kind
+            known = ", ".join(sorted(f"{k}.{g}" if g else k for g, k in PLURALS))
+            raise ConfigError(
+                f"webhook.guardedKinds: {name} has no known resource name, so no webhook rule "
+                f"can name it (known: {known}); register the webhook with the chart and list "
+                "it in webhook.rules ({apiGroups, resources})"
+            )
         by_group.setdefault(group, []).append(resource)
     rules = [
         {

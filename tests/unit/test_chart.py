@@ -225,7 +225,7 @@ def test_namespace_selector_excludes_kube_system_and_the_release_namespace() -> 
     [
         ["PersistentVolumeClaim"],
         ["PersistentVolumeClaim", "VolumeSnapshot.snapshot.storage.k8s.io", "StatefulSet.apps"],
-        ["Namespace", "Widget.example.com", "CustomResourceDefinition.apiextensions.k8s.io"],
+        ["Namespace", "CustomResourceDefinition.apiextensions.k8s.io"],
     ],
 )
 def test_rules_follow_policy_webhook_guarded_kinds(guarded: list[str]) -> None:

@@ -4,8 +4,10 @@ server in tests/e2e/test_bypasses.py, which registers them)."""
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
+from gate.errors import ConfigError
 from gate.policy import policy_from_dict
 from webhook.register import match_conditions, rules_for
 
@@ -68,3 +70,19 @@ def test_a_namespace_label_selector_is_refused() -> None:
         {"webhook": {"namespaceSelectorExpressions": [{"key": "a", "operator": "Exists"}]}}
     )
     assert "namespaceSelectorExpressions" in error
+
+
+def test_a_guarded_kind_without_a_known_resource_is_refused_not_guessed() -> None:
+    """`Ingress` -> `ingresss` matched nothing: the webhook was never called for the kind."""
+    policy = policy_from_dict({"webhook": {"guardedKinds": ["Ingress.networking.k8s.io"]}})
+    with pytest.raises(ConfigError, match=r"Ingress\.networking\.k8s\.io has no known resource"):
+        rules_for(policy)
+    error = render_error({"policy": {"webhook": {"guardedKinds": ["Ingress.networking.k8s.io"]}}})
+    assert "Ingress.networking.k8s.io has no known resource name" in error
+    assert "webhook.rules" in error
+    explicit = {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"]}
+    values = {
+        "policy": {"webhook": {"guardedKinds": ["Ingress.networking.k8s.io"]}},
+        "webhook": {"rules": [explicit]},
+    }
+    assert webhook_of(render(values))["rules"][0]["resources"] == ["ingresses"]

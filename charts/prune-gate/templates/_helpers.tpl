@@ -103,8 +103,8 @@ The webhook's rules: one rule per API group, naming the guarded kinds' resources
 {{- range $kinds }}
 {{- $gr := get $known . }}
 {{- if not $gr }}
-{{- $parts := splitn "." 2 . }}
-{{- $gr = list (default "" $parts._1) (printf "%ss" (lower $parts._0)) }}
+{{- /* A guessed plural (`ingresss`) would match nothing: the kind would go unguarded. */}}
+{{- fail (printf "policy.webhook.guardedKinds: %s has no known resource name, so no webhook rule can name it; list it in webhook.rules ({apiGroups: [...], resources: [...]})" .) }}
 {{- end }}
 {{- $g := index $gr 0 }}
 {{- $_ := set $byGroup $g (append (get $byGroup $g | default list) (index $gr 1) | uniq | sortAlpha) }}
