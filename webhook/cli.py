@@ -78,6 +78,12 @@ def webhook() -> None:
     type=click.Path(dir_okay=False, exists=True),
     help="caBundle for --register when the certificate is not --self-signed.",
 )
+@click.option(
+    "--client-ca",
+    type=click.Path(dir_okay=False),
+    help="Require callers to present a client certificate signed by this CA (PEM): the API "
+    "server's, from its AdmissionConfiguration kubeconfig. Without it, reviews record no Events.",
+)
 @click.option("--name", default="prune-gate", show_default=True, help="Name of the registration.")
 @click.option(
     "--failure-policy",
@@ -114,6 +120,7 @@ def serve(
     cert_dir: str | None,
     register: bool,
     ca_file: str | None,
+    client_ca: str | None,
     name: str,
     failure_policy: str,
     timeout_seconds: int,
@@ -170,6 +177,7 @@ def serve(
                 events_dropped=lambda: events.dropped,
                 serving_problem=reloader.problem,
                 certificate_expiry=reloader.not_after,
+                record_events=client_ca is not None,
             )
         )
         if "registered" in state or watch_registration:  # nothing can refuse its deletion
@@ -208,7 +216,7 @@ def serve(
             log.info("self-signed certificate written", extra={"dir": str(out), "host": host})
         assert cert_file is not None and key_file is not None
         try:
-            reloader = CertReloader(cert_file, key_file)
+            reloader = CertReloader(cert_file, key_file, client_ca_file=client_ca)
         except CertificateError as exc:
             raise ServeError(str(exc)) from None
         server = WebhookServer(build_app, listen, reloader, threads, stop_worker)

@@ -10,6 +10,12 @@ returns. The hook returns `CertReloader.context()`, which reads the certificate 
 few KB) and loads a new context when either changed (a failed load, e.g. a half-rotated pair,
 keeps the old context and is logged). cert-manager and kubelet secret updates replace the files
 atomically, so new connections get the new certificate and established ones keep theirs.
+
+Client certificates: with a client CA (`--client-ca`) the context requires every caller to present
+a certificate that CA signed (the API server's, from its AdmissionConfiguration kubeconfig); a
+caller without one fails the TLS handshake and never reaches /validate. The CA file is reloaded
+with the serving pair. kubelet probes and Prometheus, which have no such certificate, use the
+plain-HTTP health listener (`HealthServer`), which serves only /healthz, /readyz and /metrics.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from cryptography import x509
 from flask import Flask
 from gunicorn.app.base import BaseApplication
 
-from webhook.tls import CertificateError, check_pair, validity_problem
+from webhook.tls import CertificateError, check_client_ca, check_pair, validity_problem
 
 log = logging.getLogger("prune_gate.webhook.serve")
 
@@ -61,7 +67,8 @@ def _utcnow() -> dt.datetime:
 
 
 class CertReloader:
-    """An SSLContext for a certificate and key file pair, reloaded when the files change.
+    """An SSLContext for a certificate and key file pair (and the client CA, when one is given),
+    reloaded when the files change.
 
     The first load raises `CertificateError` (naming the file) instead of serving without a
     certificate or with an expired one. A rejected reload (garbage, a mismatched key, an expired
@@ -75,9 +82,11 @@ class CertReloader:
         cert_file: str | Path,
         key_file: str | Path,
         now: Callable[[], dt.datetime] = _utcnow,
+        client_ca_file: str | Path | None = None,
     ) -> None:
         self.cert_file = str(cert_file)
         self.key_file = str(key_file)
+        self.client_ca_file = str(client_ca_file) if client_ca_file is not None else None
         self.now = now
         self._lock = threading.Lock()
         self._stamp = self._files_stamp()
@@ -91,7 +100,10 @@ class CertReloader:
         """A digest of both files' contents: a rewrite within one clock tick, or one that keeps
         the size, still counts as a change (mtime and size would miss it)."""
         digest = hashlib.sha256()
-        for path, what in ((self.cert_file, "serving certificate"), (self.key_file, "private key")):
+        files = [(self.cert_file, "serving certificate"), (self.key_file, "private key")]
+        if self.client_ca_file is not None:
+            files.append((self.client_ca_file, "client CA"))
+        for path, what in files:
             try:
                 digest.update(Path(path).read_bytes())
             except OSError as exc:
@@ -111,6 +123,15 @@ class CertReloader:
             raise CertificateError(
                 f"cannot load the certificate {self.cert_file} with the key {self.key_file}: {exc}"
             ) from None
+        if self.client_ca_file is not None:
+            check_client_ca(self.client_ca_file)
+            try:
+                ctx.load_verify_locations(cafile=self.client_ca_file)
+            except (OSError, ssl.SSLError) as exc:
+                raise CertificateError(
+                    f"cannot load the client CA {self.client_ca_file}: {exc}"
+                ) from None
+            ctx.verify_mode = ssl.CERT_REQUIRED
         return ctx, cert
 
     def context(self) -> ssl.SSLContext:
