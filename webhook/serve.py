@@ -22,13 +22,18 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 import logging
+import socket
+import socketserver
 import ssl
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
+from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
 from cryptography import x509
 from flask import Flask
@@ -237,6 +242,85 @@ class WebhookServer(BaseApplication):  # type: ignore[misc]
 
     def load(self) -> Flask:
         return self.app_factory()
+
+
+#: What the plain-HTTP health listener serves: nothing that decides or reads a review.
+HEALTH_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """Probes every few seconds are no news; gunicorn's access log is off too."""
+
+
+class _HealthWSGIServer(socketserver.ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+    def server_bind(self) -> None:
+        # HTTPServer.server_bind looks the host's FQDN up in DNS; nothing here needs it.
+        socketserver.TCPServer.server_bind(self)
+        host, port = self.server_address[:2]
+        self.server_name, self.server_port = str(host), int(port)
+        self.setup_environ()
+
+
+class _HealthWSGIServer6(_HealthWSGIServer):
+    address_family = socket.AF_INET6
+
+
+def health_only(app: WSGIApplication) -> WSGIApplication:
+    """`app` answering only HEALTH_PATHS; anything else (/validate above all) is a JSON 404."""
+
+    def wsgi(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "")
+        if path in HEALTH_PATHS:
+            return app(environ, start_response)
+        body = json.dumps(
+            {
+                "error": "not found",
+                "reason": f"{path}: the health port serves only "
+                f"{', '.join(sorted(HEALTH_PATHS))}; /validate is on the TLS port",
+            }
+        ).encode()
+        start_response(
+            "404 Not Found",
+            [("Content-Type", "application/json"), ("Content-Length", str(len(body)))],
+        )
+        return [body]
+
+    return wsgi
+
+
+class HealthServer:
+    """Plain HTTP for kubelet probes and Prometheus, which have no client certificate once the
+    TLS port requires one (`--client-ca`): /healthz, /readyz and /metrics of the same app.
+
+    Bound in gunicorn's master, so a busy port fails at start (OSError) and not in a worker;
+    served by a thread in the worker, where the app and its cache live.
+    """
+
+    def __init__(self, host: str, port: int) -> None:
+        server_class = _HealthWSGIServer6 if ":" in host else _HealthWSGIServer
+        self._server = server_class((host, port), _QuietHandler)
+        self.host, self.port = host, int(self._server.server_address[1])
+        self._thread: threading.Thread | None = None
+
+    def start(self, app: WSGIApplication) -> None:
+        """Serve `app`'s health paths from a thread (in the worker)."""
+        self._server.set_app(health_only(app))
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="health", daemon=True
+        )
+        self._thread.start()
+        log.info("health listener started", extra={"url": f"http://{self.host}:{self.port}"})
+
+    def stop(self) -> None:
+        """End the serving thread (when this process started one) and close the socket."""
+        if self._thread is not None:
+            self._server.shutdown()
+            self._thread.join(5)
+            self._thread = None
+        self._server.server_close()
 
 
 def host_of(listen: str) -> tuple[str, int]:

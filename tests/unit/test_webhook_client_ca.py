@@ -4,6 +4,7 @@ With `--client-ca` the TLS context requires a client certificate from that CA (r
 rotation like the serving pair); a bad client CA file is a one-line error, exit 2. Without it the
 app still decides, but records no Event from a review (a forged one by `eve` in
 `platform-oncall` would put a real PruneOverridden Event on a claim), and says so once at start.
+Probes and Prometheus, which have no client certificate, use the plain-HTTP health port.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import ssl
 import subprocess
 import sys
 import threading
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +32,7 @@ from webhook import tls
 from webhook.app import EVENTS_OFF, Settings, create_app
 from webhook.cache import StaticCache
 from webhook.events import RecordingSink
-from webhook.serve import CertReloader
+from webhook.serve import CertReloader, HealthServer
 
 POLICY = policy_from_dict({"webhook": {"breakGlassGroups": ["platform-oncall"]}})
 
@@ -222,3 +225,55 @@ def test_serve_with_a_leaf_for_client_ca_says_to_give_the_ca(tmp_path: Path) -> 
     leaf.write_bytes(tls.make_client_cert(tls.make_ca(), "kube-apiserver").cert_pem)
     line = _one_line_error(_serve(tmp_path, leaf))
     assert line.startswith(f"error: the client CA {leaf} holds no CA certificate")
+
+
+# ----------------------------------------------------------------------- the health port
+
+
+def _get(url: str, data: bytes | None = None) -> tuple[int, dict[str, Any] | str]:
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            status, body, kind = resp.status, resp.read().decode(), resp.headers.get_content_type()
+    except urllib.error.HTTPError as exc:
+        status, body, kind = exc.code, exc.read().decode(), exc.headers.get_content_type()
+    return int(status), json.loads(body) if kind == "application/json" else body
+
+
+def test_the_health_port_serves_probes_and_metrics_and_never_validate() -> None:
+    live = LiveState(POLICY.guarded_kinds)
+    app = create_app(Settings(policy=POLICY, cache=StaticCache(live), now=lambda: NOW))
+    health = HealthServer("127.0.0.1", 0)
+    health.start(app)
+    try:
+        base = f"http://127.0.0.1:{health.port}"
+        assert _get(f"{base}/healthz") == (200, {"status": "alive"})
+        assert _get(f"{base}/readyz")[0] == 200
+        status, text = _get(f"{base}/metrics")
+        assert status == 200 and "prune_gate_webhook_requests_total" in str(text)
+        status, body = _get(f"{base}/validate", json.dumps(_forged(claim())).encode())
+        assert status == 404
+        assert isinstance(body, dict) and body["error"] == "not found"
+        assert "/validate is on the TLS port" in body["reason"]
+    finally:
+        health.stop()
+
+
+def test_a_busy_health_port_is_one_line_exit_2(tmp_path: Path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as busy:
+        port = busy.getsockname()[1]
+        cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+        tls.write_pair(tls.make_serving_cert(tls.make_ca(), ["127.0.0.1"]), cert, key)
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(KUBECONFIG, encoding="utf-8")
+        cmd = [sys.executable, "-m", "gate", "webhook", "serve", "--listen", "127.0.0.1:0"]
+        result = subprocess.run(
+            [*cmd, "--cert-file", str(cert), "--key-file", str(key), "--health-port", str(port)],
+            env={**os.environ, "KUBECONFIG": str(kubeconfig)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    line = _one_line_error(result)
+    assert line.startswith(f"error: cannot listen on 127.0.0.1:{port} (--health-port): ")
