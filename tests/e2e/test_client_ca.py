@@ -137,6 +137,22 @@ def test_with_client_ca_a_forged_review_is_refused_at_tls_and_records_nothing(
     assert deny(delete_claim(kube.client, ns, free)) is None, "an unmounted claim was refused"
 
 
+def test_with_client_ca_probes_and_metrics_need_no_certificate_on_the_health_port(
+    webhook: Webhook,
+) -> None:
+    for path in ("/healthz", "/readyz", "/metrics"):
+        with urllib.request.urlopen(f"{webhook.health_url}{path}", timeout=10) as resp:
+            assert resp.status == 200, path
+    req = urllib.request.Request(
+        f"{webhook.health_url}/validate", data=b"{}", headers={"Content-Type": "application/json"}
+    )
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(req, timeout=10)
+    assert refused.value.code == 404
+    assert "/validate is on the TLS port" in json.loads(refused.value.read())["reason"]
+    _rejected_at_tls(webhook, b"{}")  # the TLS port: no certificate, no answer, not even a 400
+
+
 @pytest.fixture
 def unverified(kube: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Webhook]:
     """A second webhook served without --client-ca."""
