@@ -63,6 +63,19 @@ class Settings:
     serving_problem: Callable[[], str | None] = lambda: None
     #: When the served certificate expires (Unix seconds), or None when not known.
     certificate_expiry: Callable[[], float | None] = lambda: None
+    #: Whether decisions on reviews may record Events. Only when every caller of /validate is
+    #: known to be the API server (`--client-ca`): a review is the caller's word, and anyone who
+    #: reaches the port could otherwise post one (user `eve`, group `platform-oncall`) and put a
+    #: real PruneOverridden Event on a claim. The verdict is the same either way.
+    record_events: bool = True
+
+
+#: Logged once at start when reviews may not record Events (no `--client-ca`).
+EVENTS_OFF = (
+    "no --client-ca: any caller that reaches the port could forge a review; Events from reviews "
+    "are off (the verdicts are not). Give the CA of the API server's webhook client certificate "
+    "to turn them on"
+)
 
 
 def create_app(settings: Settings) -> Flask:
@@ -72,6 +85,8 @@ def create_app(settings: Settings) -> Flask:
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes + 1
     metrics = Metrics(settings.cache.stats, settings.events_dropped, settings.certificate_expiry)
     app.extensions["prune_gate"] = {"settings": settings, "metrics": metrics}
+    if not settings.record_events:
+        log.warning(EVENTS_OFF)
 
     def bad_request(reason: str) -> tuple[Response, int]:
         metrics.requests.labels("400").inc()
@@ -197,5 +212,7 @@ def _record(outcome: Outcome, req: AdmissionRequest, settings: Settings, metrics
         )
     if req.dry_run:
         return  # sideEffects: NoneOnDryRun
+    if not settings.record_events:
+        return  # the caller is not known to be the API server: its review proves nothing
     for event in outcome.events:
         settings.events.submit(event)

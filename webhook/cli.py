@@ -78,6 +78,12 @@ def webhook() -> None:
     type=click.Path(dir_okay=False, exists=True),
     help="caBundle for --register when the certificate is not --self-signed.",
 )
+@click.option(
+    "--client-ca",
+    type=click.Path(dir_okay=False),
+    help="Require callers to present a client certificate signed by this CA (PEM): the API "
+    "server's, from its AdmissionConfiguration kubeconfig. Without it, reviews record no Events.",
+)
 @click.option("--name", default="prune-gate", show_default=True, help="Name of the registration.")
 @click.option(
     "--failure-policy",
@@ -105,6 +111,14 @@ def webhook() -> None:
     help="Watch this ValidatingWebhookConfiguration (a chart's) and report changes to it.",
 )
 @click.option("--threads", type=click.IntRange(1, 64), default=8, show_default=True)
+@click.option(
+    "--health-port",
+    type=click.IntRange(0, 65535),
+    default=0,
+    show_default="0: off",
+    help="Also serve /healthz, /readyz and /metrics over plain HTTP on this port of the --listen "
+    "host, for kubelet probes and Prometheus (they have no client certificate for --client-ca).",
+)
 @click.option("--max-body-bytes", type=int, default=DEFAULT_MAX_BYTES, show_default=True)
 def serve(
     listen: str,
@@ -114,6 +128,7 @@ def serve(
     cert_dir: str | None,
     register: bool,
     ca_file: str | None,
+    client_ca: str | None,
     name: str,
     failure_policy: str,
     timeout_seconds: int,
@@ -122,12 +137,13 @@ def serve(
     kubeconfig: str | None,
     watch_registration: str | None,
     threads: int,
+    health_port: int,
     max_body_bytes: int,
 ) -> None:
     """Serve /validate over TLS with gunicorn; the watch cache fills from the API server."""
     from webhook import register as reg
     from webhook import tls
-    from webhook.serve import CertReloader, WebhookServer, host_of
+    from webhook.serve import CertReloader, HealthServer, WebhookServer, host_of
     from webhook.tls import CertificateError
 
     jsonlog.configure()
@@ -170,8 +186,11 @@ def serve(
                 events_dropped=lambda: events.dropped,
                 serving_problem=reloader.problem,
                 certificate_expiry=reloader.not_after,
+                record_events=client_ca is not None,
             )
         )
+        if health is not None:
+            health.start(app)
         if "registered" in state or watch_registration:  # nothing can refuse its deletion
             state["selfwatch"] = _watch_registration(
                 api, state.get("registered"), events, app, watch_registration or ""
@@ -179,6 +198,8 @@ def serve(
         return app
 
     def stop_worker() -> None:
+        if health is not None:
+            health.stop()
         if "selfwatch" in state:
             state["selfwatch"].stop()
         if "cache" in state:
@@ -193,6 +214,7 @@ def serve(
     master = os.getpid()
     made_dir: Path | None = None
     registering = False
+    health: HealthServer | None = None
     try:
         if self_signed:
             if cert_dir:
@@ -208,9 +230,17 @@ def serve(
             log.info("self-signed certificate written", extra={"dir": str(out), "host": host})
         assert cert_file is not None and key_file is not None
         try:
-            reloader = CertReloader(cert_file, key_file)
+            reloader = CertReloader(cert_file, key_file, client_ca_file=client_ca)
         except CertificateError as exc:
             raise ServeError(str(exc)) from None
+        if health_port:
+            try:
+                health = HealthServer(host, health_port)
+            except OSError as exc:
+                raise ServeError(
+                    f"cannot listen on {host}:{health_port} (--health-port): "
+                    f"{exc.strerror or exc}; choose another port, or 0 for none"
+                ) from None
         server = WebhookServer(build_app, listen, reloader, threads, stop_worker)
         if register:
             assert ca_pem is not None
@@ -235,6 +265,8 @@ def serve(
         server.run()
     finally:
         if os.getpid() == master:
+            if health is not None:
+                health.stop()
             try:
                 if registering:
                     _unregister(kubeconfig, name)

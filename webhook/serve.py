@@ -10,25 +10,36 @@ returns. The hook returns `CertReloader.context()`, which reads the certificate 
 few KB) and loads a new context when either changed (a failed load, e.g. a half-rotated pair,
 keeps the old context and is logged). cert-manager and kubelet secret updates replace the files
 atomically, so new connections get the new certificate and established ones keep theirs.
+
+Client certificates: with a client CA (`--client-ca`) the context requires every caller to present
+a certificate that CA signed (the API server's, from its AdmissionConfiguration kubeconfig); a
+caller without one fails the TLS handshake and never reaches /validate. The CA file is reloaded
+with the serving pair. kubelet probes and Prometheus, which have no such certificate, use the
+plain-HTTP health listener (`HealthServer`), which serves only /healthz, /readyz and /metrics.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 import logging
+import socket
+import socketserver
 import ssl
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
+from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
 from cryptography import x509
 from flask import Flask
 from gunicorn.app.base import BaseApplication
 
-from webhook.tls import CertificateError, check_pair, validity_problem
+from webhook.tls import CertificateError, check_client_ca, check_pair, validity_problem
 
 log = logging.getLogger("prune_gate.webhook.serve")
 
@@ -61,7 +72,8 @@ def _utcnow() -> dt.datetime:
 
 
 class CertReloader:
-    """An SSLContext for a certificate and key file pair, reloaded when the files change.
+    """An SSLContext for a certificate and key file pair (and the client CA, when one is given),
+    reloaded when the files change.
 
     The first load raises `CertificateError` (naming the file) instead of serving without a
     certificate or with an expired one. A rejected reload (garbage, a mismatched key, an expired
@@ -75,9 +87,11 @@ class CertReloader:
         cert_file: str | Path,
         key_file: str | Path,
         now: Callable[[], dt.datetime] = _utcnow,
+        client_ca_file: str | Path | None = None,
     ) -> None:
         self.cert_file = str(cert_file)
         self.key_file = str(key_file)
+        self.client_ca_file = str(client_ca_file) if client_ca_file is not None else None
         self.now = now
         self._lock = threading.Lock()
         self._stamp = self._files_stamp()
@@ -91,7 +105,10 @@ class CertReloader:
         """A digest of both files' contents: a rewrite within one clock tick, or one that keeps
         the size, still counts as a change (mtime and size would miss it)."""
         digest = hashlib.sha256()
-        for path, what in ((self.cert_file, "serving certificate"), (self.key_file, "private key")):
+        files = [(self.cert_file, "serving certificate"), (self.key_file, "private key")]
+        if self.client_ca_file is not None:
+            files.append((self.client_ca_file, "client CA"))
+        for path, what in files:
             try:
                 digest.update(Path(path).read_bytes())
             except OSError as exc:
@@ -111,6 +128,15 @@ class CertReloader:
             raise CertificateError(
                 f"cannot load the certificate {self.cert_file} with the key {self.key_file}: {exc}"
             ) from None
+        if self.client_ca_file is not None:
+            check_client_ca(self.client_ca_file)
+            try:
+                ctx.load_verify_locations(cafile=self.client_ca_file)
+            except (OSError, ssl.SSLError) as exc:
+                raise CertificateError(
+                    f"cannot load the client CA {self.client_ca_file}: {exc}"
+                ) from None
+            ctx.verify_mode = ssl.CERT_REQUIRED
         return ctx, cert
 
     def context(self) -> ssl.SSLContext:
@@ -216,6 +242,85 @@ class WebhookServer(BaseApplication):  # type: ignore[misc]
 
     def load(self) -> Flask:
         return self.app_factory()
+
+
+#: What the plain-HTTP health listener serves: nothing that decides or reads a review.
+HEALTH_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """Probes every few seconds are no news; gunicorn's access log is off too."""
+
+
+class _HealthWSGIServer(socketserver.ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+    def server_bind(self) -> None:
+        # HTTPServer.server_bind looks the host's FQDN up in DNS; nothing here needs it.
+        socketserver.TCPServer.server_bind(self)
+        host, port = self.server_address[:2]
+        self.server_name, self.server_port = str(host), int(port)
+        self.setup_environ()
+
+
+class _HealthWSGIServer6(_HealthWSGIServer):
+    address_family = socket.AF_INET6
+
+
+def health_only(app: WSGIApplication) -> WSGIApplication:
+    """`app` answering only HEALTH_PATHS; anything else (/validate above all) is a JSON 404."""
+
+    def wsgi(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "")
+        if path in HEALTH_PATHS:
+            return app(environ, start_response)
+        body = json.dumps(
+            {
+                "error": "not found",
+                "reason": f"{path}: the health port serves only "
+                f"{', '.join(sorted(HEALTH_PATHS))}; /validate is on the TLS port",
+            }
+        ).encode()
+        start_response(
+            "404 Not Found",
+            [("Content-Type", "application/json"), ("Content-Length", str(len(body)))],
+        )
+        return [body]
+
+    return wsgi
+
+
+class HealthServer:
+    """Plain HTTP for kubelet probes and Prometheus, which have no client certificate once the
+    TLS port requires one (`--client-ca`): /healthz, /readyz and /metrics of the same app.
+
+    Bound in gunicorn's master, so a busy port fails at start (OSError) and not in a worker;
+    served by a thread in the worker, where the app and its cache live.
+    """
+
+    def __init__(self, host: str, port: int) -> None:
+        server_class = _HealthWSGIServer6 if ":" in host else _HealthWSGIServer
+        self._server = server_class((host, port), _QuietHandler)
+        self.host, self.port = host, int(self._server.server_address[1])
+        self._thread: threading.Thread | None = None
+
+    def start(self, app: WSGIApplication) -> None:
+        """Serve `app`'s health paths from a thread (in the worker)."""
+        self._server.set_app(health_only(app))
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="health", daemon=True
+        )
+        self._thread.start()
+        log.info("health listener started", extra={"url": f"http://{self.host}:{self.port}"})
+
+    def stop(self) -> None:
+        """End the serving thread (when this process started one) and close the socket."""
+        if self._thread is not None:
+            self._server.shutdown()
+            self._thread.join(5)
+            self._thread = None
+        self._server.server_close()
 
 
 def host_of(listen: str) -> tuple[str, int]:

@@ -102,6 +102,29 @@ def make_serving_cert(
     return CertPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
 
 
+def make_client_cert(ca: CertPair, name: str, days: int = 90) -> CertPair:
+    """A client certificate (clientAuth) with common name `name`, signed by `ca`: what an API
+    server presents to a webhook that requires one (`--client-ca`); for tests and trying it out."""
+    ca_cert = x509.load_pem_x509_certificate(ca.cert_pem)
+    ca_key = serialization.load_pem_private_key(ca.key_pem, password=None)
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+    key = ec.generate_private_key(ec.SECP256R1())
+    start = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start)
+        .not_valid_after(start + dt.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    return CertPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
+
+
 def write_pair(pair: CertPair, cert_file: Path, key_file: Path) -> None:
     """Write a pair so that a reader never sees a half-written file (rename into place)."""
     for path, data, mode in ((key_file, pair.key_pem, 0o600), (cert_file, pair.cert_pem, 0o644)):
@@ -179,3 +202,26 @@ def check_pair(cert_file: str, key_file: str, now: dt.datetime | None = None) ->
             f"the private key {key_file} does not belong to the certificate {cert_file}"
         )
     return cert
+
+
+def check_client_ca(path: str) -> list[x509.Certificate]:
+    """Read the CA that signs the API server's client certificate (`--client-ca`); its
+    certificates, or CertificateError naming the file that is missing, not PEM, or holds no CA
+    certificate (a leaf given by mistake would make every call from the API server fail)."""
+    data = _read(path, "client CA")
+    try:
+        certs = x509.load_pem_x509_certificates(data)
+    except ValueError:
+        raise CertificateError(
+            f"the client CA {path} holds no PEM certificate (expected -----BEGIN CERTIFICATE-----)"
+        ) from None
+    for cert in certs:
+        try:
+            if cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca:
+                return certs
+        except x509.ExtensionNotFound:
+            continue
+    raise CertificateError(
+        f"the client CA {path} holds no CA certificate (basicConstraints CA:TRUE): give the CA "
+        "that signed the API server's webhook client certificate, not the certificate itself"
+    )

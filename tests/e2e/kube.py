@@ -8,10 +8,12 @@ deletion.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -99,6 +101,27 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
+@dataclass(frozen=True)
+class WebhookClient:
+    """The client certificate kube-apiserver presents to admission webhooks, and its CA."""
+
+    ca: Path
+    cert: Path
+    key: Path
+
+
+def webhook_client_of(kubeconfig: str) -> WebhookClient | None:
+    """What scripts/dev-cluster's state.json (beside the kubeconfig) says kube-apiserver presents
+    to webhooks; None for another cluster, or one started before it presented a certificate."""
+    try:
+        state = json.loads((Path(kubeconfig).parent / "state.json").read_text(encoding="utf-8"))
+        files = state["webhookClient"]
+        found = WebhookClient(Path(files["ca"]), Path(files["cert"]), Path(files["key"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return found if all(f.exists() for f in (found.ca, found.cert, found.key)) else None
+
+
 class Cluster:
     """A running control plane: where it is, and API clients for it.
 
@@ -111,6 +134,8 @@ class Cluster:
         load: Any = config.load_kube_config  # untyped in the client
         load(config_file=kubeconfig, client_configuration=self._config)
         self.server: str = self._config.host
+        #: What kube-apiserver presents to webhooks (`serve --client-ca`), when known.
+        self.webhook_client = webhook_client_of(kubeconfig)
         self._clients: list[Any] = []
         self.client: Any = self.api_client()
 

@@ -81,7 +81,11 @@ def kubectl_json(kube: Cluster, *args: str) -> Obj:
     "values",
     [
         {"liveReader": {"create": True}, "networkPolicy": {"enabled": True}},
-        {"tls": {"mode": "certManager"}, "serviceMonitor": {"enabled": True}},
+        {
+            "tls": {"mode": "certManager"},
+            "serviceMonitor": {"enabled": True},
+            "webhook": {"clientCA": {"enabled": True, "configMap": "apiserver-webhook-ca"}},
+        },
         {
             "tls": {"mode": "secret", "secret": {"name": "mine", "caBundle": "Zm9v"}},
             "replicaCount": 1,

@@ -3,6 +3,9 @@
 `serve_webhook` runs `python -m webhook serve --self-signed --register` in a subprocess, so the
 real gunicorn server answers over TLS with its own CA and the real watch cache feeds the
 decisions; the registration is removed when the server gets SIGTERM, which the exit checks.
+When the cluster's kube-apiserver presents a webhook client certificate (scripts/dev-cluster's
+does), the server requires it (`--client-ca`), as the chart does; `client_ca=False` serves
+without, where reviews record no Events. Every server also has a plain-HTTP health port.
 The `webhook` and `clean` fixtures in conftest use it; a test module that needs another policy
 or other flags makes its own module fixture with `serve_webhook(kube, tmp, policy_doc, args)`.
 """
@@ -31,7 +34,7 @@ from kubernetes.client.exceptions import ApiException
 from gate.fence import HOLDER_USER
 
 from . import kube as k
-from .kube import Cluster
+from .kube import Cluster, WebhookClient
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOYER = "system:serviceaccount:flux-system:kustomize-controller"
@@ -49,9 +52,16 @@ class Webhook:
     fence_namespace: str
     fence_name: str
     log: Path
+    #: plain HTTP: /healthz, /readyz and /metrics only
+    health_url: str = ""
+    #: the client certificate the server requires (the API server's), or None
+    client: WebhookClient | None = None
 
     def get(self, path: str) -> tuple[int, str]:
+        """GET over TLS, presenting the API server's client certificate when it is required."""
         ctx = ssl.create_default_context(cafile=str(self.ca_file))
+        if self.client is not None:
+            ctx.load_cert_chain(str(self.client.cert), str(self.client.key))
         try:
             with urllib.request.urlopen(f"{self.url}{path}", context=ctx, timeout=5) as resp:
                 return int(resp.status), resp.read().decode()
@@ -167,10 +177,16 @@ def put_fence(kube: Cluster, hook: Webhook, holder: str, renewed: dt.datetime) -
 
 @contextlib.contextmanager
 def serve_webhook(
-    kube: Cluster, tmp: Path, policy_doc: dict[str, Any] | None = None, args: Sequence[str] = ()
+    kube: Cluster,
+    tmp: Path,
+    policy_doc: dict[str, Any] | None = None,
+    args: Sequence[str] = (),
+    client_ca: bool = True,
 ) -> Iterator[Webhook]:
     """A webhook, served and registered; stopped and unregistered on exit (the exit asserts a
-    clean stop). `policy_doc` is merged over the tests' policy; `args` are added to `serve`."""
+    clean stop). `policy_doc` is merged over the tests' policy; `args` are added to `serve`.
+    With `client_ca` (and a cluster that presents a webhook client certificate) the server
+    requires the API server's certificate."""
     suffix = uuid.uuid4().hex[:6]
     fence_ns = f"e2e-fence-{suffix}"
     core = k.core(kube.client)
@@ -202,6 +218,11 @@ def serve_webhook(
     doc["webhook"] = {**webhook_section, **doc.get("webhook", {})}
     policy.write_text(json.dumps(doc))
     port = free_port()
+    health_port = free_port()
+    while health_port == port:
+        health_port = free_port()
+    presented = kube.webhook_client if client_ca else None
+    ca_args = ["--client-ca", str(presented.ca)] if presented is not None else []
     name = f"prune-gate-e2e-{suffix}"
     log = tmp / "webhook.log"
     cert_dir = tmp / "certs"
@@ -228,6 +249,9 @@ def serve_webhook(
         "5",
         "--threads",
         "4",
+        "--health-port",
+        str(health_port),
+        *ca_args,
         *args,
     ]
     with log.open("wb") as out:
@@ -240,6 +264,8 @@ def serve_webhook(
         fence_ns,
         "speculation-fence",
         log,
+        f"http://127.0.0.1:{health_port}",
+        presented,
     )
     try:
 

@@ -299,13 +299,17 @@ def test_deployment_runs_the_webhook_in_cluster() -> None:
         f"--namespace={NAMESPACE}",
         "--threads=8",
         f"--watch-registration={FULLNAME}",
+        "--health-port=8081",
     ]
     assert not any("kubeconfig" in a for a in c["args"])
     env = {e["name"]: e for e in c["env"]}
     assert env["POD_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
-    assert c["ports"] == [{"name": "https", "containerPort": 8443, "protocol": "TCP"}]
+    assert c["ports"] == [
+        {"name": "https", "containerPort": 8443, "protocol": "TCP"},
+        {"name": "health", "containerPort": 8081, "protocol": "TCP"},
+    ]
     for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
-        assert c[probe]["httpGet"] == {"path": path, "port": "https", "scheme": "HTTPS"}
+        assert c[probe]["httpGet"] == {"path": path, "port": "health", "scheme": "HTTP"}
     assert c["resources"]["requests"] and c["resources"]["limits"]
     sc = c["securityContext"]
     assert sc["readOnlyRootFilesystem"] is True
@@ -322,7 +326,8 @@ def test_deployment_runs_the_webhook_in_cluster() -> None:
     # Pods select on the Service's selector and spread softly over nodes by default.
     service = one(objs, "Service")
     assert service["spec"]["ports"] == [
-        {"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}
+        {"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"},
+        {"name": "metrics", "port": 8081, "targetPort": "health", "protocol": "TCP"},
     ]
     labels = deploy["spec"]["template"]["metadata"]["labels"]
     assert service["spec"]["selector"].items() <= labels.items()
@@ -621,37 +626,83 @@ def test_live_reader_role_is_optional_and_read_only() -> None:
     ]
 
 
+# --- the API server's client certificate (attack 8 of issue 8) --------------------------------
+
+
+@pytest.mark.parametrize(
+    ("source", "volume"),
+    [
+        ({"configMap": "apiserver-webhook-ca"}, {"configMap": {"name": "apiserver-webhook-ca"}}),
+        ({"secret": "apiserver-webhook-ca"}, {"secret": {"secretName": "apiserver-webhook-ca"}}),
+    ],
+    ids=["configMap", "secret"],
+)
+def test_client_ca_mounts_the_ca_and_requires_it(source: Obj, volume: Obj) -> None:
+    objs = render({"webhook": {"clientCA": {"enabled": True, **source, "key": "tls-ca.pem"}}})
+    c = container(objs)
+    assert "--client-ca=/client-ca/tls-ca.pem" in c["args"]
+    mounts = {m["name"]: m for m in c["volumeMounts"]}
+    assert mounts["client-ca"] == {"name": "client-ca", "mountPath": "/client-ca", "readOnly": True}
+    pod = one(objs, "Deployment")["spec"]["template"]["spec"]
+    (found,) = [v for v in pod["volumes"] if v["name"] == "client-ca"]
+    ((kind, spec),) = ((k, v) for k, v in found.items() if k != "name")
+    assert spec == {**volume[kind], "items": [{"key": "tls-ca.pem", "path": "tls-ca.pem"}]}
+    # probes stay reachable without a client certificate
+    assert c["readinessProbe"]["httpGet"]["port"] == "health"
+
+
+def test_client_ca_is_off_by_default() -> None:
+    c = container(render())
+    assert not any(a.startswith("--client-ca") for a in c["args"])
+    assert "client-ca" not in {m["name"] for m in c["volumeMounts"]}
+
+
+@pytest.mark.parametrize(
+    ("client_ca", "needle"),
+    [
+        ({"enabled": True}, "webhook.clientCA.enabled needs webhook.clientCA.configMap or"),
+        ({"enabled": True, "configMap": "a", "secret": "b"}, "give configMap or secret, not both"),
+    ],
+    ids=["no-source", "both"],
+)
+def test_client_ca_needs_exactly_one_source(client_ca: Obj, needle: str) -> None:
+    assert needle in render_error({"webhook": {"clientCA": client_ca}})
+
+
 # --- optional objects -----------------------------------------------------------------------
 
 
-def test_service_monitor_scrapes_metrics_over_https_verifying_the_ca() -> None:
+def test_service_monitor_scrapes_metrics_on_the_health_port() -> None:
     objs = render({"serviceMonitor": {"enabled": True, "labels": {"release": "kps"}}})
     monitor = one(objs, "ServiceMonitor")
     assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
     assert monitor["metadata"]["labels"]["release"] == "kps"
     (endpoint,) = monitor["spec"]["endpoints"]
+    # plain HTTP: Prometheus has no client certificate for webhook.clientCA
     assert (endpoint["port"], endpoint["scheme"], endpoint["path"]) == (
-        "https",
-        "https",
+        "metrics",
+        "http",
         "/metrics",
     )
-    assert endpoint["tlsConfig"] == {
-        "serverName": HOST,
-        "ca": {"secret": {"name": f"{FULLNAME}-tls", "key": "ca.crt"}},
-    }
+    assert "tlsConfig" not in endpoint
+    ports = {p["name"]: p for p in one(objs, "Service")["spec"]["ports"]}
+    assert ports["metrics"]["targetPort"] == "health"
     assert monitor["spec"]["selector"]["matchLabels"] == one(objs, "Service")["spec"]["selector"]
     assert not [o for o in render() if o["kind"] == "ServiceMonitor"]
 
 
-def test_network_policy_admits_the_webhook_port() -> None:
+def test_network_policy_admits_the_webhook_port_and_the_health_port() -> None:
     peers = [{"ipBlock": {"cidr": "10.0.0.0/8"}}]
-    policy = one(
-        render({"networkPolicy": {"enabled": True, "ingressFrom": peers}}), "NetworkPolicy"
-    )
+    prometheus = [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}]
+    values = {"networkPolicy": {"enabled": True, "ingressFrom": peers, "healthFrom": prometheus}}
+    policy = one(render(values), "NetworkPolicy")
     assert policy["spec"]["policyTypes"] == ["Ingress"]
     assert policy["spec"]["ingress"] == [
-        {"ports": [{"port": "https", "protocol": "TCP"}], "from": peers}
+        {"ports": [{"port": "https", "protocol": "TCP"}], "from": peers},
+        {"ports": [{"port": "health", "protocol": "TCP"}], "from": prometheus},
     ]
+    open_health = one(render({"networkPolicy": {"enabled": True}}), "NetworkPolicy")
+    assert open_health["spec"]["ingress"][1] == {"ports": [{"port": "health", "protocol": "TCP"}]}
     assert not [o for o in render() if o["kind"] == "NetworkPolicy"]
 
 
@@ -683,6 +734,9 @@ def test_network_policy_admits_the_webhook_port() -> None:
             "resources",
         ),
         ({"rbac": {"customResources": []}}, "customResources"),
+        ({"serviceMonitor": {"tlsConfig": {}}}, "tlsConfig"),
+        ({"healthPort": 8443}, "healthPort"),
+        ({"webhook": {"clientCA": {"enable": True}}}, "enable"),
     ],
     ids=[
         "top",
@@ -698,6 +752,9 @@ def test_network_policy_admits_the_webhook_port() -> None:
         "core-secrets",
         "secrets",
         "renamed-key",
+        "tls-config-gone",
+        "health-port-is-the-tls-port",
+        "client-ca-typo",
     ],
 )
 def test_values_schema_rejects_typos_and_bad_values(values: Obj, needle: str) -> None:
@@ -745,3 +802,5 @@ def test_notes_name_the_webhook_its_service_and_the_live_reader(tmp_path: Path) 
     assert "namespaces, persistentvolumeclaims, persistentvolumes (core)" in notes
     assert "failurePolicy is Fail" in notes
     assert f"ClusterRole {FULLNAME}-live-reader" in notes
+    assert "webhook.clientCA is off: anyone who reaches port 8443 can post a review" in notes
+    assert 'plain HTTP on port 8081 (Service port "metrics")' in notes
