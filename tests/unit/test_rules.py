@@ -192,7 +192,9 @@ spec:
   nfs: {server: a, path: /x}
 """
     assert codes(run(pv, pv.replace("server: a", "server: b"))) == {Code.IMMUTABLE_FIELD_CHANGE}
-    assert run(pv, pv.replace("Retain", "Delete")).decision.verdict is Verdict.ALLOW
+    # The reclaim policy is mutable (no IMMUTABLE_FIELD_CHANGE), but Delete loses the data.
+    assert codes(run(pv, pv.replace("Retain", "Delete"))) == {Code.RECLAIM_SWITCHED_TO_DELETE}
+    assert run(pv.replace("Retain", "Delete"), pv).decision.verdict is Verdict.ALLOW
 
 
 # NAMESPACE_HOLDS_CLAIMS -------------------------------------------------------------------------
