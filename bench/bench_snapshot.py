@@ -40,7 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from gate.policy import Policy
-from gate.snapshot import RESOURCES, ApiLister, load_configuration, take_snapshot
+from gate.resources import RESOURCES
+from gate.snapshot import ApiLister, load_configuration, take_snapshot
 
 REPO = Path(__file__).resolve().parents[1]
 DEV_CLUSTER = REPO / "scripts" / "dev-cluster"

@@ -455,7 +455,8 @@ def retire_status_command(
     the base revision.
     """
     from gate import retire
-    from gate.snapshot import RESOURCES, ApiLister, take_snapshot
+    from gate.resources import RESOURCES
+    from gate.snapshot import ApiLister, take_snapshot
 
     wanted = {"PersistentVolumeClaim", "PersistentVolume", "Pod", "VolumeSnapshot"}
     wanted |= {"StatefulSet", "Deployment", "DaemonSet", "ReplicaSet", "Job", "CronJob"}

@@ -31,48 +31,11 @@ from gate.livestate import CustomKind, LiveState, ref_of, served_custom_kind
 from gate.manifests import Inventory
 from gate.plan import Change
 from gate.policy import Policy
-from gate.refs import ObjectRef, api_path
+from gate.refs import ObjectRef
+from gate.resources import RESOURCES, Resource
 from gate.scope import PruneScope, prune_changes, prune_set
 
 _CRD = ("apiextensions.k8s.io", "CustomResourceDefinition")
-
-
-@dataclass(frozen=True, slots=True)
-class Resource:
-    """A listable API resource: where it is served and what its items are."""
-
-    group: str
-    version: str
-    kind: str
-    plural: str
-    #: Optional APIs (VolumeSnapshots) may not be installed: a 404 skips them.
-    optional: bool = False
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    @property
-    def path(self) -> str:
-        """The cluster-wide list path (all namespaces)."""
-        return api_path(self.api_version, self.plural)
-
-
-#: What the live rules and the prune scopes read, listed in this order.
-RESOURCES: tuple[Resource, ...] = (
-    Resource("", "v1", "Namespace", "namespaces"),
-    Resource("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions"),
-    Resource("", "v1", "PersistentVolume", "persistentvolumes"),
-    Resource("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims"),
-    Resource("", "v1", "Pod", "pods"),
-    Resource("apps", "v1", "StatefulSet", "statefulsets"),
-    Resource("apps", "v1", "Deployment", "deployments"),
-    Resource("apps", "v1", "DaemonSet", "daemonsets"),
-    Resource("apps", "v1", "ReplicaSet", "replicasets"),
-    Resource("batch", "v1", "Job", "jobs"),
-    Resource("batch", "v1", "CronJob", "cronjobs"),
-    Resource("snapshot.storage.k8s.io", "v1", "VolumeSnapshot", "volumesnapshots", optional=True),
-)
 
 
 class NotServedError(ClusterError):

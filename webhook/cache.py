@@ -42,6 +42,7 @@ from gate.fence import Lease, parse_lease
 from gate.livestate import LiveState, ref_of, served_custom_kind
 from gate.policy import Policy
 from gate.refs import ObjectRef, api_path, group_kind, group_of
+from gate.resources import RESOURCES
 from webhook.decide import EventSpec
 from webhook.events import EventSink
 from webhook.kubeapi import METADATA, METADATA_LIST, ApiStatusError, open_request, request_json
@@ -78,21 +79,11 @@ class KindSpec:
         return group_kind(self.group, self.kind)
 
 
-#: The built-in kinds every admission rule may read (`gate.snapshot.RESOURCES` lists the same for
-#: `gate check --live`: the doors must see the same world). Custom kinds the policy guards, such
-#: as VolumeSnapshots, are added when their CRD is served (`WatchCache.watch_custom_kind`).
-STATIC_KINDS: tuple[KindSpec, ...] = (
-    KindSpec("v1", "Pod", "pods"),
-    KindSpec("v1", "PersistentVolumeClaim", "persistentvolumeclaims"),
-    KindSpec("v1", "PersistentVolume", "persistentvolumes"),
-    KindSpec("v1", "Namespace", "namespaces"),
-    KindSpec("apps/v1", "StatefulSet", "statefulsets"),
-    KindSpec("apps/v1", "Deployment", "deployments"),
-    KindSpec("apps/v1", "DaemonSet", "daemonsets"),
-    KindSpec("apps/v1", "ReplicaSet", "replicasets"),
-    KindSpec("batch/v1", "Job", "jobs"),
-    KindSpec("batch/v1", "CronJob", "cronjobs"),
-    KindSpec("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions"),
+#: The built-in kinds every admission rule may read: the table `gate.resources.RESOURCES`, as
+#: `gate check --live` reads (the doors must see the same world). Custom kinds the policy guards,
+#: such as VolumeSnapshots, are added when their CRD is served (`WatchCache.watch_custom_kind`).
+STATIC_KINDS: tuple[KindSpec, ...] = tuple(
+    KindSpec(r.api_version, r.kind, r.plural) for r in RESOURCES if not r.optional
 )
 
 #: Seconds the server keeps one watch open (`timeoutSeconds`); the environment variable

@@ -16,7 +16,7 @@ from typing import Any
 
 from gate.errors import ConfigError
 from gate.policy import Policy
-from gate.snapshot import RESOURCES
+from gate.resources import RESOURCES
 from webhook.kubeapi import ApiStatusError, request_json
 
 PATH = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"

@@ -9,6 +9,7 @@ import yaml
 
 from gate.errors import ConfigError
 from gate.policy import policy_from_dict
+from gate.resources import RESOURCES
 from webhook.register import match_conditions, rules_for
 
 from .test_chart import render, render_error, webhook_of
@@ -86,3 +87,18 @@ def test_a_guarded_kind_without_a_known_resource_is_refused_not_guessed() -> Non
         "webhook": {"rules": [explicit]},
     }
     assert webhook_of(render(values))["rules"][0]["resources"] == ["ingresses"]
+
+
+def test_chart_and_registration_name_the_same_resource_for_every_table_kind() -> None:
+    """One table (gate/resources.py): the chart's copy of it must name each kind's resource as
+    registration does, or a kind guarded through the chart would go unguarded."""
+    kinds = [f"{r.kind}.{r.group}" if r.group else r.kind for r in RESOURCES]
+    policy = {"webhook": {"guardedKinds": kinds}}
+    assert webhook_of(render({"policy": policy}))["rules"] == rules_for(policy_from_dict(policy))
+    named = {
+        (g, res)
+        for rule in rules_for(policy_from_dict(policy))
+        for g in rule["apiGroups"]
+        for res in rule["resources"]
+    }
+    assert {(r.group, r.plural) for r in RESOURCES} <= named

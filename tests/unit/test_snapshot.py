@@ -13,12 +13,11 @@ from gate.errors import ClusterError
 from gate.manifests import build_inventory, parse_stream
 from gate.policy import Policy
 from gate.refs import ObjectRef, Scopes
+from gate.resources import RESOURCES, Resource
 from gate.retire import Stage, render_json, render_text, retire_statuses
 from gate.scope import FLUX_NAME, FLUX_NAMESPACE, parse_scope
 from gate.snapshot import (
-    RESOURCES,
     NotServedError,
-    Resource,
     _status_error,
     count_custom_resources,
     list_items,

@@ -81,12 +81,19 @@ The webhook's rules: one rule per API group, naming the guarded kinds' resources
 `policy.webhook.guardedKinds`, else the default guarded kinds.
 */}}
 {{- define "prune-gate.webhookRules" -}}
+{{- /* gate/resources.py RESOURCES, the one table (tests/unit/test_register_updates.py compares) */}}
 {{- $known := dict
-  "PersistentVolumeClaim" (list "" "persistentvolumeclaims")
-  "PersistentVolume" (list "" "persistentvolumes")
   "Namespace" (list "" "namespaces")
-  "StatefulSet.apps" (list "apps" "statefulsets")
   "CustomResourceDefinition.apiextensions.k8s.io" (list "apiextensions.k8s.io" "customresourcedefinitions")
+  "PersistentVolume" (list "" "persistentvolumes")
+  "PersistentVolumeClaim" (list "" "persistentvolumeclaims")
+  "Pod" (list "" "pods")
+  "StatefulSet.apps" (list "apps" "statefulsets")
+  "Deployment.apps" (list "apps" "deployments")
+  "DaemonSet.apps" (list "apps" "daemonsets")
+  "ReplicaSet.apps" (list "apps" "replicasets")
+  "Job.batch" (list "batch" "jobs")
+  "CronJob.batch" (list "batch" "cronjobs")
   "VolumeSnapshot.snapshot.storage.k8s.io" (list "snapshot.storage.k8s.io" "volumesnapshots") }}
 {{- $rules := list }}
 {{- if .Values.webhook.rules }}
