@@ -246,19 +246,29 @@ def serve(
             assert ca_pem is not None
             url_host = f"[{host}]" if ":" in host else host
             url = f"https://{url_host}:{_port}/validate"
-            config = reg.with_fence(
-                reg.build_configuration(
-                    name, url, ca_pem, policy, failure_policy, timeout_seconds, namespace
-                ),
-                policy,
-                failure_policy,
-                timeout_seconds,
-            )
-            registering = True
-            state["registered"] = config
             api = api_client(kubeconfig)
             try:
+                discovered = reg.discover_plurals(api, policy.webhook.guarded_kinds)
+                config = reg.with_fence(
+                    reg.build_configuration(
+                        name,
+                        url,
+                        ca_pem,
+                        policy,
+                        failure_policy,
+                        timeout_seconds,
+                        namespace,
+                        discovered,
+                    ),
+                    policy,
+                    failure_policy,
+                    timeout_seconds,
+                )
+                registering = True
+                state["registered"] = config
                 reg.register(api, config)
+            except GateError as exc:  # a kind it cannot name, an API server that refuses
+                raise ServeError(f"cannot register the webhook: {exc}") from None
             finally:
                 api.close()
             log.info("webhook registered", extra={"registration": name, "url": url})

@@ -11,7 +11,7 @@ control plane or itself out. `build_configuration` is pure; the two calls around
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from gate.errors import ConfigError
@@ -28,24 +28,54 @@ FENCE_WEBHOOK_NAME = "fence.prune-gate.io"
 PLURALS: dict[tuple[str, str], str] = {(r.group, r.kind): r.plural for r in RESOURCES}
 
 
-def rules_for(policy: Policy) -> list[dict[str, Any]]:
+def discover_plurals(api: Any, kinds: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """The resource names of guarded kinds outside the table, from the API server's discovery:
+    what `--register` can ask and the chart cannot. A kind the server does not serve is left out
+    (`rules_for` then says so): registering a guess would match nothing."""
+    found: dict[tuple[str, str], str] = {}
+    for group, kind in sorted(kinds):
+        if (group, kind) in PLURALS or not group:
+            continue
+        try:
+            versions = request_json(api, "GET", f"/apis/{group}", timeout=10).get("versions")
+        except ApiStatusError as exc:
+            if exc.status == 404:
+                continue
+            raise
+        for version in versions or []:
+            listing = request_json(api, "GET", f"/apis/{version['groupVersion']}", timeout=10)
+            names = [
+                str(r["name"])
+                for r in listing.get("resources") or []
+                if r.get("kind") == kind and "/" not in str(r.get("name", ""))
+            ]
+            if names:
+                found[(group, kind)] = names[0]
+                break
+    return found
+
+
+def rules_for(
+    policy: Policy, discovered: Mapping[tuple[str, str], str] | None = None
+) -> list[dict[str, Any]]:
     """One CREATE, DELETE and UPDATE rule per API group, naming the guarded kinds' resources,
     and an UPDATE rule for StatefulSets when they are not guarded (their claim retention still
     is).
 
     CREATEs and UPDATEs reach the webhook only when `update_match_expression` says they carry or
-    touch what it judges.
+    touch what it judges. A kind outside the table needs its name in `discovered`.
     """
     by_group: dict[str, list[str]] = {}
     for group, kind in sorted(policy.webhook.guarded_kinds):
-        resource = PLURALS.get((group, kind))
+        resource = PLURALS.get((group, kind)) or (discovered or {}).get((group, kind))
         if resource is None:  # a guessed plural (`ingresss`) would match nothing: no guard at all
             name = f"{kind}.{group}" if group else kind
             known = ", ".join(sorted(f"{k}.{g}" if g else k for g, k in PLURALS))
             raise ConfigError(
                 f"webhook.guardedKinds: {name} has no known resource name, so no webhook rule "
-                f"can name it (known: {known}); register the webhook with the chart and list "
-                "it in webhook.rules ({apiGroups, resources})"
+                f"can name it (known: {known}; `--register` also asks the API server, which "
+                "does not serve it: install its CRD first); with the chart, list it in "
+                "webhook.rules ({apiGroups, resources})"
             )
         by_group.setdefault(group, []).append(resource)
     rules = [
@@ -137,6 +167,7 @@ def build_configuration(
     failure_policy: str = "Fail",
     timeout_seconds: int = 5,
     own_namespace: str = "prune-gate",
+    discovered: Mapping[tuple[str, str], str] | None = None,
 ) -> dict[str, Any]:
     """The ValidatingWebhookConfiguration for a webhook served at `url`."""
     excluded = sorted({"kube-system", own_namespace})
@@ -148,7 +179,7 @@ def build_configuration(
             {
                 "name": WEBHOOK_NAME,
                 "clientConfig": {"url": url, "caBundle": base64.b64encode(ca_pem).decode()},
-                "rules": rules_for(policy),
+                "rules": rules_for(policy, discovered),
                 "matchConditions": match_conditions(policy),
                 **_how_called(failure_policy, timeout_seconds),
                 "namespaceSelector": {

@@ -8,14 +8,24 @@ the chart and `gate webhook serve --register` name it, is checked against the re
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
 import pytest
+from kubernetes import client
 
 from gate.policy import policy_from_dict
 from gate.resources import RESOURCES
 from tests.unit.test_chart import render, webhook_of
 from webhook.register import rules_for
 
+from . import kube as k
 from .kube import Cluster
+from .webhookserver import REPO, free_port, serve_webhook
 
 pytestmark = pytest.mark.e2e
 
@@ -42,3 +52,84 @@ def test_every_registered_resource_is_served_by_the_real_api_server(kube: Cluste
     defaults = webhook_of(render())["rules"]
     named = {(g, res) for rule in defaults for g in rule["apiGroups"] for res in rule["resources"]}
     assert named <= served, sorted(named - served)
+
+
+def _mice_crd(group: str) -> dict[str, Any]:
+    """A CRD whose plural is no kind + "s": a guess (`mouses`) would match nothing."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"mice.{group}"},
+        "spec": {
+            "group": group,
+            "names": {"kind": "Mouse", "plural": "mice", "listKind": "MouseList"},
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "x-kubernetes-preserve-unknown-fields": True,
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+def test_register_names_a_guarded_custom_kind_by_discovery(kube: Cluster, tmp_path: Path) -> None:
+    group = f"e2e{uuid.uuid4().hex[:6]}.prune-gate.io"
+    ext: Any = client.ApiextensionsV1Api(kube.client)
+    ext.create_custom_resource_definition(_mice_crd(group))
+    try:
+        k.wait_for(lambda: (group, "mice") in _served(kube), what="mice served")
+        guarded = {"webhook": {"guardedKinds": ["PersistentVolumeClaim", f"Mouse.{group}"]}}
+        with serve_webhook(kube, tmp_path, guarded) as hook:
+            config = json.loads(
+                kube.kubectl(
+                    "get", "validatingwebhookconfiguration", hook.registration, "-o", "json"
+                ).stdout
+            )
+        rules = config["webhooks"][0]["rules"]
+        named = {(g, res) for rule in rules for g in rule["apiGroups"] for res in rule["resources"]}
+        assert (group, "mice") in named, rules
+    finally:
+        k.delete_if_present(ext.delete_custom_resource_definition, f"mice.{group}")
+
+
+def test_register_refuses_a_guarded_kind_the_server_does_not_serve(
+    kube: Cluster, tmp_path: Path
+) -> None:
+    policy = tmp_path / "prune-gate.yaml"
+    policy.write_text(json.dumps({"webhook": {"guardedKinds": ["Mouse.absent.prune-gate.io"]}}))
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "webhook",
+            "serve",
+            "--self-signed",
+            "--register",
+            "--name",
+            f"prune-gate-e2e-{uuid.uuid4().hex[:6]}",
+            "--listen",
+            f"127.0.0.1:{free_port()}",
+            "--config",
+            str(policy),
+            "--kubeconfig",
+            kube.kubeconfig,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,  # a hang guard, not a speed assertion
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    assert "Mouse.absent.prune-gate.io has no known resource name" in result.stderr
+    assert "install its CRD first" in result.stderr
