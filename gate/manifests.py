@@ -27,11 +27,7 @@ import yaml
 from gate.errors import DuplicateObjectError, InputError
 from gate.refs import ObjectRef, Scopes, group_of
 from gate.shapes import shape_problem
-
-try:
-    _Loader: type[yaml.SafeLoader] = yaml.CSafeLoader  # type: ignore[assignment]
-except AttributeError:  # PyYAML built without libyaml
-    _Loader = yaml.SafeLoader
+from gate.yamlread import KubeLoader as _Loader
 
 #: File name endings read from directories and git trees.
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")

@@ -20,6 +20,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from gate import yamlread
 from gate.context import Context
 from gate.errors import ConfigError
 from gate.findings import Code, Severity
@@ -222,7 +223,7 @@ def decode_policy(data: bytes, label: str) -> str:
 def policy_from_text(text: str, label: str) -> Policy:
     """Parse and validate a policy document given as text (e.g. read from a git revision)."""
     try:
-        data = yaml.safe_load(text)
+        data = yamlread.load(text)  # an unquoted date is a string, as Kubernetes reads it
     except yaml.MarkedYAMLError as exc:
         line = exc.problem_mark.line + 1 if exc.problem_mark else 0
         raise ConfigError(f"{label}:{line}: invalid YAML: {exc.problem}") from None

@@ -143,3 +143,17 @@ def test_odd_shapes_are_input_errors_with_the_field() -> None:
         parse_stream(
             "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: x\n", "d.yaml"
         )
+
+
+def test_timestamps_stay_strings_as_kubernetes_reads_them() -> None:
+    """`until: 2027-02-30` is a string to the API server; PyYAML built a date, or crashed."""
+    text = (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: app}\n"
+        "data: {until: 2027-02-30, since: 2026-12-03, at: 2026-12-03T07:00:00Z}\n"
+    )
+    (obj,) = parse_stream(text, "dates.yaml")
+    assert obj.body["data"] == {
+        "until": "2027-02-30",
+        "since": "2026-12-03",
+        "at": "2026-12-03T07:00:00Z",
+    }

@@ -135,3 +135,16 @@ def test_the_example_policy_is_valid() -> None:
     root = Path(__file__).resolve().parents[2]
     policy = load_policy(root / "examples" / "prune-gate.yaml")
     assert policy.webhook.fence == ("prune-gate", "speculation-fence")
+
+
+def test_an_unquoted_expiry_is_read_as_kubernetes_reads_it(tmp_path: Path) -> None:
+    """A date stays a string, so `expires: 2027-01-01` works unquoted, and an invalid one is a
+    clear error instead of a traceback from the YAML loader."""
+    entry = "exemptions:\n- kind: PersistentVolumeClaim\n  reason: r\n  expires: {}\n"
+    ok = tmp_path / "ok.yaml"
+    ok.write_text(entry.format("2027-01-01"))
+    assert load_policy(str(ok)).exemptions[0].expires == dt.date(2027, 1, 1)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(entry.format("2027-02-30"))
+    with pytest.raises(ConfigError, match=r"exemptions\.0\.expires: not a date: '2027-02-30'"):
+        load_policy(str(bad))

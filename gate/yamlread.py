@@ -1,0 +1,32 @@
+"""YAML read as Kubernetes reads it, for manifests and the policy alike.
+
+Safe (no Python objects), libyaml's parser when PyYAML has it, and a timestamp stays a string:
+the API server reads `until: 2027-02-30` as a string, and PyYAML would build a date from it, or
+crash on an invalid one with a traceback.
+"""
+
+from __future__ import annotations
+
+import yaml
+
+try:
+    _Base: type[yaml.SafeLoader] = yaml.CSafeLoader  # type: ignore[assignment]
+except AttributeError:  # PyYAML built without libyaml
+    _Base = yaml.SafeLoader
+
+_TIMESTAMP = "tag:yaml.org,2002:timestamp"
+
+
+class KubeLoader(_Base):  # type: ignore[valid-type,misc]
+    """`yaml.SafeLoader` (libyaml's when there) without the implicit timestamp type."""
+
+
+KubeLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != _TIMESTAMP]
+    for first, resolvers in _Base.yaml_implicit_resolvers.items()
+}
+
+
+def load(text: str) -> object:
+    """One YAML document, as `yaml.safe_load` would give it but for timestamps."""
+    return yaml.load(text, Loader=KubeLoader)
