@@ -24,6 +24,7 @@ from gate import yamlread
 from gate.context import Context
 from gate.errors import ConfigError
 from gate.findings import Code, Severity
+from gate.kinds import unknown_kind
 from gate.refs import ObjectRef, parse_group_kind
 
 #: Name of the policy file looked up at the repository root.
@@ -283,7 +284,18 @@ def _max_cache_age(wh: dict[str, Any], label: str) -> float:
     return seconds
 
 
+def _check_kinds(data: dict[str, Any], label: str) -> None:
+    """A guarded kind that names no kind of a built-in group is a typo that guards nothing."""
+    lists = (("guardedKinds", data), ("webhook.guardedKinds", data.get("webhook") or {}))
+    for key, section in lists:
+        for i, name in enumerate(section.get("guardedKinds") or ()):
+            problem = unknown_kind(*parse_group_kind(name))
+            if problem is not None:
+                raise ConfigError(f"{label}: {key}.{i}: {problem}")
+
+
 def _build(data: dict[str, Any], label: str) -> Policy:
+    _check_kinds(data, label)
     base = Policy()
     severity = {c: dict(v) for c, v in DEFAULT_SEVERITY.items()}
     configured: set[Code] = set()

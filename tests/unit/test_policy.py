@@ -148,3 +148,32 @@ def test_an_unquoted_expiry_is_read_as_kubernetes_reads_it(tmp_path: Path) -> No
     bad.write_text(entry.format("2027-02-30"))
     with pytest.raises(ConfigError, match=r"exemptions\.0\.expires: not a date: '2027-02-30'"):
         load_policy(str(bad))
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        (
+            {"guardedKinds": ["PersistentVolumeClaims"]},
+            "guardedKinds.0: PersistentVolumeClaims is no kind of the core API group, so nothing "
+            "would be guarded; did you mean PersistentVolumeClaim?",
+        ),
+        (
+            {"webhook": {"guardedKinds": ["PersistentVolumeClaim", "Statefulset.apps"]}},
+            "webhook.guardedKinds.1: Statefulset is no kind of API group apps, so nothing would "
+            "be guarded; did you mean StatefulSet.apps?",
+        ),
+    ],
+)
+def test_a_guarded_kind_typo_is_an_error_naming_the_nearest(doc: object, message: str) -> None:
+    """A typo in a built-in group used to be accepted and guarded nothing."""
+    with pytest.raises(ConfigError) as err:
+        policy_from_dict(doc, "p.yaml")
+    assert str(err.value) == f"p.yaml: {message}"
+
+
+def test_custom_and_builtin_kinds_are_accepted() -> None:
+    policy = policy_from_dict(
+        {"guardedKinds": ["ConfigMap", "Widget.example.com", "Lease.coordination.k8s.io"]}
+    )
+    assert ("example.com", "Widget") in policy.guarded_kinds
