@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from gate.cli import WEBHOOK_EXTRA
@@ -266,3 +267,17 @@ def test_the_extras_modules_are_the_extras_distributions() -> None:
     assert {name.replace("_", "-") for name in WEBHOOK_EXTRA} <= declared
     runtime = " ".join(project["dependencies"]).lower()
     assert not any(name in runtime for name in EXTRA_DISTRIBUTIONS)
+
+
+def test_the_report_line_names_the_packages_issue_tracker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once pyproject.toml has `[project.urls] Issues = ...`, the crash line names that URL."""
+    from email.message import Message
+    from importlib import metadata
+
+    import gate.cli
+
+    fields = Message()
+    fields["Project-URL"] = "Homepage, https://example.invalid/prune-gate"
+    fields["Project-URL"] = "Issues, https://example.invalid/prune-gate/issues"
+    monkeypatch.setattr(metadata, "metadata", lambda name: fields)
+    assert gate.cli._report_url() == "https://example.invalid/prune-gate/issues"
