@@ -1,6 +1,7 @@
 # The two commands of the README:
 #   make example   run `gate check` on the bundled incident (examples/incident)
-#   make test      lint, type-check and run the whole test suite, e2e against a real control plane
+#   make test      lint, type-check and run the whole test suite, e2e against a real control plane,
+#                  then the unit tests again at the lowest dependency versions pyproject.toml admits
 # Both set up what they need: a virtualenv in .venv, and the Kubernetes binaries (built from Go
 # modules into ~/.cache/prune-gate/bin, once).
 
@@ -9,12 +10,12 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: example test lint unit e2e bench binaries cluster-up cluster-down clean
+.PHONY: example test lint unit lowest e2e bench binaries cluster-up cluster-down clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,webhook]'
 	touch $(STAMP)
 
 example: $(STAMP)
@@ -44,8 +45,14 @@ KUBE_BIN = $(shell dirname "$$(scripts/build-binaries path kubectl)")
 # gate check --render kustomize runs the confined renderer built from tools/kustomize.
 KUSTOMIZE_BIN = $(shell dirname "$$(scripts/build-binaries path prune-gate-kustomize)")
 
+# The unit tests again, against exactly the lowest versions pyproject.toml admits (a virtualenv
+# kept in ~/.cache/prune-gate/lowest-versions, rebuilt when a floor changes).
+lowest: binaries
+	PATH="$(KUSTOMIZE_BIN):$(KUBE_BIN):$$PATH" $(PYTHON) scripts/lowest-versions
+
 test: lint binaries
 	PATH="$(CURDIR)/$(BIN):$(KUSTOMIZE_BIN):$(KUBE_BIN):$$PATH" $(BIN)/pytest
+	PATH="$(KUSTOMIZE_BIN):$(KUBE_BIN):$$PATH" $(PYTHON) scripts/lowest-versions
 
 bench: $(STAMP) binaries
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench

@@ -1,7 +1,7 @@
 """Findings -> verdict -> exit code, decided in this one place.
 
 Exit codes: 0 allow or warn; 1 block or defer (by policy); 2 could not decide (raised as a
-`GateError` anywhere, mapped by the CLI).
+`GateError` anywhere, mapped by the CLI); 3 internal error (any other exception: a bug).
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from gate.refs import ObjectRef
 EXIT_PASS = 0
 EXIT_POLICY = 1
 EXIT_UNDECIDED = 2
+#: An exception no code path expected: a bug, never a verdict (0 or 1) nor "could not decide".
+EXIT_BUG = 3
 
 
 class Verdict(StrEnum):
