@@ -191,12 +191,14 @@ def _record(outcome: Outcome, req: AdmissionRequest, settings: Settings, metrics
     """Log, count and (unless a dry run) queue the Events of a decision."""
     if outcome.overridden_by is not None:
         what = "overridden"
+    elif outcome.response.allowed and outcome.exempted:
+        what = "exempted"
     elif outcome.response.allowed:
         what = "allowed"
     else:
         what = "refused"
     metrics.decisions.labels(what, outcome.code).inc()
-    if outcome.findings or outcome.overridden_by:
+    if outcome.findings or outcome.overridden_by or outcome.exempted:
         level = logging.INFO if outcome.response.allowed else logging.WARNING
         log.log(
             level,
@@ -207,6 +209,8 @@ def _record(outcome: Outcome, req: AdmissionRequest, settings: Settings, metrics
                 "code": outcome.code,
                 "findings": [f.code.value for f in outcome.findings],
                 "override": outcome.overridden_by,
+                "exempted": [e.finding.code.value for e in outcome.exempted],
+                "exemption": outcome.exempted[0].reason if outcome.exempted else None,
                 "deployer": outcome.deployer,
             },
         )

@@ -1,4 +1,5 @@
-"""Kubernetes Events (`PruneBlocked`, `PruneOverridden`, `FenceExpired`) from a background queue.
+"""Kubernetes Events (`PruneBlocked`, `PruneOverridden`, `PruneExempted`, `FenceExpired`) from a
+background queue.
 
 A refusal must reach the deployer quickly, and an Event is a courtesy to the person who looks at
 the object later: so the handler only puts the Event on a bounded queue and answers; one thread

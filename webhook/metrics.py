@@ -98,9 +98,10 @@ class Metrics:
         )
         self.decisions = Counter(
             f"{PREFIX}_decisions",
-            "Admission decisions. outcome: allowed, refused or overridden; code: the finding code "
-            "that decided (the refusal's reason, the overridden or warned finding), none without "
-            "a finding",
+            "Admission decisions. outcome: allowed, refused, overridden (by the allow-delete "
+            "annotation or a break-glass group) or exempted (by a policy exemption); code: the "
+            "finding code that decided (the refusal's reason, the overridden, exempted or warned "
+            "finding), none without a finding",
             ["outcome", "code"],
             registry=self.registry,
         )

@@ -274,3 +274,50 @@ def test_a_warned_decision_is_counted_under_its_finding_code() -> None:
     assert f'{decisions}{{code="CLAIM_MOUNTED",outcome="allowed"}} 1.0' in text
     assert 'code="warn"' not in text
     assert "the finding code that decided" in text
+
+
+def test_an_exempted_refusal_is_counted_logged_and_recorded(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    policy = policy_from_dict(
+        {
+            "exemptions": [
+                {"kind": "PersistentVolumeClaim", "reason": "INC-42", "expires": "2027-01-31"}
+            ]
+        }
+    )
+    app, sink = make_app(claim(), pod("web-0", "data"), policy=policy)
+    caplog.set_level("INFO", logger="prune_gate.webhook")
+    with app.test_client() as c:
+        out = post(c, review(claim())).get_json()["response"]
+        text = c.get("/metrics").get_data(as_text=True)
+    assert out["allowed"] is True
+    assert out["warnings"][0].startswith("prune-gate: allowed by policy exemption ('INC-42'")
+    assert [e.reason for e in sink.events] == ["PruneExempted"]
+    decisions = "prune_gate_webhook_decisions_total"
+    assert f'{decisions}{{code="CLAIM_MOUNTED",outcome="exempted"}} 1.0' in text
+    assert 'outcome="allowed"' not in text
+    (line,) = [r for r in caplog.records if r.getMessage() == "DELETE exempted"]
+    assert line.__dict__["exemption"] == "INC-42"
+    assert line.__dict__["exempted"] == ["CLAIM_MOUNTED"]
+
+
+def test_an_exempted_refusal_records_no_event_when_reviews_may_not() -> None:
+    policy = policy_from_dict(
+        {
+            "exemptions": [
+                {"kind": "PersistentVolumeClaim", "reason": "INC-42", "expires": "2027-01-31"}
+            ]
+        }
+    )
+    live = LiveState(policy.guarded_kinds)
+    live.upsert(claim())
+    live.upsert(pod("web-0", "data"))
+    sink = RecordingSink()
+    settings = Settings(
+        policy=policy, cache=StaticCache(live), events=sink, now=lambda: NOW, record_events=False
+    )
+    with create_app(settings).test_client() as c:
+        out = post(c, review(claim())).get_json()["response"]
+    assert out["allowed"] is True and out["warnings"]
+    assert sink.events == []
