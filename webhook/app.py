@@ -25,6 +25,7 @@ from flask import Flask, Response, jsonify, request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
+from gate.clock import utc_date
 from gate.fence import fence_status
 from gate.policy import Policy
 from webhook.cache import CacheView
@@ -127,7 +128,7 @@ def create_app(settings: Settings) -> Flask:
             with settings.cache.lock:
                 fence = fence_status(settings.cache.fence_lease(), now)
                 outcome = decide_admission(
-                    req, settings.policy, settings.cache.state, fence, now.date()
+                    req, settings.policy, settings.cache.state, fence, utc_date(now)
                 )
         except Exception:
             log.exception("could not decide", extra={"uid": req.uid})

@@ -321,3 +321,21 @@ def test_an_exempted_refusal_records_no_event_when_reviews_may_not() -> None:
         out = post(c, review(claim())).get_json()["response"]
     assert out["allowed"] is True and out["warnings"]
     assert sink.events == []
+
+
+def test_exemptions_expire_by_the_utc_date_whatever_zone_the_clock_is_in() -> None:
+    """A clock in UTC+14 at 02:00 on the 3rd is still the 2nd in UTC: the exemption holds."""
+    policy = policy_from_dict(
+        {
+            "exemptions": [
+                {"kind": "PersistentVolumeClaim", "reason": "INC-9", "expires": "2026-12-02"}
+            ]
+        }
+    )
+    live = LiveState(policy.guarded_kinds)
+    live.upsert(claim())
+    live.upsert(pod("web-0", "data"))
+    ahead = dt.datetime(2026, 12, 3, 2, 0, tzinfo=dt.timezone(dt.timedelta(hours=14)))
+    settings = Settings(policy=policy, cache=StaticCache(live), now=lambda: ahead)
+    with create_app(settings).test_client() as c:
+        assert post(c, review(claim())).get_json()["response"]["allowed"] is True
