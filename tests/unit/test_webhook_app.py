@@ -69,7 +69,7 @@ def review(
     }
 
 
-POLICY = policy_from_dict({"webhook": {"deployers": [FLUX], "maxCacheAge": "5m"}})
+POLICY = policy_from_dict({"webhook": {"deployers": [FLUX], "maxCacheAge": "6m"}})
 
 
 def make_app(
@@ -234,7 +234,7 @@ def test_validate_is_503_until_the_cache_is_ready() -> None:
 
 def test_a_refusal_ends_with_how_to_override() -> None:
     policy = policy_from_dict(
-        {"annotations": {"allowDelete": "example.com/let-go"}, "webhook": {"maxCacheAge": "5m"}}
+        {"annotations": {"allowDelete": "example.com/let-go"}, "webhook": {"maxCacheAge": "6m"}}
     )
     app, sink = make_app(claim(), pod("web-0", "data"), policy=policy)
     with app.test_client() as c:
