@@ -30,7 +30,7 @@ from gate.fence import fence_status
 from gate.policy import Policy
 from webhook.cache import CacheView
 from webhook.decide import Outcome, decide_admission, ref_of_request
-from webhook.events import EventSink, RecordingSink
+from webhook.events import EventCounts, EventSink, RecordingSink
 from webhook.metrics import Metrics
 from webhook.review import (
     DEFAULT_MAX_BYTES,
@@ -57,8 +57,9 @@ class Settings:
     max_body_bytes: int = DEFAULT_MAX_BYTES
     #: The wall clock (fence expiry, exemption dates); tests pin it.
     now: Callable[[], dt.datetime] = _utcnow
-    #: How many Events the sink dropped (for /metrics).
-    events_dropped: Callable[[], int] = lambda: 0
+    #: How many Events the sink sent, failed to send and dropped (for /metrics); the server
+    #: passes `EventQueue.counts`.
+    event_counts: Callable[[], EventCounts] = EventCounts
     #: Why the serving certificate makes the server unready (a rejected rotation, an expired
     #: certificate), or None; the server passes `CertReloader.problem`.
     serving_problem: Callable[[], str | None] = lambda: None
@@ -84,7 +85,7 @@ def create_app(settings: Settings) -> Flask:
     app = Flask("prune_gate_webhook")
     # Flask reads at most this much of a body; the review parser checks the exact limit.
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes + 1
-    metrics = Metrics(settings.cache.stats, settings.events_dropped, settings.certificate_expiry)
+    metrics = Metrics(settings.cache.stats, settings.event_counts, settings.certificate_expiry)
     app.extensions["prune_gate"] = {"settings": settings, "metrics": metrics}
     if not settings.record_events:
         log.warning(EVENTS_OFF)
