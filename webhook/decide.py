@@ -5,7 +5,8 @@ whose context is `admission`, whose inventories are empty and whose live view is
 overlaid with the `oldObject` itself (the freshest truth of the object being deleted). The rules
 that apply at admission run on it; `NOT_RETIRED` and the speculation fence only for requests by
 the configured deployer identities, since a person deleting by hand is not a prune. Policy
-(severity for the admission context, exemptions) and the verdict come from `gate.verdict`.
+(severity for the admission context, exemptions) and the verdict come from `gate.verdict`; an
+exemption that turns a refusal into an allow is never silent (a warning, a `PruneExempted` Event).
 
 The garbage collector's and the StatefulSet controller's DELETEs are decided like a deployer's
 (see `is_cascade_controller`); a deployer's own DELETE does not honour the allow-delete annotation.
