@@ -112,8 +112,10 @@ def claim_json(i: int) -> dict[str, Any]:
 
 
 def fill(live: LiveState, pods: list[dict[str, Any]], claims: list[dict[str, Any]]) -> None:
-    live.replace_kind("", "Pod", pods, "v1")
-    live.replace_kind("", "PersistentVolumeClaim", claims, "v1")
+    for p in pods:
+        live.upsert(p, "v1", "Pod")
+    for c in claims:
+        live.upsert(c, "v1", "PersistentVolumeClaim")
 
 
 def review_body(i: int, user: str = "kubernetes-admin") -> bytes:
@@ -336,7 +338,8 @@ def main() -> None:
 
     def request_time_list() -> None:
         scratch = LiveState(policy.guarded_kinds)
-        scratch.replace_kind("", "Pod", json.loads(listing)["items"], "v1")
+        for p in json.loads(listing)["items"]:
+            scratch.upsert(p, "v1", "Pod")
 
     cost = timed(request_time_list, 5)
     print(

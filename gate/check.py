@@ -7,7 +7,7 @@ renderers) and an optional live view, and pass `today` so nothing here reads the
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from gate.cluster import LiveView
@@ -15,7 +15,7 @@ from gate.context import Context
 from gate.manifests import Inventory, RawObject, build_inventory, learn_scopes
 from gate.plan import Change, compute_plan
 from gate.policy import Policy
-from gate.refs import Scopes
+from gate.refs import ObjectRef, Scopes
 from gate.rules import World, run_rules
 from gate.verdict import Decision, apply_policy, decide
 
@@ -84,8 +84,25 @@ def check_inventories(
     known = {c.ref for c in changes}
     changes.extend(c for c in extra_changes if c.ref not in known)
     world = World(base=base, head=head, context=context, policy=policy, live=live)
+    raw = list(run_rules(changes, world))
+    labels = exemption_labels({f.ref for f in raw}, base, head, live)
+    findings, exempted = apply_policy(raw, policy, context, today, labels)
+    return CheckResult(decide(findings, exempted), tuple(changes), base, head)
+
+
+def exemption_labels(
+    refs: Iterable[ObjectRef], base: Inventory, head: Inventory, live: LiveView | None
+) -> dict[ObjectRef, dict[str, str]]:
+    """The labels exemptions are matched against, per object: the live object's when there is a
+    live view and the object is in it (what a prune deletes is the live object, and the webhook
+    matches its live labels too; an object only live, pruned by `--prune-scope`, has no base),
+    else the base's, else the candidate's."""
     labels = {m.ref: m.labels for m in base}
     for m in head:
         labels.setdefault(m.ref, m.labels)
-    findings, exempted = apply_policy(run_rules(changes, world), policy, context, today, labels)
-    return CheckResult(decide(findings, exempted), tuple(changes), base, head)
+    if live is not None:
+        for ref in refs:
+            obj = live.get(ref)
+            if obj is not None:
+                labels[ref] = obj.labels
+    return labels

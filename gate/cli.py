@@ -19,6 +19,7 @@ import click
 
 from gate import __version__
 from gate.check import CheckResult, build_sides, check_inventories, check_objects
+from gate.clock import utc_today
 from gate.context import Context, detect_ci_context
 from gate.errors import ConfigError, GateError, InputError
 from gate.fence import FenceStatus
@@ -297,7 +298,7 @@ def check_command(
                 head_raw,
                 context=context,
                 policy=policy,
-                today=dt.date.today(),
+                today=utc_today(),
                 default_namespace=namespace,
                 force=force,
             )
@@ -335,7 +336,7 @@ def _check_live(
         head,
         context=context,
         policy=policy,
-        today=dt.date.today(),
+        today=utc_today(),
         force=force,
         live=read.snapshot.state,
         extra_changes=read.prune_changes,

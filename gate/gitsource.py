@@ -143,23 +143,6 @@ def read_blob(repo: str | Path, rev: str, path: str) -> tuple[bool, bytes] | Non
         return None
 
 
-def changed_paths(repo: str | Path, base: str, head: str, paths: Sequence[str] = ()) -> list[str]:
-    """Paths (from the repository root) that differ between `base` and `head`.
-
-    Renames count as a deletion plus an addition, so both paths are listed.
-    """
-    with open_repo(repo) as r:
-        base_sha, head_sha = _resolve(r, base), _resolve(r, head)
-        spec = [_normalise(r, p) for p in paths]
-        args = ["--name-only", "-z", "--no-renames", base_sha, head_sha, "--"]
-        args.extend(p for p in spec if p != ".")
-        try:
-            output: str = r.git.diff(*args)
-        except git.GitCommandError as exc:
-            raise GitError(f"git diff {base}..{head} failed: {_stderr(exc)}") from None
-        return [p for p in output.split("\0") if p]
-
-
 def export_tree(repo: str | Path, rev: str, dest: str | Path) -> str:
     """Write the whole tree at `rev` into the directory `dest` (no checkout); returns the sha.
 

@@ -211,19 +211,6 @@ class LiveState:
             self._consumers[(ref.namespace, c)].discard(ref)
         self._snapshots.pop(ref, None)
 
-    def replace_kind(
-        self, group: str, kind: str, items: Iterable[dict[str, Any]], api_version: str
-    ) -> None:
-        """Swap in a complete list of one kind (a re-list), dropping what it no longer has."""
-        if (group, kind) == ("", "Pod"):
-            for key in list(self.pods):
-                self._drop_pod(key)
-        else:
-            for ref in [r for r in self.objects if r.group == group and r.kind == kind]:
-                self.delete(ref)
-        for item in items:
-            self.upsert(item, api_version, kind)
-
     def set_custom_resource_count(self, group: str, kind: str, count: int) -> None:
         """Record how many custom resources of a kind exist."""
         self._cr_counts[(group, kind)] = count

@@ -82,14 +82,6 @@ def force_reason(m: Manifest) -> str:
     return ""
 
 
-def _get(d: Any, *path: str) -> Any:
-    for key in path:
-        if not isinstance(d, dict):
-            return None
-        d = d.get(key)
-    return d
-
-
 def _spec(body: dict[str, Any]) -> dict[str, Any]:
     spec = body.get("spec")
     return spec if isinstance(spec, dict) else {}

@@ -294,6 +294,35 @@ def _check_kinds(data: dict[str, Any], label: str) -> None:
                 raise ConfigError(f"{label}: {key}.{i}: {problem}")
 
 
+def _duration_text(seconds: float) -> str:
+    """300.0 -> `5m`, 5400.0 -> `1h30m`, 90.0 -> `1m30s`: a duration as the policy writes it."""
+    whole = int(seconds)
+    if whole != seconds or whole == 0:
+        return f"{seconds:g}s"
+    parts = [(whole // 3600, "h"), (whole % 3600 // 60, "m"), (whole % 60, "s")]
+    return "".join(f"{n}{unit}" for n, unit in parts if n)
+
+
+def _check_cache_age_over_resync(wh: WebhookSettings, label: str) -> None:
+    """`maxCacheAge` must be longer than `resync`; the JSON schema cannot compare two fields.
+
+    The cache lists every kind once per `resync` and hears from the watches in between; a kind
+    whose watch fails or stays quiet (a custom kind the webhook may not list waits one resync
+    before it tries again) is heard from only by its next list, so with `maxCacheAge` no longer
+    than `resync` that kind is older than the limit before the list comes, and /readyz fails.
+    """
+    age, resync = wh.max_cache_age_seconds, wh.resync_seconds
+    if age > resync:
+        return
+    raise ConfigError(
+        f"{label}: webhook.maxCacheAge ({_duration_text(age)}) must be longer than "
+        f"webhook.resync ({_duration_text(resync)}): the cache re-lists every resync, and a kind "
+        "heard from only by its list would be older than maxCacheAge before the next one, so "
+        f"/readyz would fail on a healthy cluster. Set maxCacheAge above {_duration_text(resync)} "
+        f"(e.g. {_duration_text(max(resync * 3, MIN_MAX_CACHE_AGE_SECONDS))}) or shorten resync"
+    )
+
+
 def _build(data: dict[str, Any], label: str) -> Policy:
     _check_kinds(data, label)
     base = Policy()
@@ -344,6 +373,7 @@ def _build(data: dict[str, Any], label: str) -> Policy:
         _max_cache_age(wh, label) if "maxCacheAge" in wh else base.webhook.max_cache_age_seconds,
         tuple(dict.fromkeys(wh.get("protectedLabels") or ())),
     )
+    _check_cache_age_over_resync(webhook, label)
     return Policy(
         guarded_kinds=frozenset(parse_group_kind(k) for k in data["guardedKinds"])
         if "guardedKinds" in data

@@ -138,32 +138,6 @@ def render_kustomize_paths(
         return out
 
 
-def render_kustomize_dir(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT) -> list[RawObject]:
-    """Build a kustomization from the file system (rendered mode, no git).
-
-    Objects are labelled with their origin file relative to the current directory (absolute when
-    it is elsewhere), so findings point at files a person can open.
-    """
-    target = Path(path)
-    if not target.is_dir():
-        raise InputError("not a directory (a kustomization is built from a directory)", str(path))
-    command = find_kustomize()
-    cwd = Path.cwd().resolve()
-    resolved = target.resolve()
-    root = _checkout_root(resolved, cwd)
-    with tempfile.TemporaryDirectory(prefix="prune-gate-") as tmp:
-        return _build(
-            command,
-            resolved,
-            Path(tmp).resolve() / _WRAPPER_DIR,
-            root=root,
-            label=f"{path} (kustomize build)",
-            label_file=lambda f: _under(f, cwd) or str(f),
-            scrub=None,
-            timeout=timeout,
-        )
-
-
 # --- internals -------------------------------------------------------------------------------
 
 
@@ -180,15 +154,6 @@ def _relative(path: str, repo: str | Path) -> str:
     if norm == ".." or norm.startswith("../"):
         raise GitError(f"{path} is outside the repository (paths are from the repository root)")
     return norm
-
-
-def _checkout_root(target: Path, cwd: Path) -> Path:
-    """What a build on disk may read: the git checkout holding `target`, as git mode reads its
-    tree; without one, the current directory when `target` is below it, else `target` itself."""
-    for folder in (target, *target.parents):
-        if (folder / ".git").exists():
-            return folder
-    return cwd if _under(target, cwd) is not None else target
 
 
 def _under(f: Path, root: Path) -> str | None:

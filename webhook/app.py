@@ -25,11 +25,12 @@ from flask import Flask, Response, jsonify, request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
+from gate.clock import utc_date
 from gate.fence import fence_status
 from gate.policy import Policy
 from webhook.cache import CacheView
 from webhook.decide import Outcome, decide_admission, ref_of_request
-from webhook.events import EventSink, RecordingSink
+from webhook.events import EventCounts, EventSink, RecordingSink
 from webhook.metrics import Metrics
 from webhook.review import (
     DEFAULT_MAX_BYTES,
@@ -56,8 +57,9 @@ class Settings:
     max_body_bytes: int = DEFAULT_MAX_BYTES
     #: The wall clock (fence expiry, exemption dates); tests pin it.
     now: Callable[[], dt.datetime] = _utcnow
-    #: How many Events the sink dropped (for /metrics).
-    events_dropped: Callable[[], int] = lambda: 0
+    #: How many Events the sink sent, failed to send and dropped (for /metrics); the server
+    #: passes `EventQueue.counts`.
+    event_counts: Callable[[], EventCounts] = EventCounts
     #: Why the serving certificate makes the server unready (a rejected rotation, an expired
     #: certificate), or None; the server passes `CertReloader.problem`.
     serving_problem: Callable[[], str | None] = lambda: None
@@ -83,7 +85,7 @@ def create_app(settings: Settings) -> Flask:
     app = Flask("prune_gate_webhook")
     # Flask reads at most this much of a body; the review parser checks the exact limit.
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes + 1
-    metrics = Metrics(settings.cache.stats, settings.events_dropped, settings.certificate_expiry)
+    metrics = Metrics(settings.cache.stats, settings.event_counts, settings.certificate_expiry)
     app.extensions["prune_gate"] = {"settings": settings, "metrics": metrics}
     if not settings.record_events:
         log.warning(EVENTS_OFF)
@@ -127,7 +129,7 @@ def create_app(settings: Settings) -> Flask:
             with settings.cache.lock:
                 fence = fence_status(settings.cache.fence_lease(), now)
                 outcome = decide_admission(
-                    req, settings.policy, settings.cache.state, fence, now.date()
+                    req, settings.policy, settings.cache.state, fence, utc_date(now)
                 )
         except Exception:
             log.exception("could not decide", extra={"uid": req.uid})
@@ -191,12 +193,14 @@ def _record(outcome: Outcome, req: AdmissionRequest, settings: Settings, metrics
     """Log, count and (unless a dry run) queue the Events of a decision."""
     if outcome.overridden_by is not None:
         what = "overridden"
+    elif outcome.response.allowed and outcome.exempted:
+        what = "exempted"
     elif outcome.response.allowed:
         what = "allowed"
     else:
         what = "refused"
     metrics.decisions.labels(what, outcome.code).inc()
-    if outcome.findings or outcome.overridden_by:
+    if outcome.findings or outcome.overridden_by or outcome.exempted:
         level = logging.INFO if outcome.response.allowed else logging.WARNING
         log.log(
             level,
@@ -207,6 +211,8 @@ def _record(outcome: Outcome, req: AdmissionRequest, settings: Settings, metrics
                 "code": outcome.code,
                 "findings": [f.code.value for f in outcome.findings],
                 "override": outcome.overridden_by,
+                "exempted": [e.finding.code.value for e in outcome.exempted],
+                "exemption": outcome.exempted[0].reason if outcome.exempted else None,
                 "deployer": outcome.deployer,
             },
         )

@@ -183,7 +183,7 @@ def serve(
                 cache=cache,
                 events=events,
                 max_body_bytes=max_body_bytes,
-                events_dropped=lambda: events.dropped,
+                event_counts=events.counts,
                 serving_problem=reloader.problem,
                 certificate_expiry=reloader.not_after,
                 record_events=client_ca is not None,

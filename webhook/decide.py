@@ -5,7 +5,8 @@ whose context is `admission`, whose inventories are empty and whose live view is
 overlaid with the `oldObject` itself (the freshest truth of the object being deleted). The rules
 that apply at admission run on it; `NOT_RETIRED` and the speculation fence only for requests by
 the configured deployer identities, since a person deleting by hand is not a prune. Policy
-(severity for the admission context, exemptions) and the verdict come from `gate.verdict`.
+(severity for the admission context, exemptions) and the verdict come from `gate.verdict`; an
+exemption that turns a refusal into an allow is never silent (a warning, a `PruneExempted` Event).
 
 The garbage collector's and the StatefulSet controller's DELETEs are decided like a deployer's
 (see `is_cascade_controller`); a deployer's own DELETE does not honour the allow-delete annotation.
@@ -42,7 +43,7 @@ from gate.rules import (
     check_pv_bound,
     check_statefulset_deletes_claims,
 )
-from gate.verdict import Decision, Verdict, apply_policy, decide
+from gate.verdict import Decision, Exempted, Verdict, apply_policy, decide
 from webhook.labels import protected_label_changes
 from webhook.review import AdmissionRequest, AdmissionResponse, Status
 from webhook.updates import (
@@ -76,6 +77,8 @@ NO_CODE = "none"
 #: Event reasons (Kubernetes Event `reason`), Warning type.
 PRUNE_BLOCKED = "PruneBlocked"
 PRUNE_OVERRIDDEN = "PruneOverridden"
+#: A policy exemption turned what would have been a refusal into an allow.
+PRUNE_EXEMPTED = "PruneExempted"
 FENCE_EXPIRED = "FenceExpired"
 
 #: The longest message we put in `status.message` (kubectl prints it whole).
@@ -107,13 +110,18 @@ class Outcome:
     overridden_by: str | None = None
     events: tuple[EventSpec, ...] = field(default=())
     deployer: bool = False
+    #: Findings that would have refused and that a policy exemption let through (the answer
+    #: allowed them with a warning and a `PruneExempted` Event); empty otherwise.
+    exempted: tuple[Exempted, ...] = ()
 
     @property
     def code(self) -> str:
-        """The finding code that decided: the refusal's reason, else the most severe finding's
-        (an overridden refusal, a warning), else `none`."""
+        """The finding code that decided: the refusal's reason, else the overridden refusal's,
+        else the exempted refusal's, else a warning's, else `none`."""
         if self.response.status is not None:
             return self.response.status.reason
+        if self.exempted and self.overridden_by is None:
+            return self.exempted[0].finding.code.value
         return self.findings[0].code.value if self.findings else NO_CODE
 
 
@@ -292,7 +300,7 @@ def decide_admission(
     if as_deployer:
         raw.extend(check_speculation_fence(change, world, fence))
     labels = own.labels if own is not None else {}
-    decision, blocking, warnings = _judge(raw, policy, today, ref, labels)
+    decision, blocking, warnings, exempted = _judge(raw, policy, today, ref, labels)
 
     def event(reason: str, message: str) -> EventSpec:
         return EventSpec(reason, message, ref, req.api_version, _uid(req))
@@ -303,14 +311,7 @@ def decide_admission(
     ):
         events.append(event(FENCE_EXPIRED, f"not obeyed: {fence.describe()}"))
     if not blocking:
-        return Outcome(
-            _allowed(req, warnings),
-            decision.verdict,
-            decision.findings,
-            None,
-            tuple(events),
-            deployer,
-        )
+        return _let_through(req, ref, decision, warnings, exempted, events, deployer)
     # A deployer's own DELETE does not honour the annotation: a manifest could carry it.
     override = _override(req, policy, None if deployer else own)
     hint = how_to_override(ref, policy)
@@ -331,14 +332,57 @@ def decide_admission(
 
 def _judge(
     raw: list[Finding], policy: Policy, today: dt.date, ref: ObjectRef, labels: dict[str, str]
-) -> tuple[Decision, list[Finding], tuple[str, ...]]:
+) -> tuple[Decision, list[Finding], tuple[str, ...], tuple[Exempted, ...]]:
     """Policy applied to the raw findings (admission severities, exemptions): the decision, the
-    findings that refuse, and the warnings to answer with."""
-    kept, _exempted = apply_policy(raw, policy, Context.ADMISSION, today, {ref: labels})
-    decision = decide(kept)
-    blocking = [f for f in decision.findings if f.severity in (Severity.BLOCK, Severity.DEFER)]
+    findings that refuse, the warnings to answer with, and the refusals an exemption silenced."""
+    kept, exempted = apply_policy(raw, policy, Context.ADMISSION, today, {ref: labels})
+    decision = decide(kept, exempted)
+    blocking = [f for f in decision.findings if f.severity in _REFUSING]
     warnings = tuple(_warning(f) for f in decision.findings if f.severity is Severity.WARN)
-    return decision, blocking, warnings
+    silenced = tuple(e for e in exempted if e.finding.severity in _REFUSING)
+    return decision, blocking, warnings, silenced
+
+
+#: Severities that refuse at admission.
+_REFUSING = (Severity.BLOCK, Severity.DEFER)
+
+
+def exemption_note(exempted: tuple[Exempted, ...]) -> str:
+    """Why a request that would have been refused is allowed: the exemption, its expiry and the
+    codes it silenced, with the first finding's message."""
+    first = exempted[0]
+    codes = ", ".join(dict.fromkeys(e.finding.code.value for e in exempted))
+    return (
+        f"allowed by policy exemption ({first.reason!r}, expires {first.expires.isoformat()}) "
+        f"despite {codes}: {first.finding.message}"
+    )
+
+
+def _let_through(
+    req: AdmissionRequest,
+    ref: ObjectRef,
+    decision: Decision,
+    warnings: tuple[str, ...],
+    exempted: tuple[Exempted, ...],
+    events: list[EventSpec],
+    deployer: bool,
+) -> Outcome:
+    """The allowed answer. When an exemption silenced a refusal, it is not silent: the answer
+    warns, and a `PruneExempted` Event records who was let through and by which exemption."""
+    if exempted:
+        note = exemption_note(exempted)
+        warnings = (_cut(f"prune-gate: {note}", MAX_WARNING), *warnings)
+        message = _cut(f"{note}; requested by {req.user.username}", MAX_EVENT_MESSAGE)
+        events = [*events, EventSpec(PRUNE_EXEMPTED, message, ref, req.api_version, _uid(req))]
+    return Outcome(
+        _allowed(req, warnings),
+        decision.verdict,
+        decision.findings,
+        None,
+        tuple(events),
+        deployer,
+        exempted,
+    )
 
 
 def _refused(
@@ -468,9 +512,9 @@ def _judge_change(
         noted = tuple(replace(f, severity=Severity.WARN) for f in raw)
         return Outcome(_allowed(req), Verdict.ALLOW, noted)
     labels = (_metadata(req).get("labels") or {}) if raw else {}
-    decision, blocking, warnings = _judge(raw, policy, today, ref, labels)
+    decision, blocking, warnings, exempted = _judge(raw, policy, today, ref, labels)
     if not blocking:
-        return Outcome(_allowed(req, warnings), decision.verdict, decision.findings, deployer=True)
+        return _let_through(req, ref, decision, warnings, exempted, [], True)
     return _refused(req, ref, decision, blocking, warnings, "", [], True)
 
 

@@ -1,4 +1,5 @@
-"""Kubernetes Events (`PruneBlocked`, `PruneOverridden`, `FenceExpired`) from a background queue.
+"""Kubernetes Events (`PruneBlocked`, `PruneOverridden`, `PruneExempted`, `FenceExpired`) from a
+background queue.
 
 A refusal must reach the deployer quickly, and an Event is a courtesy to the person who looks at
 the object later: so the handler only puts the Event on a bounded queue and answers; one thread
@@ -14,6 +15,7 @@ import logging
 import queue
 import threading
 import uuid
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from webhook.decide import MAX_EVENT_MESSAGE, EventSpec
@@ -22,6 +24,15 @@ from webhook.kubeapi import request_json
 log = logging.getLogger("prune_gate.webhook.events")
 
 COMPONENT = "prune-gate"
+
+
+@dataclass(frozen=True, slots=True)
+class EventCounts:
+    """What became of the Events the app handed to its sink, read at each scrape."""
+
+    sent: int = 0
+    failed: int = 0
+    dropped: int = 0
 
 
 class EventSink(Protocol):
@@ -87,6 +98,10 @@ class EventQueue:
 
     def start(self) -> None:
         self._thread.start()
+
+    def counts(self) -> EventCounts:
+        """Sent, failed and dropped so far, for /metrics."""
+        return EventCounts(self.sent, self.failed, self.dropped)
 
     def submit(self, event: EventSpec) -> None:
         try:

@@ -15,14 +15,15 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from webhook.cache import CacheStats
+from webhook.events import EventCounts
 
 PREFIX = "prune_gate_webhook"
 
 
 class _CacheCollector(Collector):
-    def __init__(self, stats: Callable[[], CacheStats], dropped: Callable[[], int]) -> None:
+    def __init__(self, stats: Callable[[], CacheStats], events: Callable[[], EventCounts]) -> None:
         self._stats = stats
-        self._dropped = dropped
+        self._events = events
 
     def collect(self) -> Iterator[Any]:
         s = self._stats()
@@ -59,10 +60,21 @@ class _CacheCollector(Collector):
             value=len(s.uncounted),
         )
         yield uncounted
+        events = self._events()
+        yield CounterMetricFamily(
+            f"{PREFIX}_events_sent",
+            "Events (PruneBlocked, PruneOverridden, PruneExempted, ...) the API server accepted",
+            value=events.sent,
+        )
+        yield CounterMetricFamily(
+            f"{PREFIX}_events_failed",
+            "Events the API server did not accept (each logged with its error)",
+            value=events.failed,
+        )
         yield CounterMetricFamily(
             f"{PREFIX}_events_dropped",
             "Events dropped because the queue was full",
-            value=self._dropped(),
+            value=events.dropped,
         )
 
 
@@ -86,7 +98,7 @@ class Metrics:
     def __init__(
         self,
         stats: Callable[[], CacheStats],
-        dropped: Callable[[], int] = lambda: 0,
+        events: Callable[[], EventCounts] = EventCounts,
         certificate_expiry: Callable[[], float | None] = lambda: None,
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
@@ -98,9 +110,10 @@ class Metrics:
         )
         self.decisions = Counter(
             f"{PREFIX}_decisions",
-            "Admission decisions. outcome: allowed, refused or overridden; code: the finding code "
-            "that decided (the refusal's reason, the overridden or warned finding), none without "
-            "a finding",
+            "Admission decisions. outcome: allowed, refused, overridden (by the allow-delete "
+            "annotation or a break-glass group) or exempted (by a policy exemption); code: the "
+            "finding code that decided (the refusal's reason, the overridden, exempted or warned "
+            "finding), none without a finding",
             ["outcome", "code"],
             registry=self.registry,
         )
@@ -110,5 +123,5 @@ class Metrics:
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0),
             registry=self.registry,
         )
-        self.registry.register(_CacheCollector(stats, dropped))
+        self.registry.register(_CacheCollector(stats, events))
         self.registry.register(_CertificateCollector(certificate_expiry))

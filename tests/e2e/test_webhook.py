@@ -27,6 +27,8 @@ from . import kube as k
 from .kube import Cluster
 from .webhookserver import (
     DEPLOYER,
+    EXEMPT_LABEL,
+    EXEMPT_REASON,
     RETIRE,
     Webhook,
     claim_terminating,
@@ -193,6 +195,27 @@ def test_overrides_allow_with_an_event(kube: Cluster, clean: str, node: str) -> 
         )
     # Allowed, so pvc-protection now holds them Terminating until the pod goes.
     assert claim_terminating(kube, ns, annotated)
+
+
+def test_an_exemption_allows_with_an_event_and_a_metric(
+    kube: Cluster, clean: str, node: str, webhook: Webhook
+) -> None:
+    """A mounted claim the policy exempts is deleted, not silently: a PruneExempted Event on it
+    (its message names the exemption) and an `exempted` decision in /metrics."""
+    ns = clean
+    exempt = k.make_claim(kube.client, ns, labels={EXEMPT_LABEL: "true"}).metadata.name
+    plain = k.make_claim(kube.client, ns).metadata.name
+    k.make_pod(kube.client, ns, node, [exempt, plain])
+    wait_refused(delete_claim(kube.client, ns, plain, dry_run=True), "cache sees the pod")
+
+    assert deny(delete_claim(kube.client, ns, exempt)) is None
+    (event, *_) = k.wait_for(
+        has_event(kube, ns, exempt, "PruneExempted"), what=f"PruneExempted on {exempt}"
+    )
+    assert EXEMPT_REASON in event.message and "CLAIM_MOUNTED" in event.message
+    assert event.type == "Warning"
+    _status, text = webhook.get("/metrics")
+    assert 'prune_gate_webhook_decisions_total{code="CLAIM_MOUNTED",outcome="exempted"}' in text
 
 
 def test_crd_with_custom_resources_is_refused(kube: Cluster, webhook: Webhook) -> None:

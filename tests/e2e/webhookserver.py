@@ -71,6 +71,10 @@ class Webhook:
 
 #: A label the tests' policy protects, as an objectSelector's key would be.
 PROTECTED_LABEL = "prune-gate.io/e2e-guard"
+#: Claims with this label set to "true" are exempted by the tests' policy (from every code).
+EXEMPT_LABEL = "prune-gate.io/e2e-exempt"
+#: The reason of that exemption, as the warning and the PruneExempted Event quote it.
+EXEMPT_REASON = "e2e: scratch claims"
 
 
 def free_port() -> int:
@@ -216,6 +220,17 @@ def serve_webhook(
     }
     doc = dict(policy_doc or {})
     doc["webhook"] = {**webhook_section, **doc.get("webhook", {})}
+    doc.setdefault(
+        "exemptions",
+        [
+            {
+                "kind": "PersistentVolumeClaim",
+                "labels": {EXEMPT_LABEL: "true"},
+                "reason": EXEMPT_REASON,
+                "expires": "2099-12-31",
+            }
+        ],
+    )
     policy.write_text(json.dumps(doc))
     port = free_port()
     health_port = free_port()

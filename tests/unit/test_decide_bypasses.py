@@ -372,3 +372,66 @@ def test_reclaim_unchanged_or_by_a_person_is_allowed() -> None:
     assert decide(request("UPDATE", volume("Delete"), volume("Retain"))).response.allowed
     person = request("UPDATE", volume("Retain"), volume("Delete"), user="alice")
     assert decide(person).response.allowed
+
+
+# ------------------------------------------------ exemptions leave a trace (issue 9, item 7)
+
+EXEMPT = policy_from_dict(
+    {
+        "webhook": {"deployers": [FLUX]},
+        "exemptions": [
+            {
+                "kind": "PersistentVolumeClaim",
+                "namespace": "app",
+                "labels": {"tier": "scratch"},
+                "reason": "INC-42 scratch claims",
+                "expires": "2027-01-31",
+            }
+        ],
+    }
+)
+
+
+def scratch(**extra: Any) -> dict[str, Any]:
+    obj = claim(**extra)
+    obj["metadata"]["labels"] = {"tier": "scratch"}
+    return obj
+
+
+def _decide_exempt(doc: dict[str, Any], *live: dict[str, Any]) -> Outcome:
+    state = LiveState(EXEMPT.guarded_kinds)
+    for o in live:
+        state.upsert(o)
+    return decide_admission(parse_review(json.dumps(doc).encode()), EXEMPT, state, FREE, NOW.date())
+
+
+def test_an_exempted_refusal_is_allowed_with_a_warning_and_a_prune_exempted_event() -> None:
+    outcome = _decide_exempt(request("DELETE", scratch()), scratch(), pod("web-0", "data"))
+    assert outcome.response.allowed
+    assert outcome.overridden_by is None
+    assert {e.finding.code.value for e in outcome.exempted} == {"CLAIM_MOUNTED", "NOT_RETIRED"}
+    assert outcome.code in {"CLAIM_MOUNTED", "NOT_RETIRED"}
+    (warning, *_rest) = outcome.response.warnings
+    assert warning.startswith("prune-gate: allowed by policy exemption ('INC-42 scratch claims'")
+    assert "expires 2027-01-31" in warning
+    (event,) = outcome.events
+    assert event.reason == "PruneExempted"
+    assert event.ref.name == "data" and event.uid == "uid-data"
+    assert "INC-42 scratch claims" in event.message and event.message.endswith(f"by {FLUX}")
+
+
+def test_an_exemption_that_silences_no_refusal_leaves_no_event() -> None:
+    unlabelled = _decide_exempt(request("DELETE", claim()), claim(), pod("web-0", "data"))
+    assert refused(unlabelled) == "CLAIM_MOUNTED"
+    assert "PruneExempted" not in [e.reason for e in unlabelled.events]
+    quiet = _decide_exempt(request("DELETE", scratch(), user="alice"), scratch())
+    assert quiet.response.allowed and not quiet.exempted and not quiet.events
+    assert quiet.code == "none"
+
+
+def test_an_exempted_deployer_update_is_allowed_with_a_trace() -> None:
+    outcome = _decide_exempt(request("UPDATE", scratch(), scratch(owners=[OWNER])))
+    assert outcome.response.allowed
+    assert outcome.code == "OWNER_REFERENCE_ADDED"
+    assert [e.reason for e in outcome.events] == ["PruneExempted"]
+    assert outcome.response.warnings[0].startswith("prune-gate: allowed by policy exemption")

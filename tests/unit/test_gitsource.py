@@ -275,21 +275,6 @@ def test_shallow_clone_asked_for_the_parent(
     ]
 
 
-def test_changed_paths(history: tuple[GitRepo, str, str]) -> None:
-    repo, base, head = history
-    assert gitsource.changed_paths(repo.root, base, head) == [
-        "apps/db/claim.yaml",
-        "apps/web/deploy.yml",
-    ]
-    assert gitsource.changed_paths(repo.root, base, head, ["apps/web"]) == ["apps/web/deploy.yml"]
-    repo.git("mv", "infra/ns.json", "infra/namespace.json")
-    repo.git("commit", "-q", "-m", "rename")
-    assert gitsource.changed_paths(repo.root, head, "HEAD") == [
-        "infra/namespace.json",
-        "infra/ns.json",
-    ]
-
-
 def test_read_file(history: tuple[GitRepo, str, str]) -> None:
     repo, base, _ = history
     assert gitsource.read_file(repo.root, base, "apps/web/README.md") == "not a manifest\n"

@@ -45,6 +45,7 @@ webhook:
   deployers: ["system:serviceaccount:flux-system:kustomize-controller"]
   fence: {namespace: prune-gate, name: speculation-fence}
   resync: 1h30m
+  maxCacheAge: 2h
 """
     )
     p = load_policy(f)
@@ -177,3 +178,33 @@ def test_custom_and_builtin_kinds_are_accepted() -> None:
         {"guardedKinds": ["ConfigMap", "Widget.example.com", "Lease.coordination.k8s.io"]}
     )
     assert ("example.com", "Widget") in policy.guarded_kinds
+
+
+@pytest.mark.parametrize(
+    ("webhook", "says"),
+    [
+        ({"resync": "20m"}, "webhook.maxCacheAge (15m) must be longer than webhook.resync (20m)"),
+        ({"resync": "10m", "maxCacheAge": "10m"}, "(10m) must be longer than webhook.resync (10m)"),
+        ({"maxCacheAge": "5m"}, "webhook.maxCacheAge (5m) must be longer than webhook.resync (5m)"),
+        (
+            {"resync": "1h30m", "maxCacheAge": "1h"},
+            "(1h) must be longer than webhook.resync (1h30m)",
+        ),
+    ],
+)
+def test_max_cache_age_not_longer_than_resync_is_an_error(
+    webhook: dict[str, str], says: str
+) -> None:
+    """A cache that re-lists less often than readiness allows it to age goes unready on a
+    healthy cluster: refused when the policy is read, naming both values and the fix."""
+    with pytest.raises(ConfigError) as err:
+        policy_from_dict({"webhook": webhook}, "prune-gate.yaml")
+    message = str(err.value)
+    assert message.startswith("prune-gate.yaml: ") and says in message
+    assert "Set maxCacheAge above" in message and "or shorten resync" in message
+
+
+def test_max_cache_age_longer_than_resync_is_accepted() -> None:
+    wh = policy_from_dict({"webhook": {"resync": "10m", "maxCacheAge": "11m"}}).webhook
+    assert (wh.resync_seconds, wh.max_cache_age_seconds) == (600, 660)
+    assert Policy().webhook.max_cache_age_seconds > Policy().webhook.resync_seconds

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from pathlib import Path
 
 from gate.check import check_objects
+from gate.clock import utc_today
 from gate.context import Context
 from gate.manifests import read_path
 from gate.policy import Policy
@@ -25,7 +25,7 @@ def test_readme_shows_the_real_example_output() -> None:
         read_path(ROOT / head),
         context=Context.SPECULATIVE,
         policy=Policy(),
-        today=dt.date.today(),
+        today=utc_today(),
     )
     real = render_report(result, "text", context=Context.SPECULATIVE, base=base, head=head)
     assert shown == real.replace(str(ROOT) + "/", "")

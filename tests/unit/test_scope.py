@@ -178,3 +178,75 @@ def test_pruned_object_base_never_had_is_checked_by_the_rules() -> None:
     assert "pruned: owned by flux:flux-system/apps" in " ".join(finding.evidence)
     assert finding.remediation.startswith("no manifest declares it, so the deployer will prune it")
     assert "kubectl get -n app persistentvolumeclaim/orphan -o yaml" in finding.remediation
+
+
+def _exempting_scratch() -> Policy:
+    from gate.policy import policy_from_dict
+
+    return policy_from_dict(
+        {
+            "exemptions": [
+                {
+                    "kind": "PersistentVolumeClaim",
+                    "labels": {"tier": "scratch"},
+                    "reason": "CI scratch",
+                    "expires": "2099-01-01",
+                }
+            ]
+        }
+    )
+
+
+def test_a_label_exemption_matches_the_live_labels_of_an_object_only_live() -> None:
+    """Pruned from the cluster with no base: the live labels are the only labels (the webhook
+    matches exemptions against them too); before, it matched against none and was blocked."""
+    from gate.check import check_objects
+    from gate.context import Context
+
+    live = LiveState(Policy().guarded_kinds)
+    live.upsert(
+        {"metadata": {"name": "orphan", "namespace": "app", "labels": {**FLUX, "tier": "scratch"}}},
+        "v1",
+        "PersistentVolumeClaim",
+    )
+    scope = parse_scope("flux:flux-system/apps")
+    extra = prune_changes(
+        scope,
+        prune_set(scope, live.objects.values(), candidate=set()),
+        build_inventory([], Scopes(), "default"),
+    )
+    result = check_objects(
+        [],
+        [],
+        context=Context.MERGED,
+        policy=_exempting_scratch(),
+        today=TODAY,
+        live=live,
+        extra_changes=extra,
+    )
+    assert result.decision.findings == ()
+    assert [e.finding.code for e in result.decision.exempted] == [Code.NOT_RETIRED]
+
+
+def test_with_a_live_view_the_live_labels_win_over_the_base() -> None:
+    """The base says scratch, the cluster says prod: what is deleted is the live object."""
+    from gate.check import check_objects
+    from gate.context import Context
+
+    scratch = "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: data\n"
+    scratch += "  namespace: app\n  labels: {tier: scratch}\n"
+    base = parse_stream(scratch, "base.yaml")
+    live = LiveState(Policy().guarded_kinds)
+    live.upsert(
+        {"metadata": {"name": "data", "namespace": "app", "labels": {"tier": "prod"}}},
+        "v1",
+        "PersistentVolumeClaim",
+    )
+    policy = _exempting_scratch()
+    offline = check_objects([*base], [], context=Context.MERGED, policy=policy, today=TODAY)
+    assert offline.decision.exempted and not offline.decision.findings
+    online = check_objects(
+        [*base], [], context=Context.MERGED, policy=policy, today=TODAY, live=live
+    )
+    assert codes(online) == {Code.NOT_RETIRED}
+    assert not online.decision.exempted

@@ -69,7 +69,7 @@ def review(
     }
 
 
-POLICY = policy_from_dict({"webhook": {"deployers": [FLUX], "maxCacheAge": "5m"}})
+POLICY = policy_from_dict({"webhook": {"deployers": [FLUX], "maxCacheAge": "6m"}})
 
 
 def make_app(
@@ -234,7 +234,7 @@ def test_validate_is_503_until_the_cache_is_ready() -> None:
 
 def test_a_refusal_ends_with_how_to_override() -> None:
     policy = policy_from_dict(
-        {"annotations": {"allowDelete": "example.com/let-go"}, "webhook": {"maxCacheAge": "5m"}}
+        {"annotations": {"allowDelete": "example.com/let-go"}, "webhook": {"maxCacheAge": "6m"}}
     )
     app, sink = make_app(claim(), pod("web-0", "data"), policy=policy)
     with app.test_client() as c:
@@ -274,3 +274,68 @@ def test_a_warned_decision_is_counted_under_its_finding_code() -> None:
     assert f'{decisions}{{code="CLAIM_MOUNTED",outcome="allowed"}} 1.0' in text
     assert 'code="warn"' not in text
     assert "the finding code that decided" in text
+
+
+def test_an_exempted_refusal_is_counted_logged_and_recorded(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    policy = policy_from_dict(
+        {
+            "exemptions": [
+                {"kind": "PersistentVolumeClaim", "reason": "INC-42", "expires": "2027-01-31"}
+            ]
+        }
+    )
+    app, sink = make_app(claim(), pod("web-0", "data"), policy=policy)
+    caplog.set_level("INFO", logger="prune_gate.webhook")
+    with app.test_client() as c:
+        out = post(c, review(claim())).get_json()["response"]
+        text = c.get("/metrics").get_data(as_text=True)
+    assert out["allowed"] is True
+    assert out["warnings"][0].startswith("prune-gate: allowed by policy exemption ('INC-42'")
+    assert [e.reason for e in sink.events] == ["PruneExempted"]
+    decisions = "prune_gate_webhook_decisions_total"
+    assert f'{decisions}{{code="CLAIM_MOUNTED",outcome="exempted"}} 1.0' in text
+    assert 'outcome="allowed"' not in text
+    (line,) = [r for r in caplog.records if r.getMessage() == "DELETE exempted"]
+    assert line.__dict__["exemption"] == "INC-42"
+    assert line.__dict__["exempted"] == ["CLAIM_MOUNTED"]
+
+
+def test_an_exempted_refusal_records_no_event_when_reviews_may_not() -> None:
+    policy = policy_from_dict(
+        {
+            "exemptions": [
+                {"kind": "PersistentVolumeClaim", "reason": "INC-42", "expires": "2027-01-31"}
+            ]
+        }
+    )
+    live = LiveState(policy.guarded_kinds)
+    live.upsert(claim())
+    live.upsert(pod("web-0", "data"))
+    sink = RecordingSink()
+    settings = Settings(
+        policy=policy, cache=StaticCache(live), events=sink, now=lambda: NOW, record_events=False
+    )
+    with create_app(settings).test_client() as c:
+        out = post(c, review(claim())).get_json()["response"]
+    assert out["allowed"] is True and out["warnings"]
+    assert sink.events == []
+
+
+def test_exemptions_expire_by_the_utc_date_whatever_zone_the_clock_is_in() -> None:
+    """A clock in UTC+14 at 02:00 on the 3rd is still the 2nd in UTC: the exemption holds."""
+    policy = policy_from_dict(
+        {
+            "exemptions": [
+                {"kind": "PersistentVolumeClaim", "reason": "INC-9", "expires": "2026-12-02"}
+            ]
+        }
+    )
+    live = LiveState(policy.guarded_kinds)
+    live.upsert(claim())
+    live.upsert(pod("web-0", "data"))
+    ahead = dt.datetime(2026, 12, 3, 2, 0, tzinfo=dt.timezone(dt.timedelta(hours=14)))
+    settings = Settings(policy=policy, cache=StaticCache(live), now=lambda: ahead)
+    with create_app(settings).test_client() as c:
+        assert post(c, review(claim())).get_json()["response"]["allowed"] is True

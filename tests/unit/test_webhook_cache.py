@@ -22,7 +22,7 @@ import pytest
 from gate.errors import ConfigError, UncountedError
 from gate.policy import policy_from_dict
 from gate.refs import ObjectRef
-from webhook.cache import KindSpec, WatchCache, _StateSink, custom_kind_of
+from webhook.cache import KindSpec, WatchCache, _CountSink, _StateSink, custom_kind_of
 from webhook.events import RecordingSink
 from webhook.kubeapi import ApiStatusError
 
@@ -109,7 +109,7 @@ def pod(name: str, claim: str, rv: str = "5") -> dict[str, Any]:
     }
 
 
-POLICY = policy_from_dict({"webhook": {"resync": "1h", "maxCacheAge": "10m"}})
+POLICY = policy_from_dict({"webhook": {"resync": "9m", "maxCacheAge": "10m"}})
 
 
 def _cache(api: FakeApi, clock: list[float] | None = None) -> WatchCache:
@@ -287,6 +287,31 @@ def test_custom_resources_it_may_not_list_stay_uncounted_but_ready(api: FakeApi)
         assert cache.live.custom_resource_count("example.com", "Backup") is None
 
 
+def test_a_forbidden_custom_kind_keeps_the_listed_kinds_ready_past_max_cache_age(
+    api: FakeApi,
+) -> None:
+    """A forbidden custom kind waits a whole resync before it lists again and hears nothing
+    meanwhile; readiness is about the kinds the rules read, which keep hearing from the API
+    server, so the webhook stays ready after maxCacheAge has passed for the forbidden one."""
+    clock = [1000.0]
+    cache = _cache(api, clock)
+    for w in cache.watchers:
+        w.list_once()
+    spec = KindSpec("example.com/v1", "Backup", "backups", metadata_only=True)
+    forbidden = cache._watcher(spec, _CountSink(cache, "example.com", "Backup"))
+    cache.custom[("example.com", "Backup")] = forbidden
+    forbidden._stop.set()  # so the wait after a 403 (the resync period) returns at once
+    forbidden._forbidden(ApiStatusError(403, "backups.example.com is forbidden"))
+    for _ in range(3):  # past maxCacheAge (10m) and past resync (9m) for the forbidden kind
+        clock[0] += 300
+        for w in cache.watchers:
+            w.last_heard = cache.clock()  # a watch the server ended on time
+    assert clock[0] - forbidden.last_heard > POLICY.webhook.max_cache_age_seconds
+    assert cache.ready() == (True, "ready")
+    assert cache.age() == 0
+    assert cache.stats().uncounted == ("Backup.example.com",)
+
+
 def test_a_broken_stream_makes_its_kind_unready_until_it_lists_again(api: FakeApi) -> None:
     pods = "/api/v1/pods"
     gate_list = threading.Event()
@@ -349,7 +374,8 @@ def test_a_guarded_custom_kind_is_watched_in_full_and_gates_readiness(api: FakeA
 def test_max_cache_age_below_five_minutes_is_an_error() -> None:
     with pytest.raises(ConfigError, match=r"webhook.maxCacheAge: '90s' is below the minimum of 5m"):
         policy_from_dict({"webhook": {"maxCacheAge": "90s"}}, "prune-gate.yaml")
-    assert policy_from_dict({"webhook": {"maxCacheAge": "5m"}}).webhook.max_cache_age_seconds == 300
+    five = policy_from_dict({"webhook": {"maxCacheAge": "5m", "resync": "4m"}})
+    assert five.webhook.max_cache_age_seconds == 300
 
 
 def _readiness_lines(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import base64
 import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -124,28 +127,88 @@ def test_no_cluster_at_all_is_a_usage_error_before_serving(
     assert "cannot load the kubeconfig" in result.output
 
 
+class StderrLines:
+    """A child's stderr, read by a thread into a queue, so that every wait on it has a deadline:
+    a server that hangs before it logs, or ignores SIGTERM, fails the test instead of hanging CI
+    (iterating `proc.stderr` blocks until a line or EOF comes, however long that is)."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stderr is not None
+        self.lines: list[str] = []
+        self._stream = proc.stderr
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        self._ended = False
+        threading.Thread(target=self._pump, name="stderr", daemon=True).start()
+
+    def _pump(self) -> None:
+        try:
+            for line in self._stream:
+                self._queue.put(line)
+        except (OSError, ValueError):  # the pipe closed under the read: the child is gone
+            pass
+        self._queue.put(None)
+
+    def _next(self, deadline: float) -> str | None:
+        """The next line; None at EOF; TimeoutError once the deadline passes."""
+        left = deadline - time.monotonic()
+        try:
+            line = self._queue.get(timeout=max(left, 0.0))
+        except queue.Empty:
+            raise TimeoutError(f"stderr so far:\n{''.join(self.lines)}") from None
+        if line is None:
+            self._ended = True
+        else:
+            self.lines.append(line)
+        return line
+
+    def wait_for(self, text: str, timeout: float) -> None:
+        """Read until a line holds `text`; fail at EOF or after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while not self._ended:
+            line = self._next(deadline)
+            if line is not None and text in line:
+                return
+        raise AssertionError(f"exited before logging {text!r}:\n{''.join(self.lines)}")
+
+    def rest(self, timeout: float) -> str:
+        """Everything to EOF (read within `timeout` seconds), all lines so far joined."""
+        deadline = time.monotonic() + timeout
+        while not self._ended:
+            self._next(deadline)
+        return "".join(self.lines)
+
+
 def _serve_until_sigterm(tmp_path: Path, *args: str) -> str:
     """Run `gate webhook serve --self-signed ARGS` until its worker boots, SIGTERM it; its log."""
     kubeconfig = _kubeconfig(tmp_path / "kubeconfig", "https://127.0.0.1:9")
     env = {**os.environ, "TMPDIR": str(tmp_path), "KUBECONFIG": str(kubeconfig)}
     cmd = [sys.executable, "-m", "gate", "webhook", "serve", "--self-signed"]
-    lines: list[str] = []
     with subprocess.Popen(
         [*cmd, "--listen", "127.0.0.1:0", *args], env=env, stderr=subprocess.PIPE, text=True
     ) as proc:
-        assert proc.stderr is not None
         try:
-            for line in proc.stderr:
-                lines.append(line)
-                if "Booting worker" in line:
-                    break
+            stderr = StderrLines(proc)
+            stderr.wait_for("Booting worker", timeout=60)
             proc.send_signal(signal.SIGTERM)
-            lines.extend(proc.stderr)
-            assert proc.wait(timeout=30) == 0, "".join(lines)
+            assert proc.wait(timeout=30) == 0, "".join(stderr.lines)
+            return stderr.rest(timeout=10)
         finally:
             if proc.poll() is None:
                 proc.kill()
-    return "".join(lines)
+
+
+def test_waiting_on_a_silent_server_has_a_deadline() -> None:
+    """A child that logs one line and then hangs: the wait ends at its deadline, with the log."""
+    hang = "import sys, time; print('starting', file=sys.stderr, flush=True); time.sleep(120)"
+    with subprocess.Popen([sys.executable, "-c", hang], stderr=subprocess.PIPE, text=True) as proc:
+        try:
+            stderr = StderrLines(proc)
+            with pytest.raises(TimeoutError, match="starting"):
+                stderr.wait_for("Booting worker", timeout=2)
+            assert proc.poll() is None  # still hanging: the test, not the child, ended the wait
+        finally:
+            proc.kill()
+        assert stderr.rest(timeout=10) == "starting\n"  # killed: EOF comes, and soon
 
 
 def test_self_signed_removes_its_temporary_certificates_on_sigterm(tmp_path: Path) -> None:

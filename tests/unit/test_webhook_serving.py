@@ -147,3 +147,58 @@ def test_a_full_queue_drops_and_a_failed_send_is_logged_not_raised(
         q.stop()
     assert q.failed >= 1
     assert "could not record event" in caplog.text
+
+
+class _Answer:
+    """A RESTResponse: a status and a JSON body."""
+
+    def __init__(self, status: int, body: bytes) -> None:
+        self.status = status
+        self._body = body
+        self.response = self
+
+    def read(self) -> bytes:
+        return self._body
+
+    def release_conn(self) -> None:
+        pass
+
+
+class _FlakyApi:
+    """Accepts the first Event and refuses the second (403)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def param_serialize(self, **kw: Any) -> Any:
+        return kw["method"], kw["resource_path"], kw["header_params"], kw["body"], []
+
+    def call_api(self, *args: Any, **kw: Any) -> _Answer:
+        self.calls += 1
+        if self.calls == 1:
+            return _Answer(201, b'{"kind": "Event"}')
+        return _Answer(403, b'{"message": "events is forbidden"}')
+
+
+def test_events_sent_and_failed_reach_metrics() -> None:
+    """The queue counted sends and failures that /metrics never showed: a webhook whose Events
+    all fail (RBAC) looked the same as a healthy one."""
+    from gate.livestate import LiveState
+    from webhook.app import Settings, create_app
+    from webhook.cache import StaticCache
+
+    q = EventQueue(_FlakyApi())
+    q.start()
+    q.submit(EVENT)
+    q.submit(EVENT)
+    q.stop()
+    assert (q.counts().sent, q.counts().failed, q.counts().dropped) == (1, 1, 0)
+    policy = policy_from_dict({})
+    settings = Settings(
+        policy=policy, cache=StaticCache(LiveState(policy.guarded_kinds)), event_counts=q.counts
+    )
+    with create_app(settings).test_client() as c:
+        text = c.get("/metrics").get_data(as_text=True)
+    assert "prune_gate_webhook_events_sent_total 1.0" in text
+    assert "prune_gate_webhook_events_failed_total 1.0" in text
+    assert "prune_gate_webhook_events_dropped_total 0.0" in text
