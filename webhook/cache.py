@@ -52,6 +52,9 @@ log = logging.getLogger("prune_gate.webhook.cache")
 PAGE_SIZE = 500
 #: Event reason (Warning) on a CRD whose custom resources cannot be listed.
 UNCOUNTED_EVENT = "ResourcesUncounted"
+#: How long a custom kind's list or watch must keep failing before it is reported (an Event on
+#: its CRD): a CRD just created is not served for a moment, which is no outage.
+REPORT_AFTER_SECONDS = 30.0
 CRD_API_VERSION = "apiextensions.k8s.io/v1"
 
 
@@ -272,10 +275,12 @@ class Watcher:
         on_failure: Callable[[str, bool], None] | None = None,
     ) -> None:
         self.api, self.spec, self.sink = api, spec, sink
-        #: Told once per outage (why, and whether RBAC forbade it): the first failure after a
-        #: good list or at start, not every retry.
+        #: Told once per outage (why, and whether RBAC forbade it), not every retry: at once for
+        #: a 403, once errors have gone on for REPORT_AFTER_SECONDS for anything else (a CRD
+        #: just created answers 404 for a moment before it is served: no news).
         self.on_failure = on_failure
         self._reported = False
+        self._failing_since: float | None = None
         self.resync_seconds = resync_seconds
         self.watch_seconds = watch_seconds
         self.clock = clock
@@ -341,8 +346,12 @@ class Watcher:
 
     def _failed(self, exc: Exception, backoff: float) -> None:
         self.restarts += 1
+        now = self.clock()
+        if self._failing_since is None:
+            self._failing_since = now
         self._stale(f"{type(exc).__name__}: {exc}")
-        self._report(forbidden=False)
+        if now - self._failing_since >= REPORT_AFTER_SECONDS:
+            self._report(forbidden=False)
         log.error(
             "watch failed, kind stale until it lists again",
             extra={"kind": self.spec.label, "error": self.problem},
@@ -396,6 +405,7 @@ class Watcher:
                 self.synced = True
                 self.problem = ""
                 self._reported = False
+                self._failing_since = None
                 return str(meta.get("resourceVersion") or "")
 
     def _watch_until_resync(self, rv: str) -> None:

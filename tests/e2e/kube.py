@@ -261,6 +261,36 @@ def delete_node(api: client.ApiClient, name: str) -> None:
 # ----------------------------------------------------------------------------- claims, pods
 
 
+def crd_body(
+    group: str, kind: str, plural: str, scope: str = "Namespaced", list_kind: str | None = None
+) -> dict[str, Any]:
+    """A CustomResourceDefinition serving `v1` of `kind` with any fields (schemaless)."""
+    names = {"kind": kind, "plural": plural, "listKind": list_kind or f"{kind}List"}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {
+            "group": group,
+            "names": names,
+            "scope": scope,
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "x-kubernetes-preserve-unknown-fields": True,
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
 def make_claim(
     api: client.ApiClient,
     namespace: str,

@@ -241,33 +241,10 @@ def test_api_server_restart_is_seen_and_the_cache_relists(
 
 
 def _crd(group: str, kind: str, plural: str, list_kind: str, scope: str = "Namespaced") -> Any:
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {
-            "name": f"{plural}.{group}",
-            # Groups under k8s.io are protected: the CRD must say where it was approved.
-            "annotations": {"api-approved.kubernetes.io": "unapproved, e2e test of prune-gate"},
-        },
-        "spec": {
-            "group": group,
-            "names": {"kind": kind, "plural": plural, "listKind": list_kind},
-            "scope": scope,
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "x-kubernetes-preserve-unknown-fields": True,
-                        }
-                    },
-                }
-            ],
-        },
-    }
+    body = k.crd_body(group, kind, plural, scope, list_kind)
+    # Groups under k8s.io are protected: the CRD must say where it was approved.
+    body["metadata"]["annotations"] = {"api-approved.kubernetes.io": "unapproved, e2e test"}
+    return body
 
 
 def _served(create: Any) -> bool:
@@ -348,8 +325,9 @@ def test_a_custom_kind_that_cannot_be_listed_leaves_the_webhook_ready(
 
         k.wait_for(uncounted, timeout=60, what="the clashing kind reported as not live")
         assert _status(webhook) == 200, webhook.get("/readyz")[1]
-        recorded = k.wait_for(
+        recorded = k.wait_for(  # reported once it has failed for 30 s (REPORT_AFTER_SECONDS)
             has_event(kube, "default", name, "ResourcesUncounted"),
+            timeout=180,
             what="a ResourcesUncounted Event on the clashing CRD",
         )
         assert "cannot list betas." in recorded[0].message, recorded[0].message

@@ -54,37 +54,11 @@ def test_every_registered_resource_is_served_by_the_real_api_server(kube: Cluste
     assert named <= served, sorted(named - served)
 
 
-def _mice_crd(group: str) -> dict[str, Any]:
-    """A CRD whose plural is no kind + "s": a guess (`mouses`) would match nothing."""
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"mice.{group}"},
-        "spec": {
-            "group": group,
-            "names": {"kind": "Mouse", "plural": "mice", "listKind": "MouseList"},
-            "scope": "Namespaced",
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "x-kubernetes-preserve-unknown-fields": True,
-                        }
-                    },
-                }
-            ],
-        },
-    }
-
-
 def test_register_names_a_guarded_custom_kind_by_discovery(kube: Cluster, tmp_path: Path) -> None:
     group = f"e2e{uuid.uuid4().hex[:6]}.prune-gate.io"
     ext: Any = client.ApiextensionsV1Api(kube.client)
-    ext.create_custom_resource_definition(_mice_crd(group))
+    # Its plural is no kind + "s": a guess (`mouses`) would match nothing.
+    ext.create_custom_resource_definition(k.crd_body(group, "Mouse", "mice"))
     try:
         k.wait_for(lambda: (group, "mice") in _served(kube), what="mice served")
         guarded = {"webhook": {"guardedKinds": ["PersistentVolumeClaim", f"Mouse.{group}"]}}

@@ -222,31 +222,7 @@ def test_crd_with_custom_resources_is_refused(kube: Cluster, webhook: Webhook) -
     group = f"e2e{uuid.uuid4().hex[:6]}.prune-gate.io"
     crd_name = f"backups.{group}"
     ext: Any = client.ApiextensionsV1Api(kube.client)
-    ext.create_custom_resource_definition(
-        {
-            "apiVersion": "apiextensions.k8s.io/v1",
-            "kind": "CustomResourceDefinition",
-            "metadata": {"name": crd_name},
-            "spec": {
-                "group": group,
-                "names": {"kind": "Backup", "plural": "backups", "singular": "backup"},
-                "scope": "Cluster",
-                "versions": [
-                    {
-                        "name": "v1",
-                        "served": True,
-                        "storage": True,
-                        "schema": {
-                            "openAPIV3Schema": {
-                                "type": "object",
-                                "x-kubernetes-preserve-unknown-fields": True,
-                            }
-                        },
-                    }
-                ],
-            },
-        }
-    )
+    ext.create_custom_resource_definition(k.crd_body(group, "Backup", "backups", "Cluster"))
     custom: Any = client.CustomObjectsApi(kube.client)
     try:
         body = {"apiVersion": f"{group}/v1", "kind": "Backup", "metadata": {"name": "nightly"}}

@@ -442,8 +442,8 @@ def test_becoming_ready_is_logged_without_anyone_asking(
 def test_a_failing_custom_kind_records_one_event_on_its_crd_per_outage() -> None:
     """The metric and log are for the operator; the CRD's Event tells whoever looks at the CRD
     why its deletion is refused. One per outage: not one per retry, again after a good list."""
-    api, sink = FakeApi(), RecordingSink()
-    cache = WatchCache(api, POLICY, watch_seconds=30, events=sink)
+    api, sink, clock = FakeApi(), RecordingSink(), [0.0]
+    cache = WatchCache(api, POLICY, watch_seconds=30, events=sink, clock=lambda: clock[0])
     crd: dict[str, Any] = {
         "metadata": {"name": "widgets.example.com", "uid": "u-1"},
         "spec": {
@@ -458,7 +458,19 @@ def test_a_failing_custom_kind_records_one_event_on_its_crd_per_outage() -> None
     report = cache._uncounted_reporter(crd, spec)
     assert report is not None
     watcher = cache._watcher(spec, on_failure=report)
+    watcher._failed(RuntimeError("not served yet"), 0)  # a CRD just created: a moment of 404
+    clock[0] += 2
+    watcher._failed(RuntimeError("not served yet"), 0)
+    assert sink.events == []
+    watcher.list_once()  # served now: that was no outage
+    clock[0] += 100
     watcher._failed(RuntimeError("listKind WidgetList is taken"), 0)
+    clock[0] += 29
+    watcher._failed(RuntimeError("listKind WidgetList is taken"), 0)
+    assert sink.events == []  # not yet 30 s of failing
+    clock[0] += 1
+    watcher._failed(RuntimeError("listKind WidgetList is taken"), 0)
+    clock[0] += 15
     watcher._failed(RuntimeError("still taken"), 0)
     assert len(sink.events) == 1
     event = sink.events[0]
