@@ -39,9 +39,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from gate.kube import load_configuration
 from gate.policy import Policy
 from gate.resources import RESOURCES
-from gate.snapshot import ApiLister, load_configuration, take_snapshot
+from gate.snapshot import ApiLister, take_snapshot
 
 REPO = Path(__file__).resolve().parents[1]
 DEV_CLUSTER = REPO / "scripts" / "dev-cluster"

@@ -239,8 +239,8 @@ def api_figures(kubeconfig: str, n: int, requests: int) -> None:
     """The request-time alternative against a real API server holding the same pods."""
     from concurrent.futures import ThreadPoolExecutor
 
+    from gate.kube import request_json
     from webhook.cli import api_client
-    from webhook.kubeapi import request_json
 
     api = api_client(kubeconfig)
     run = uuid.uuid4().hex[:6]

@@ -625,10 +625,11 @@ def _on_fence(
     act: Callable[[Any, str, str, dt.datetime], FenceStatus],
 ) -> FenceStatus:
     """Run `act(api, namespace, name, now)` on the fence Lease, with a client that is closed."""
-    from gate.snapshot import ApiLister
+    from gate.fencectl import LEASE_HINT
+    from gate.kube import KubeClient
 
     namespace, name, timeout = _fence_target(lease, config_path)
-    with ApiLister.from_kubeconfig(kubeconfig, kube_context, timeout) as api:
+    with KubeClient.from_kubeconfig(kubeconfig, kube_context, timeout, LEASE_HINT) as api:
         return act(api, namespace, name, dt.datetime.now(dt.UTC))
 
 

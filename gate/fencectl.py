@@ -17,7 +17,13 @@ from typing import Any
 
 from gate.errors import GateError
 from gate.fence import HOLDER_USER, FenceState, FenceStatus, fence_status, parse_lease
-from gate.snapshot import ApiLister, NotServedError
+from gate.kube import KubeClient, NotFoundError
+
+#: What `gate fence` needs, said on a 403.
+LEASE_HINT = (
+    "holding the speculation fence needs get, create and update on leases.coordination.k8s.io "
+    "in the fence's namespace"
+)
 
 
 class FenceHeldError(GateError):
@@ -37,14 +43,14 @@ def _path(namespace: str, name: str = "") -> str:
     return f"{base}/{name}" if name else base
 
 
-def _read(api: ApiLister, namespace: str, name: str) -> dict[str, Any] | None:
+def _read(api: KubeClient, namespace: str, name: str) -> dict[str, Any] | None:
     try:
         return api.get_json(_path(namespace, name), [], f"read Lease {namespace}/{name}")
-    except NotServedError:
+    except NotFoundError:
         return None  # no such Lease (or, on a very old server, no Leases at all)
 
 
-def whoami(api: ApiLister) -> str | None:
+def whoami(api: KubeClient) -> str | None:
     """The user the API server authenticates this client as; None when it cannot say."""
     body = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
     try:
@@ -65,14 +71,14 @@ def _annotate(obj: dict[str, Any], user: str | None) -> None:
     meta["annotations"] = annotations
 
 
-def read_fence(api: ApiLister, namespace: str, name: str, now: dt.datetime) -> FenceStatus:
+def read_fence(api: KubeClient, namespace: str, name: str, now: dt.datetime) -> FenceStatus:
     """The fence as it is now."""
     obj = _read(api, namespace, name)
     return fence_status(parse_lease(obj) if obj else None, now)
 
 
 def hold_fence(
-    api: ApiLister,
+    api: KubeClient,
     namespace: str,
     name: str,
     holder: str,
@@ -112,7 +118,7 @@ def hold_fence(
 
 
 def release_fence(
-    api: ApiLister, namespace: str, name: str, holder: str, now: dt.datetime
+    api: KubeClient, namespace: str, name: str, holder: str, now: dt.datetime
 ) -> FenceStatus:
     """Free the fence if `holder` holds it (held or expired); leave another holder's alone."""
     obj = _read(api, namespace, name)

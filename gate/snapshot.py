@@ -17,16 +17,13 @@ tested without a cluster (tests/unit/test_snapshot.py) and against one (tests/e2
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from types import TracebackType
 from typing import Any, Protocol
 
 from gate.errors import ClusterError
+from gate.kube import KubeClient, NotFoundError, status_error
 from gate.livestate import CustomKind, LiveState, ref_of, served_custom_kind
 from gate.manifests import Inventory
 from gate.plan import Change
@@ -38,8 +35,8 @@ from gate.scope import PruneScope, prune_changes, prune_set
 _CRD = ("apiextensions.k8s.io", "CustomResourceDefinition")
 
 
-class NotServedError(ClusterError):
-    """The API server answered 404 for a list: the API (a CRD's group, snapshots) is not there."""
+#: The API server answered 404 for a list: the API (a CRD's group, snapshots) is not there.
+NotServedError = NotFoundError
 
 
 class Lister(Protocol):
@@ -224,195 +221,21 @@ def read_live(
 # --- the real API -------------------------------------------------------------------------------
 
 
-def load_configuration(kubeconfig: str | None, context: str | None) -> Any:
-    """A client `Configuration` from --kubeconfig/--kube-context, else the usual resolution:
-    $KUBECONFIG, ~/.kube/config, then the in-cluster service account."""
-    from kubernetes import client, config
-    from kubernetes.config.config_exception import ConfigException
-
-    cfg = client.Configuration()
-    # $KUBECONFIG is read now, not when the client was imported (it caches it then); a list of
-    # files separated by os.pathsep is merged by the client, as kubectl does.
-    where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
-    in_cluster = (
-        kubeconfig is None
-        and not Path(where.split(os.pathsep)[0]).expanduser().exists()
-        and "KUBERNETES_SERVICE_HOST" in os.environ
-    )
-    try:
-        if in_cluster:
-            load_incluster: Any = config.load_incluster_config  # untyped in the client
-            load_incluster(client_configuration=cfg)
-        else:
-            load: Any = config.load_kube_config  # untyped in the client
-            load(config_file=where, context=context, client_configuration=cfg)
-    except (ConfigException, OSError, ValueError, TypeError) as exc:
-        raise ClusterError(
-            f"cannot load the kubeconfig ({where}"
-            + (f", context {context}" if context else "")
-            + f"): {exc}; pass --kubeconfig FILE (and --kube-context NAME), or set KUBECONFIG"
-        ) from exc
-    return cfg
+#: What `gate check --live` and `gate retire` need, said on a 403.
+LIVE_HINT = (
+    "gate check --live needs get and list on pods, persistentvolumeclaims, persistentvolumes, "
+    "namespaces, statefulsets, deployments, daemonsets, replicasets, jobs, cronjobs, "
+    "customresourcedefinitions and volumesnapshots (a read-only ClusterRole)"
+)
 
 
-class ApiLister:
-    """A `Lister` over the kubernetes client's configured HTTP pool (auth, TLS, proxy), raw JSON.
+class ApiLister(KubeClient):
+    """The `Lister` of `gate check --live` and `gate retire` (`gate.kube.KubeClient`): a 403
+    says which read-only role it needs."""
 
-    Use as a context manager: the ApiClient's connection pool is closed on exit.
-    """
-
-    def __init__(self, configuration: Any, timeout: float) -> None:
-        from kubernetes import client
-        from urllib3.util.retry import Retry
-
-        # Retry only connection setup (a reset, a refused connect while an LB flips); never a
-        # status: 401/403/404 are answers, not hiccups.
-        configuration.retries = Retry(total=2, connect=2, read=0, status=0, backoff_factor=0.2)
-        self.host: str = configuration.host
-        self.timeout = timeout
-        self._api: Any = client.ApiClient(configuration=configuration)
-
-    @classmethod
-    def from_kubeconfig(
-        cls, kubeconfig: str | None, context: str | None, timeout: float
-    ) -> ApiLister:
-        return cls(load_configuration(kubeconfig, context), timeout)
-
-    def close(self) -> None:
-        self._api.close()
-
-    def __enter__(self) -> ApiLister:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def get_json(self, path: str, query: list[tuple[str, str]], what: str) -> dict[str, Any]:
-        return self.request_json("GET", path, what, query=query)
-
-    def request_json(
-        self,
-        method: str,
-        path: str,
-        what: str,
-        *,
-        query: list[tuple[str, str]] | None = None,
-        body: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        """One request with a JSON answer; every failure is a ClusterError naming `what`."""
-        import urllib3
-        from kubernetes.client.exceptions import ApiException
-
-        headers = {"Accept": "application/json"}
-        if body is not None:
-            headers["Content-Type"] = "application/json"
-        method, url, headers, payload, _ = self._api.param_serialize(
-            method,
-            path,
-            query_params=query or [],
-            header_params=headers,
-            body=body,
-            auth_settings=["BearerToken"],
-        )
-        try:
-            response = self._api.call_api(
-                method, url, header_params=headers, body=payload, _request_timeout=self.timeout
-            )
-            raw: bytes = response.read()
-        except ApiException as exc:  # the client wraps TLS failures as status 0
-            raise ClusterError(self._tls_message(what, exc.reason)) from exc
-        except urllib3.exceptions.SSLError as exc:
-            raise ClusterError(self._tls_message(what, str(exc))) from exc
-        except urllib3.exceptions.MaxRetryError as exc:
-            reason = exc.reason
-            if isinstance(reason, urllib3.exceptions.SSLError):
-                raise ClusterError(self._tls_message(what, str(reason))) from exc
-            refused = isinstance(reason, urllib3.exceptions.NewConnectionError)
-            if isinstance(reason, urllib3.exceptions.TimeoutError) and not refused:
-                raise ClusterError(self._timeout_message(what)) from exc
-            raise ClusterError(
-                f"{what}: cannot reach the API server at {self.host}: {_short(reason)}; check "
-                "that the cluster is up and the kubeconfig's server address is right "
-                "(--kubeconfig, --kube-context)"
-            ) from exc
-        except urllib3.exceptions.TimeoutError as exc:
-            raise ClusterError(self._timeout_message(what)) from exc
-        except urllib3.exceptions.HTTPError as exc:
-            raise ClusterError(
-                f"{what}: the connection to {self.host} failed mid-answer: {_short(exc)}; retry"
-            ) from exc
-        status = int(response.status)
-        if status >= 400:
-            raise _status_error(what, self.host, status, raw)
-        try:
-            body = json.loads(raw)
-        except ValueError as exc:
-            raise ClusterError(
-                f"{what}: {self.host} answered {status} with something that is not JSON "
-                f"({raw[:80]!r}); is the kubeconfig's server really a kube-apiserver?"
-            ) from exc
-        if not isinstance(body, dict):
-            raise ClusterError(f"{what}: {self.host} answered JSON that is not an object")
-        return body
-
-    def _tls_message(self, what: str, reason: object) -> str:
-        return (
-            f"{what}: TLS with the API server at {self.host} failed: {_short(reason)}; the "
-            "kubeconfig's certificate-authority does not match the server, or the server name "
-            "is wrong"
-        )
-
-    def _timeout_message(self, what: str) -> str:
-        return (
-            f"{what}: the API server at {self.host} did not answer within {self.timeout:g}s; "
-            "raise live.timeout in the policy file, or lower live.pageSize"
-        )
-
-
-def _short(reason: object) -> str:
-    text = str(reason)
-    # urllib3 wraps: "<urllib3.connection.HTTPSConnection object at 0x..>: Failed to establish a
-    # new connection: [Errno 111] Connection refused" -> keep what a person can act on.
-    if ">: " in text:
-        text = text.split(">: ", 1)[1]
-    return text.strip().rstrip(")'\"")
+    default_hint = LIVE_HINT
 
 
 def _status_error(what: str, host: str, status: int, raw: bytes) -> ClusterError:
-    try:
-        message = str(json.loads(raw).get("message", ""))
-    except (ValueError, AttributeError):
-        message = raw[:200].decode("utf-8", "replace")
-    said = f" ({message})" if message else ""
-    if status == 401:
-        return ClusterError(
-            f"{what}: the API server at {host} rejected the credentials (401 Unauthorized){said}; "
-            "the kubeconfig's token or client certificate is wrong or expired"
-        )
-    if status == 403 and "Lease" in what:
-        return ClusterError(
-            f"{what}: forbidden (403){said}; holding the speculation fence needs get, create and "
-            "update on leases.coordination.k8s.io in the fence's namespace"
-        )
-    if status == 409:
-        return ClusterError(f"{what}: someone changed it at the same time (409 Conflict); retry")
-    if status == 403:
-        return ClusterError(
-            f"{what}: forbidden (403){said}; gate check --live needs get and list on pods, "
-            "persistentvolumeclaims, persistentvolumes, namespaces, statefulsets, deployments, "
-            "daemonsets, replicasets, jobs, cronjobs, customresourcedefinitions and "
-            "volumesnapshots (a read-only ClusterRole)"
-        )
-    if status == 404:
-        return NotServedError(f"{what}: the API server at {host} does not serve it (404){said}")
-    if status == 410:
-        return ClusterError(
-            f"{what}: the list changed too much while it was read (410 Gone: continue token "
-            "expired){said}; run the check again, or raise live.pageSize"
-        )
-    return ClusterError(f"{what}: the API server at {host} answered {status}{said}")
+    """The error `gate check --live` gives for a non-2xx list answer."""
+    return status_error(what, host, status, raw, LIVE_HINT)

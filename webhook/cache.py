@@ -39,13 +39,13 @@ from typing import Any, Protocol
 from gate.cluster import LiveObject, LiveView, PodUse, Volume
 from gate.errors import UncountedError
 from gate.fence import Lease, parse_lease
+from gate.kube import METADATA, METADATA_LIST, ApiStatusError, open_request, request_json
 from gate.livestate import LiveState, ref_of, served_custom_kind
 from gate.policy import Policy
 from gate.refs import ObjectRef, api_path, group_kind, group_of
 from gate.resources import RESOURCES
 from webhook.decide import EventSpec
 from webhook.events import EventSink
-from webhook.kubeapi import METADATA, METADATA_LIST, ApiStatusError, open_request, request_json
 
 log = logging.getLogger("prune_gate.webhook.cache")
 

@@ -17,8 +17,8 @@ from typing import Any
 import click
 
 from gate.errors import GateError
+from gate.kube import load_configuration
 from gate.policy import load_policy
-from gate.snapshot import load_configuration
 from webhook import jsonlog
 from webhook.review import DEFAULT_MAX_BYTES
 

@@ -18,8 +18,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from gate.kube import request_json
 from webhook.decide import MAX_EVENT_MESSAGE, EventSpec
-from webhook.kubeapi import request_json
 
 log = logging.getLogger("prune_gate.webhook.events")
 

@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from gate.errors import ConfigError
+from gate.kube import ApiStatusError, request_json
 from gate.policy import Policy
 from gate.resources import RESOURCES
-from webhook.kubeapi import ApiStatusError, request_json
 
 PATH = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
 WEBHOOK_NAME = "prune-gate.prune-gate.io"

@@ -43,7 +43,7 @@ class FakeLister:
         q = dict(query)
         self.requests.append((path, q))
         if path not in self.lists:
-            raise NotServedError(f"{what}: not served (404)")
+            raise NotServedError(404, f"{what}: not served (404)")
         items = self.lists[path]
         start = int(q.get("continue", "0"))
         end = start + int(q["limit"])
