@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -22,6 +22,9 @@ from typing import Any, Self
 from gate.errors import ClusterError
 
 JSON = "application/json"
+#: Content types of the two patches the client sends.
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 #: Metadata-only lists and watches: enough to count custom resources of any kind.
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
@@ -146,6 +149,7 @@ def open_request(
     timeout: float | tuple[float, float] = 30.0,
     what: str = "",
     hint: str = "",
+    content_type: str = JSON,
 ) -> Any:
     """Send a request and return the open response (a streaming `RESTResponse`).
 
@@ -153,7 +157,7 @@ def open_request(
     """
     headers = {"Accept": accept}
     if body is not None:
-        headers["Content-Type"] = JSON
+        headers["Content-Type"] = content_type
     method, url, headers, data, _post = api.param_serialize(
         method=method,
         resource_path=path,
@@ -181,9 +185,10 @@ def request_json(
     timeout: float | tuple[float, float] = 30.0,
     what: str = "",
     hint: str = "",
+    content_type: str = JSON,
 ) -> dict[str, Any]:
     """Send a request and decode its JSON answer (an object)."""
-    resp = open_request(api, method, path, query, body, accept, timeout, what, hint)
+    resp = open_request(api, method, path, query, body, accept, timeout, what, hint, content_type)
     label = what or f"{method} {path}"
     try:
         data = json.loads(resp.read())
@@ -249,8 +254,9 @@ class KubeClient:
         what: str,
         *,
         query: list[tuple[str, str]] | None = None,
-        body: dict[str, Any] | None = None,
+        body: Any = None,
         hint: str | None = None,
+        content_type: str = JSON,
     ) -> dict[str, Any]:
         """One request with a JSON answer; every failure is a ClusterError naming `what`."""
         import urllib3
@@ -266,6 +272,7 @@ class KubeClient:
                 timeout=self.timeout,
                 what=what,
                 hint=self.hint if hint is None else hint,
+                content_type=content_type,
             )
         except ApiException as exc:  # the client wraps TLS failures as status 0
             raise ClusterError(self._tls_message(what, exc.reason)) from exc
@@ -290,6 +297,72 @@ class KubeClient:
                 f"{what}: the connection to {self.host} failed mid-answer: {_short(exc)}; retry"
             ) from exc
 
+    # --- the verbs -----------------------------------------------------------------------------
+
+    def get(self, path: str, what: str) -> dict[str, Any] | None:
+        """The object at `path`, or None when there is none (404)."""
+        try:
+            return self.request_json("GET", path, what)
+        except NotFoundError:
+            return None
+
+    def list_all(
+        self, path: str, what: str, page_size: int = 500, query: Sequence[tuple[str, str]] = ()
+    ) -> Iterator[dict[str, Any]]:
+        """Every item of a list, page by page (`limit` and `continue`): never one huge answer."""
+        cont = ""
+        while True:
+            q = [*query, ("limit", str(page_size)), *([("continue", cont)] if cont else [])]
+            page = self.request_json("GET", path, what, query=q)
+            yield from (i for i in page.get("items") or [] if isinstance(i, dict))
+            cont = str((page.get("metadata") or {}).get("continue") or "")
+            if not cont:
+                return
+
+    def create(
+        self, path: str, body: dict[str, Any], what: str, dry_run: bool = False
+    ) -> dict[str, Any]:
+        return self.request_json("POST", path, what, query=_dry(dry_run), body=body)
+
+    def update(
+        self, path: str, body: dict[str, Any], what: str, dry_run: bool = False
+    ) -> dict[str, Any]:
+        """PUT the whole object; its `metadata.resourceVersion` is the precondition (a
+        `ConflictError` when someone wrote it since it was read)."""
+        return self.request_json("PUT", path, what, query=_dry(dry_run), body=body)
+
+    def patch(
+        self, path: str, patch: Any, what: str, *, json_patch: bool = False, dry_run: bool = False
+    ) -> dict[str, Any]:
+        """A merge patch (a dict), or a JSON patch (a list of operations, whose `test`
+        operations are preconditions)."""
+        content_type = JSON_PATCH if json_patch else MERGE_PATCH
+        return self.request_json(
+            "PATCH", path, what, query=_dry(dry_run), body=patch, content_type=content_type
+        )
+
+    def delete(
+        self,
+        path: str,
+        what: str,
+        *,
+        uid: str | None = None,
+        resource_version: str | None = None,
+        dry_run: bool = False,
+        propagation: str | None = None,
+    ) -> dict[str, Any]:
+        """DELETE with preconditions: the object must still be the one read (`uid`) and unchanged
+        since (`resource_version`), else a `ConflictError` and nothing is deleted."""
+        options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        pre = {k: v for k, v in (("uid", uid), ("resourceVersion", resource_version)) if v}
+        if pre:
+            options["preconditions"] = pre
+        if dry_run:
+            options["dryRun"] = ["All"]
+        if propagation:
+            options["propagationPolicy"] = propagation
+        return self.request_json("DELETE", path, what, body=options)
+
     def _tls_message(self, what: str, reason: object) -> str:
         return (
             f"{what}: TLS with the API server at {self.host} failed: {_short(reason)}; the "
@@ -302,6 +375,10 @@ class KubeClient:
             f"{what}: the API server at {self.host} did not answer within {self.timeout:g}s; "
             "raise live.timeout in the policy file, or lower live.pageSize"
         )
+
+
+def _dry(dry_run: bool) -> list[tuple[str, str]]:
+    return [("dryRun", "All")] if dry_run else []
 
 
 def _short(reason: object) -> str:
