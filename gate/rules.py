@@ -19,7 +19,7 @@ from gate.manifests import Inventory, Manifest, Source
 from gate.plan import Action, Change
 from gate.policy import Policy
 from gate.refs import ObjectRef
-from gate.updates import candidate_findings
+from gate.updates import change_findings
 from gate.workloads import claim_names, pod_spec_of, statefulset_claim_matches
 
 CLAIM = ("", "PersistentVolumeClaim")
@@ -610,17 +610,23 @@ def check_candidate_updates(world: World) -> Iterator[Finding]:
         if base is not None and base.body == head.body:
             continue
         cause = "changed by the candidate" if base is not None else "created by the candidate"
-        change = Change(head.ref, Action.UPDATE, base, head, cause)
-        stage_1 = retirement(change, world)
-        for f in candidate_findings(
+        guarded = world.policy.is_guarded_kind(head.ref.group, head.ref.kind)
+        # Stage 1 matters only to an owner added to a guarded object: read it only then.
+        stage_1 = (
+            retirement(Change(head.ref, Action.UPDATE, base, head, cause), world)
+            if guarded
+            else Retirement(None, "")
+        )
+        for f in change_findings(
             head.ref,
             base.body if base is not None else {},
             head.body,
             world.policy,
-            change.cause,
+            cause,
+            guarded=guarded,
+            created=base is None,
             retired=stage_1.reason is not None,
             unretired=stage_1.evidence,
-            created=base is None,
         ):
             yield replace(f, source=head.source or (base.source if base is not None else None))
 

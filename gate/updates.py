@@ -206,32 +206,34 @@ def override_in_manifest(
     )
 
 
-def candidate_findings(
+def change_findings(
     ref: ObjectRef,
-    base: dict[str, Any],
-    head: dict[str, Any],
+    old: dict[str, Any],
+    new: dict[str, Any],
     policy: Policy,
     cause: str,
     *,
-    retired: bool,
-    unretired: str,
+    guarded: bool,
     created: bool = False,
+    retired: bool | None = None,
+    unretired: str = "",
 ) -> list[Finding]:
-    """Every finding of an object `gate check` sees in base and candidate: the UPDATE the deploy
-    will make, judged as the webhook judges it. The speculation fence is the webhook's alone (the
-    gate has its own rules for a speculative candidate), and stage 1 is read by the caller, which
-    knows whether the base branch and the cluster both carry the retire mark. A `created` object
-    (`base` empty) is judged as the webhook judges a CREATE: not for a StatefulSet's retention,
-    since a new StatefulSet's claims are new."""
+    """Every finding of one change, in both doors: the webhook's UPDATE or CREATE (`oldObject`
+    against `object`), `gate check`'s object in base and candidate. `guarded` is the door's own
+    answer for the kind (the webhook's guarded kinds, or the gate's). A `created` object (`old`
+    empty) is not judged for a StatefulSet's retention or a volume's reclaim policy: a new
+    StatefulSet's claims and a new volume's data are new. `retired` and `unretired` are stage 1
+    as the caller reads it (default: the retire mark on `old`). The speculation fence is the
+    webhook's part (`webhook.updates`)."""
     found: list[Finding] = []
-    if policy.is_guarded_kind(ref.group, ref.kind):
+    if guarded:
         found.extend(
             owner_references_added(
-                ref, base, head, policy, cause, retired=retired, unretired=unretired
+                ref, old, new, policy, cause, retired=retired, unretired=unretired
             )
         )
-        found.extend(override_in_manifest(ref, base, head, policy, cause))
-    if not created:  # a new StatefulSet's claims, a new volume's data, are new
-        found.extend(retention_deletes_claims(ref, base, head, policy, cause))
-        found.extend(reclaim_switched_to_delete(ref, base, head, policy, cause))
+        found.extend(override_in_manifest(ref, old, new, policy, cause))
+    if not created:
+        found.extend(retention_deletes_claims(ref, old, new, policy, cause))
+        found.extend(reclaim_switched_to_delete(ref, old, new, policy, cause))
     return found

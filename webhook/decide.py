@@ -46,12 +46,7 @@ from gate.rules import (
 from gate.verdict import Decision, Exempted, Verdict, apply_policy, decide
 from webhook.labels import protected_label_changes
 from webhook.review import AdmissionRequest, AdmissionResponse, Status
-from webhook.updates import (
-    override_in_manifest,
-    owner_references_added,
-    retire_under_fence,
-    update_findings,
-)
+from webhook.updates import update_findings
 
 #: Rules that decide every guarded DELETE, whoever makes it.
 ADMISSION_RULES: tuple[Callable[[Change, World], Iterator[Finding]], ...] = (
@@ -488,12 +483,7 @@ def decide_create(
     if not ref.name:  # generateName: the API server names it after admission
         prefix = str(((new.get("metadata") or {}).get("generateName")) or "")
         ref = replace(ref, name=f"{prefix}<generated>")
-    cause = _cause(req)
-    raw = [
-        *owner_references_added(ref, {}, new, policy, cause),
-        *override_in_manifest(ref, {}, new, policy, cause),
-        *retire_under_fence(ref, {}, new, policy, fence, cause),
-    ]
+    raw = update_findings(ref, {}, new, policy, fence, _cause(req), created=True)
     return _judge_change(req, ref, raw, is_deployer(req, policy), policy, today)
 
 

@@ -1,9 +1,9 @@
 """The UPDATEs that delete by proxy, as the webhook judges them.
 
 The finders that compare an object before and after a change live in the core (`gate.updates`),
-so that `gate check` finds in a candidate exactly the changes the webhook refuses in an UPDATE;
-this module adds the webhook's own part, the speculation fence (a retire mark applied while a
-speculative deploy holds it), and keeps the webhook's names for the rest. Pure.
+so that `gate check` finds in a candidate exactly the changes the webhook refuses in an UPDATE or
+a CREATE; this module adds the webhook's own part, the speculation fence (a retire mark applied
+while a speculative deploy holds it). Pure.
 """
 
 from __future__ import annotations
@@ -15,24 +15,7 @@ from gate.fence import FenceState, FenceStatus
 from gate.findings import Code, Finding
 from gate.policy import Policy
 from gate.refs import ObjectRef
-from gate.updates import (
-    RETENTION_FIELDS,
-    annotation_added,
-    override_in_manifest,
-    owner_references_added,
-    reclaim_switched_to_delete,
-    retention_deletes_claims,
-)
-
-__all__ = [
-    "RETENTION_FIELDS",
-    "override_in_manifest",
-    "owner_references_added",
-    "reclaim_switched_to_delete",
-    "retention_deletes_claims",
-    "retire_under_fence",
-    "update_findings",
-]
+from gate.updates import annotation_added, change_findings
 
 
 def retire_under_fence(
@@ -75,13 +58,12 @@ def update_findings(
     policy: Policy,
     fence: FenceStatus,
     cause: str,
+    created: bool = False,
 ) -> list[Finding]:
-    """Every finding of one UPDATE, most specific first."""
-    found: list[Finding] = []
-    if (ref.group, ref.kind) in policy.webhook.guarded_kinds:
-        found.extend(owner_references_added(ref, old, new, policy, cause))
-        found.extend(override_in_manifest(ref, old, new, policy, cause))
+    """Every finding of one UPDATE (or, `created`, a CREATE: `old` is empty): the changes both
+    doors judge (`gate.updates.change_findings`), and the retire mark under a held fence."""
+    guarded = (ref.group, ref.kind) in policy.webhook.guarded_kinds
+    found = change_findings(ref, old, new, policy, cause, guarded=guarded, created=created)
+    if guarded:
         found.extend(retire_under_fence(ref, old, new, policy, fence, cause))
-        found.extend(reclaim_switched_to_delete(ref, old, new, policy, cause))
-    found.extend(retention_deletes_claims(ref, old, new, policy, cause))  # guarded or not
     return found
