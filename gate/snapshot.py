@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gate.errors import ClusterError
-from gate.kube import KubeClient, NotFoundError, status_error
+from gate.kube import KubeClient, NotFoundError
 from gate.livestate import CustomKind, LiveState, ref_of, served_custom_kind
 from gate.manifests import Inventory
 from gate.plan import Change
@@ -234,8 +234,3 @@ class ApiLister(KubeClient):
     says which read-only role it needs."""
 
     default_hint = LIVE_HINT
-
-
-def _status_error(what: str, host: str, status: int, raw: bytes) -> ClusterError:
-    """The error `gate check --live` gives for a non-2xx list answer."""
-    return status_error(what, host, status, raw, LIVE_HINT)

@@ -10,6 +10,7 @@ import pytest
 
 from gate.cluster import LiveObject
 from gate.errors import ClusterError
+from gate.kube import status_error
 from gate.manifests import build_inventory, parse_stream
 from gate.policy import Policy
 from gate.refs import ObjectRef, Scopes
@@ -17,8 +18,8 @@ from gate.resources import RESOURCES, Resource
 from gate.retire import Stage, render_json, render_text, retire_statuses
 from gate.scope import FLUX_NAME, FLUX_NAMESPACE, parse_scope
 from gate.snapshot import (
+    LIVE_HINT,
     NotServedError,
-    _status_error,
     count_custom_resources,
     list_items,
     read_live,
@@ -171,10 +172,10 @@ def test_read_live_prunes_owned_objects_and_counts_pruned_crds() -> None:
 )
 def test_status_errors_say_what_and_how_to_fix(status: int, says: str) -> None:
     raw = json.dumps({"kind": "Status", "message": "bad token"}).encode()
-    err = _status_error("list pods", "https://k:6443", status, raw)
+    err = status_error("list pods", "https://k:6443", status, raw, LIVE_HINT)
     assert str(err).startswith("list pods: ")
     assert says in str(err)
-    assert isinstance(_status_error("list x", "h", 404, b"not json"), NotServedError)
+    assert isinstance(status_error("list x", "h", 404, b"not json"), NotServedError)
 
 
 # --- retirement status ----------------------------------------------------------------------
