@@ -4,13 +4,14 @@ A deployer that may not delete a claim could still have it deleted: add an owner
 garbage collector deletes the claim with its owner), switch a StatefulSet's claim retention to
 Delete (the StatefulSet controller has its claims deleted on scale-down or deletion), or satisfy
 the rules one call early (apply the retire mark from a speculative deploy, or put the allow-delete
-override in a manifest; the speculation fence's part is the webhook's, in `webhook.updates`).
-Each function here compares the object before a change with the
-object after it, so a field a change leaves as it was never refuses: only the change is judged.
+override in a manifest; the speculation fence's part is the webhook's, in `webhook.updates`), or
+hide it from the webhook (change a label its objectSelector reads). Each function here compares
+the object before a change with the object after it, so a field a change leaves as it was never
+refuses: only the change is judged.
 
-Both doors use them: the webhook on an UPDATE (`oldObject` against `object`), `gate check` on an
-object present in base and candidate (the base manifest against the candidate's), so the two
-cannot disagree on what such a change is. Pure: no cluster, no clock.
+Both doors use them, through `change_findings`: the webhook on an UPDATE or CREATE (`oldObject`
+against `object`), `gate check` on an object in the candidate (the base manifest against the
+candidate's), so the two cannot disagree on what such a change is. Pure: no cluster, no clock.
 """
 
 from __future__ import annotations
@@ -206,6 +207,48 @@ def override_in_manifest(
     )
 
 
+def _label(obj: dict[str, Any], key: str) -> str | None:
+    meta = obj.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, dict) else None
+    value = labels.get(key) if isinstance(labels, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def _how(was: str | None, now: str | None) -> str:
+    if was is None:
+        return f'added ("{now}")'
+    if now is None:
+        return f'removed (was "{was}")'
+    return f'changed from "{was}" to "{now}"'
+
+
+def protected_label_changes(
+    ref: ObjectRef, old: dict[str, Any], new: dict[str, Any], policy: Policy, cause: str
+) -> Iterator[Finding]:
+    """GUARD_TAMPERED for each protected label this change adds, changes or removes: labels
+    come from the deployer's manifests, so one relabel could hide the object from the webhook's
+    objectSelector, and every later DELETE with it."""
+    for key in policy.webhook.protected_labels:
+        was, now = _label(old, key), _label(new, key)
+        if was == now:
+            continue
+        yield Finding(
+            code=Code.GUARD_TAMPERED,
+            ref=ref,
+            message=f"{ref.display()} has label {key} {_how(was, now)}: the webhook's "
+            "objectSelector reads that label, so the change could take the object out "
+            "of prune-gate's sight before it is deleted",
+            evidence=(
+                f"protected label (policy webhook.protectedLabels): {key}",
+                f"cause: {cause}",
+            ),
+            remediation=f"keep label {key} as it is live in the manifest; if the object should "
+            f"leave prune-gate's guard, a person relabels it (kubectl label {ref.kubectl()} "
+            f"{key}=... --overwrite) or the chart's webhook.objectSelector changes",
+            api_version=str(new.get("apiVersion") or ""),
+        )
+
+
 def change_findings(
     ref: ObjectRef,
     old: dict[str, Any],
@@ -233,6 +276,8 @@ def change_findings(
             )
         )
         found.extend(override_in_manifest(ref, old, new, policy, cause))
+        if not created:  # a new object out of the selector was never in sight
+            found.extend(protected_label_changes(ref, old, new, policy, cause))
     if not created:
         found.extend(retention_deletes_claims(ref, old, new, policy, cause))
         found.extend(reclaim_switched_to_delete(ref, old, new, policy, cause))

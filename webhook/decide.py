@@ -44,7 +44,6 @@ from gate.rules import (
     check_statefulset_deletes_claims,
 )
 from gate.verdict import Decision, Exempted, Verdict, apply_policy, decide
-from webhook.labels import protected_label_changes
 from webhook.review import AdmissionRequest, AdmissionResponse, Status
 from webhook.updates import update_findings
 
@@ -460,10 +459,6 @@ def decide_update(
             return _unidentified(req, ref)
         return Outcome(_allowed(req), Verdict.ALLOW)
     raw = update_findings(ref, req.old_object, req.new_object, policy, fence, _cause(req))
-    if (ref.group, ref.kind) in policy.webhook.guarded_kinds:
-        raw.extend(
-            protected_label_changes(ref, req.old_object, req.new_object, policy, _cause(req))
-        )
     return _judge_change(req, ref, raw, deployer, policy, today)
 
 

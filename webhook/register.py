@@ -109,7 +109,7 @@ def update_match_expression(policy: Policy) -> str:
     """CEL for `matchConditions`: every DELETE, only the UPDATEs that change an object's
     ownerReferences, the retire or allow-delete annotation, a StatefulSet's claim retention, a
     volume's reclaim policy or a protected
-    label (`webhook.labels`), and only the
+    label (`gate.updates.protected_label_changes`), and only the
     CREATEs that carry an ownerReference or either annotation. Each `has` guards the next step,
     so the expression never errors (an error would apply failurePolicy)."""
 

@@ -17,7 +17,7 @@ import pytest
 from gate.context import Context
 from gate.findings import Code, Severity
 from gate.livestate import LiveState
-from gate.policy import Policy
+from gate.policy import Policy, policy_from_dict
 from gate.verdict import Verdict
 from tests.unit.helpers import GitRepo, claim, doc, run
 from tests.unit.test_cli import gate
@@ -201,3 +201,16 @@ def test_a_volume_switched_to_reclaim_delete_blocks() -> None:
     assert "from Retain to Delete" in f.message and "kubectl patch pv pv-data" in f.remediation
     assert run(delete, retain).decision.findings == ()  # towards keeping the data: fine
     assert run(retain, doc(retain, claim())).decision.findings == ()
+
+
+def test_a_candidate_changing_a_protected_label_blocks_as_the_webhook_would() -> None:
+    """The deploy of such a candidate would be refused by the webhook (GUARD_TAMPERED): the
+    gate says so before the merge."""
+    policy = policy_from_dict({"webhook": {"protectedLabels": ["prune-gate.io/guard"]}})
+    labelled = claim().replace(
+        "  namespace: app\n", "  namespace: app\n  labels: {prune-gate.io/guard: 'true'}\n"
+    )
+    (f,) = run(labelled, claim(), policy=policy).decision.findings
+    assert f.code is Code.GUARD_TAMPERED and "prune-gate.io/guard removed" in f.message
+    assert run(labelled, labelled, policy=policy).decision.findings == ()
+    assert run(claim(), claim(), policy=policy).decision.findings == ()

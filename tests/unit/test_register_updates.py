@@ -41,7 +41,8 @@ def test_chart_match_conditions_are_the_registered_ones() -> None:
 
 def test_chart_protects_the_labels_its_object_selector_reads() -> None:
     """The objectSelector's keys reach the webhook's policy and its matchCondition, so a deployer's
-    relabel of a guarded object is decided (webhook/labels.py), not waved through."""
+    relabel of a guarded object is decided (`gate.updates.protected_label_changes`), not waved
+    through."""
     selector = {
         "matchLabels": {"tier": "db"},
         "matchExpressions": [{"key": "prune-gate.io/guard", "operator": "Exists"}],

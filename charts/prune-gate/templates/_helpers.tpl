@@ -131,7 +131,7 @@ The webhook's rules: one rule per API group, naming the guarded kinds' resources
 
 {{/*
 The label keys the webhook's objectSelector reads, after policy.webhook.protectedLabels: a
-deployer may not add, change or remove them on a guarded object (webhook/labels.py), or one
+deployer may not add, change or remove them on a guarded object (gate/updates.py), or one
 relabel would take the object out of the webhook's sight. A JSON list.
 */}}
 {{- define "prune-gate.protectedLabels" -}}
