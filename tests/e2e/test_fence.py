@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
+from . import kube as k
 from .kube import Cluster
 from .test_live import run_gate
 
@@ -43,8 +43,10 @@ def test_hold_renew_wait_release_and_expiry(kube: Cluster, namespace: str, tmp_p
 
     short = fence("hold", "--holder", "ccc333", "--duration", "1s")
     assert short.returncode == 0, short.stderr
-    time.sleep(2.5)
-    assert fence("status").stdout.startswith("expired:")
+    expired = k.wait_for(
+        lambda: fence("status").stdout.startswith("expired:"), what="the 1s fence to expire"
+    )
+    assert expired
     taken = fence("hold", "--holder", "ddd444")  # an expired fence is not obeyed
     assert taken.returncode == 0, taken.stderr
     assert "held by ddd444" in taken.stdout
