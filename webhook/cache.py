@@ -593,7 +593,8 @@ class WatchCache:
                 started.append(self.custom[key])
             if key in self.policy.guarded_kinds and key not in self.rule_kinds:
                 full = KindSpec(spec.api_version, spec.kind, spec.plural)
-                self.rule_kinds[key] = self._watcher(full, on_failure=report)
+                # The count's watcher alone reports: one Event per outage, not two.
+                self.rule_kinds[key] = self._watcher(full)
                 started.append(self.rule_kinds[key])
         for w in started:
             w.start()
