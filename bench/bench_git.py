@@ -1,4 +1,4 @@
-"""Time `gate.gitsource.read_tree` on a generated repository: 2,000 files, 10,000 objects.
+"""Time `gate.sources.gitsource.read_tree` on a generated repository: 2,000 files, 10,000 objects.
 
 The issue asks that loading does no quadratic work; this builds a throwaway repository in a
 temporary directory (one commit, written with `git fast-import` so building it is quick too) and
@@ -13,8 +13,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from gate import gitsource
-from gate.gitsource import read_tree
+from gate.sources import gitsource
+from gate.sources.gitsource import read_tree
 
 _DOC = """\
 apiVersion: v1

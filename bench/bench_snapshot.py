@@ -39,10 +39,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from gate.kube import load_configuration
-from gate.policy import Policy
-from gate.resources import RESOURCES
-from gate.snapshot import ApiLister, take_snapshot
+from gate.engine.policy import Policy
+from gate.kube.client import load_configuration
+from gate.kube.resources import RESOURCES
+from gate.kube.snapshot import ApiLister, take_snapshot
 
 REPO = Path(__file__).resolve().parents[1]
 DEV_CLUSTER = REPO / "scripts" / "dev-cluster"

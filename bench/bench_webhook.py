@@ -45,9 +45,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gate.fence import FenceState, FenceStatus
-from gate.livestate import LiveState
-from gate.policy import Policy, policy_from_dict
+from gate.engine.fence import FenceState, FenceStatus
+from gate.engine.livestate import LiveState
+from gate.engine.policy import Policy
+from gate.sources.policyfile import policy_from_dict
 from webhook import tls
 from webhook.app import Settings, create_app
 from webhook.cache import StaticCache
@@ -239,7 +240,7 @@ def api_figures(kubeconfig: str, n: int, requests: int) -> None:
     """The request-time alternative against a real API server holding the same pods."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from gate.kube import request_json
+    from gate.kube.client import request_json
     from webhook.cli import api_client
 
     api = api_client(kubeconfig)

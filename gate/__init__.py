@@ -1,8 +1,8 @@
 """prune-gate: stop deletions that lose data or wedge a deploy, before and when they happen.
 
-The package is a pure rule engine (`gate.rules`, `gate.plan`, `gate.verdict`) with thin edges that
-adapt the world to it: manifests and git trees (`gate.manifests`, `gate.gitsource`), the live
-cluster (`gate.cluster`), and the reports and CLI (`gate.report`, `gate.cli`).
+Layers, each importing only those below it (held by `lint-imports`, see README "Layout"):
+`gate.cli` over `gate.report`, `gate.sources` and `gate.kube`, over the pure `gate.engine`, over the
+stdlib-only `gate.model`. The webhook (`webhook`) sits beside the CLI on the same layers.
 """
 
 __version__ = "0.1.0"

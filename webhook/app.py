@@ -25,9 +25,9 @@ from flask import Flask, Response, jsonify, request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
-from gate.clock import utc_date
-from gate.fence import fence_status
-from gate.policy import Policy
+from gate.engine.fence import fence_status
+from gate.engine.policy import Policy
+from gate.sources.clock import utc_date
 from webhook.cache import CacheView
 from webhook.decide import Outcome, decide_admission, ref_of_request
 from webhook.events import EventCounts, EventSink, RecordingSink

@@ -1,10 +1,10 @@
 """The watch cache: list, then watch, every kind the admission rules read; re-list on a timer.
 
 Watches are fast; lists are complete. Each kind has one thread that lists it (paginated, raw JSON
-into `gate.livestate.LiveState`, which keeps only small projections), then watches from the list's
-resourceVersion, and lists again when the resync period passes, when the API answers `410 Gone`,
-or after any error. An exception in a watch thread is logged and counted (`watch_restarts`) and
-the watch starts over after a backoff: a thread that dies quietly would leave a cache that looks
+into `gate.engine.livestate.LiveState`, which keeps only small projections), then watches from the
+list's resourceVersion, and lists again when the resync period passes, when the API answers `410
+Gone`, or after any error. An exception in a watch thread is logged and counted (`watch_restarts`)
+and the watch starts over after a backoff: a thread that dies quietly would leave a cache that looks
 fine and is not.
 
 The request path never calls the API server: it reads `state` under `lock`. The cache is ready
@@ -36,14 +36,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from gate.cluster import LiveObject, LiveView, PodUse, Volume
-from gate.errors import UncountedError
-from gate.fence import Lease, parse_lease
-from gate.kube import METADATA, METADATA_LIST, ApiStatusError, open_request, request_json
-from gate.livestate import LiveState, ref_of, served_custom_kind
-from gate.policy import Policy
-from gate.refs import ObjectRef, api_path, group_kind, group_of
-from gate.resources import RESOURCES
+from gate.engine.fence import Lease, parse_lease
+from gate.engine.livestate import LiveState, ref_of, served_custom_kind
+from gate.engine.policy import Policy
+from gate.kube.client import METADATA, METADATA_LIST, ApiStatusError, open_request, request_json
+from gate.kube.resources import RESOURCES
+from gate.model.errors import UncountedError
+from gate.model.liveview import LiveObject, LiveView, PodUse, Volume
+from gate.model.refs import ObjectRef, api_path, group_kind, group_of
 from webhook.decide import EventSpec
 from webhook.events import EventSink
 
@@ -82,7 +82,7 @@ class KindSpec:
         return group_kind(self.group, self.kind)
 
 
-#: The built-in kinds every admission rule may read: the table `gate.resources.RESOURCES`, as
+#: The built-in kinds every admission rule may read: the table `gate.kube.resources.RESOURCES`, as
 #: `gate check --live` reads (the doors must see the same world). Custom kinds the policy guards,
 #: such as VolumeSnapshots, are added when their CRD is served (`WatchCache.watch_custom_kind`).
 STATIC_KINDS: tuple[KindSpec, ...] = tuple(

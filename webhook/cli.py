@@ -16,9 +16,9 @@ from typing import Any
 
 import click
 
-from gate.errors import GateError
-from gate.kube import load_configuration
-from gate.policy import load_policy
+from gate.kube.client import load_configuration, new_api_client
+from gate.model.errors import GateError
+from gate.sources.policyfile import load_policy
 from webhook import jsonlog
 from webhook.review import DEFAULT_MAX_BYTES
 
@@ -44,9 +44,7 @@ def kube_configuration(kubeconfig: str | None) -> Any:
 
 def api_client(kubeconfig: str | None) -> Any:
     """An ApiClient for a fresh `kube_configuration(kubeconfig)`, with its own connection pool."""
-    from kubernetes import client
-
-    return client.ApiClient(configuration=kube_configuration(kubeconfig))
+    return new_api_client(kube_configuration(kubeconfig))
 
 
 @click.group("webhook")

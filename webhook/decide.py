@@ -5,7 +5,7 @@ whose context is `admission`, whose inventories are empty and whose live view is
 overlaid with the `oldObject` itself (the freshest truth of the object being deleted). The rules
 that apply at admission run on it; `NOT_RETIRED` and the speculation fence only for requests by
 the configured deployer identities, since a person deleting by hand is not a prune. Policy
-(severity for the admission context, exemptions) and the verdict come from `gate.verdict`; an
+(severity for the admission context, exemptions) and the verdict come from `gate.engine.verdict`; an
 exemption that turns a refusal into an allow is never silent (a warning, a `PruneExempted` Event).
 
 The garbage collector's and the StatefulSet controller's DELETEs are decided like a deployer's
@@ -25,16 +25,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gate.cluster import LiveObject, LiveView, PodUse, Volume
-from gate.context import Context
-from gate.fence import FenceState, FenceStatus, check_speculation_fence
-from gate.findings import Code, Finding, Severity
-from gate.livestate import project_object
-from gate.manifests import Inventory, Manifest
-from gate.plan import Action, Change
-from gate.policy import Policy
-from gate.refs import CLUSTER_SCOPED, ObjectRef
-from gate.rules import (
+from gate.engine.context import Context
+from gate.engine.fence import FenceState, FenceStatus, check_speculation_fence
+from gate.engine.livestate import project_object
+from gate.engine.plan import Action, Change
+from gate.engine.policy import Policy
+from gate.engine.rules import (
     World,
     check_claim_mounted,
     check_crd_holds_resources,
@@ -43,7 +39,11 @@ from gate.rules import (
     check_pv_bound,
     check_statefulset_deletes_claims,
 )
-from gate.verdict import Decision, Exempted, Verdict, apply_policy, decide
+from gate.engine.verdict import Decision, Exempted, Verdict, apply_policy, decide
+from gate.model.findings import Code, Finding, Severity
+from gate.model.liveview import LiveObject, LiveView, PodUse, Volume
+from gate.model.objects import Inventory, Manifest
+from gate.model.refs import CLUSTER_SCOPED, ObjectRef
 from webhook.review import AdmissionRequest, AdmissionResponse, Status
 from webhook.updates import update_findings
 

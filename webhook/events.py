@@ -18,7 +18,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from gate.kube import request_json
+from gate.kube.client import request_json
 from webhook.decide import MAX_EVENT_MESSAGE, EventSpec
 
 log = logging.getLogger("prune_gate.webhook.events")

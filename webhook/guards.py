@@ -24,11 +24,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gate.fence import HOLDER_USER, FenceState, FenceStatus, Lease, parse_lease
-from gate.findings import Code, Finding
-from gate.policy import Policy
-from gate.refs import ObjectRef
-from gate.verdict import Verdict
+from gate.engine.fence import HOLDER_USER, FenceState, FenceStatus, Lease, parse_lease
+from gate.engine.policy import Policy
+from gate.engine.verdict import Verdict
+from gate.model.findings import Code, Finding
+from gate.model.refs import ObjectRef
 from webhook.decide import (
     MAX_EVENT_MESSAGE,
     MAX_WARNING,

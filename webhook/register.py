@@ -14,10 +14,10 @@ import base64
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from gate.errors import ConfigError
-from gate.kube import ApiStatusError, request_json
-from gate.policy import Policy
-from gate.resources import RESOURCES
+from gate.engine.policy import Policy
+from gate.kube.client import ApiStatusError, request_json
+from gate.kube.resources import RESOURCES
+from gate.model.errors import ConfigError
 
 PATH = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
 WEBHOOK_NAME = "prune-gate.prune-gate.io"
@@ -109,7 +109,7 @@ def update_match_expression(policy: Policy) -> str:
     """CEL for `matchConditions`: every DELETE, only the UPDATEs that change an object's
     ownerReferences, the retire or allow-delete annotation, a StatefulSet's claim retention, a
     volume's reclaim policy or a protected
-    label (`gate.updates.protected_label_changes`), and only the
+    label (`gate.engine.updates.protected_label_changes`), and only the
     CREATEs that carry an ownerReference or either annotation. Each `has` guards the next step,
     so the expression never errors (an error would apply failurePolicy)."""
 

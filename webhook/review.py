@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from gate.shapes import shape_problem
+from gate.model.shapes import shape_problem
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"

@@ -23,7 +23,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
-from gate.refs import ObjectRef
+from gate.model.refs import ObjectRef
 from webhook.cache import KindSpec, Watcher
 from webhook.decide import EventSpec
 from webhook.events import EventSink

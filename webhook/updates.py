@@ -1,9 +1,9 @@
 """The UPDATEs that delete by proxy, as the webhook judges them.
 
-The finders that compare an object before and after a change live in the core (`gate.updates`),
-so that `gate check` finds in a candidate exactly the changes the webhook refuses in an UPDATE or
-a CREATE; this module adds the webhook's own part, the speculation fence (a retire mark applied
-while a speculative deploy holds it). Pure.
+The finders that compare an object before and after a change live in the core
+(`gate.engine.updates`), so that `gate check` finds in a candidate exactly the changes the webhook
+refuses in an UPDATE or a CREATE; this module adds the webhook's own part, the speculation fence (a
+retire mark applied while a speculative deploy holds it). Pure.
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from gate.fence import FenceState, FenceStatus
-from gate.findings import Code, Finding
-from gate.policy import Policy
-from gate.refs import ObjectRef
-from gate.updates import annotation_added, change_findings
+from gate.engine.fence import FenceState, FenceStatus
+from gate.engine.policy import Policy
+from gate.engine.updates import annotation_added, change_findings
+from gate.model.findings import Code, Finding
+from gate.model.refs import ObjectRef
 
 
 def retire_under_fence(
@@ -61,7 +61,7 @@ def update_findings(
     created: bool = False,
 ) -> list[Finding]:
     """Every finding of one UPDATE (or, `created`, a CREATE: `old` is empty): the changes both
-    doors judge (`gate.updates.change_findings`), and the retire mark under a held fence."""
+    doors judge (`gate.engine.updates.change_findings`), and the retire mark under a held fence."""
     guarded = (ref.group, ref.kind) in policy.webhook.guarded_kinds
     found = change_findings(ref, old, new, policy, cause, guarded=guarded, created=created)
     if guarded:

@@ -1,4 +1,5 @@
-"""The one Kubernetes client (gate/kube.py) against a real kube-apiserver: every verb `gate doctor`
+"""The one Kubernetes client (gate/kube/client.py) against a real kube-apiserver: every verb
+`gate doctor`
 and `gate heal` will use, and the preconditions that keep a repair from acting on a changed
 object."""
 
@@ -8,7 +9,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from gate.kube import ApiStatusError, ConflictError, KubeClient, NotFoundError, load_configuration
+from gate.kube.client import (
+    ApiStatusError,
+    ConflictError,
+    KubeClient,
+    NotFoundError,
+    load_configuration,
+)
 
 from .kube import Cluster
 

@@ -2,7 +2,7 @@
 resource table, never a guessed plural).
 
 A rule naming a resource the server does not have is accepted by the API server and matches
-nothing: the kind goes unguarded with no error anywhere. So the table (gate/resources.py), as
+nothing: the kind goes unguarded with no error anywhere. So the table (gate/kube/resources.py), as
 the chart and `gate webhook serve --register` name it, is checked against the real discovery.
 """
 
@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from gate.policy import policy_from_dict
-from gate.resources import RESOURCES
+from gate.kube.resources import RESOURCES
+from gate.sources.policyfile import policy_from_dict
 from tests.unit.test_chart import render, webhook_of
 from webhook.register import rules_for
 

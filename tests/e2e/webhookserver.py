@@ -31,7 +31,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from gate.fence import HOLDER_USER
+from gate.engine.fence import HOLDER_USER
 
 from . import kube as k
 from .kube import Cluster, WebhookClient

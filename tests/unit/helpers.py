@@ -8,12 +8,12 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from gate.check import CheckResult, check_objects
-from gate.cluster import LiveView
-from gate.context import Context
-from gate.findings import Code
-from gate.manifests import parse_stream
-from gate.policy import Policy
+from gate.engine.check import CheckResult, check_objects
+from gate.engine.context import Context
+from gate.engine.policy import Policy
+from gate.model.findings import Code
+from gate.model.liveview import LiveView
+from gate.sources.manifests import parse_stream
 
 TODAY = dt.date(2026, 12, 2)
 

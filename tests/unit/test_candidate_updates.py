@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from gate.context import Context
-from gate.findings import Code, Severity
-from gate.livestate import LiveState
-from gate.policy import Policy, policy_from_dict
-from gate.verdict import Verdict
+from gate.engine.context import Context
+from gate.engine.livestate import LiveState
+from gate.engine.policy import Policy
+from gate.engine.verdict import Verdict
+from gate.model.findings import Code, Severity
+from gate.sources.policyfile import policy_from_dict
 from tests.unit.helpers import GitRepo, claim, doc, run
 from tests.unit.test_cli import gate
 

@@ -23,7 +23,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from gate.policy import policy_from_dict, policy_from_text
+from gate.sources.policyfile import policy_from_dict, policy_from_text
 from webhook.register import WEBHOOK_NAME, rules_for
 
 REPO = Path(__file__).resolve().parents[2]

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from gate.context import CIContext, Context, detect_ci_context
-from gate.errors import InputError
+from gate.engine.context import Context
+from gate.model.errors import InputError
+from gate.sources.github import CIContext, detect_ci_context
 
 BASE = "1111111111111111111111111111111111111111"
 HEAD = "2222222222222222222222222222222222222222"

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from gate.fence import FenceStatus, Lease, fence_status
-from gate.livestate import LiveState
-from gate.policy import policy_from_dict
+from gate.engine.fence import FenceStatus, Lease, fence_status
+from gate.engine.livestate import LiveState
+from gate.sources.policyfile import policy_from_dict
 from webhook.decide import (
     GARBAGE_COLLECTOR,
     STATEFULSET_CONTROLLER,

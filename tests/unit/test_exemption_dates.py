@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gate.clock import utc_date, utc_today
+from gate.sources.clock import utc_date, utc_today
 from tests.unit.helpers import claim
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from gate import gitsource
-from gate.errors import GitError, InputError
-from gate.manifests import RawObject
+from gate.model.errors import GitError, InputError
+from gate.model.objects import RawObject
+from gate.sources import gitsource
 from tests.unit.helpers import GitRepo
 
 PVC = """\

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gate.policy import policy_from_dict
+from gate.sources.policyfile import policy_from_dict
 from tests.unit.test_chart import NAMESPACE, one, render
 from webhook.register import FENCE_WEBHOOK_NAME, build_configuration, fence_webhook, with_fence
 

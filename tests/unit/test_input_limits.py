@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from gate.errors import InputError
-from gate.manifests import MAX_ALIAS_NODES, MAX_DEPTH, MAX_MANIFEST_BYTES, parse_stream
+from gate.model.errors import InputError
+from gate.sources.manifests import MAX_ALIAS_NODES, MAX_DEPTH, MAX_MANIFEST_BYTES, parse_stream
 from tests.unit.helpers import claim
 from tests.unit.test_cli import gate, write
 

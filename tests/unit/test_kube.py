@@ -1,4 +1,4 @@
-"""One Kubernetes client (gate/kube.py): one error per status, the caller's words in each."""
+"""One Kubernetes client (gate/kube/client.py): one error per status, the caller's words in each."""
 
 from __future__ import annotations
 
@@ -6,9 +6,7 @@ import json
 
 import pytest
 
-from gate.errors import ClusterError
-from gate.fencectl import LEASE_HINT
-from gate.kube import (
+from gate.kube.client import (
     ApiStatusError,
     ConflictError,
     ForbiddenError,
@@ -17,7 +15,9 @@ from gate.kube import (
     UnauthorizedError,
     status_error,
 )
-from gate.snapshot import LIVE_HINT, ApiLister, NotServedError
+from gate.kube.lease import LEASE_HINT
+from gate.kube.snapshot import LIVE_HINT, ApiLister, NotServedError
+from gate.model.errors import ClusterError
 
 RAW = json.dumps({"kind": "Status", "message": "leases is forbidden"}).encode()
 

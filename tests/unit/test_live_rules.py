@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from gate.check import CheckResult, check_objects
-from gate.cluster import LiveView
-from gate.context import Context
-from gate.findings import Code, Severity
-from gate.livestate import LiveState
-from gate.plan import Action, Change
-from gate.policy import Policy
-from gate.refs import ObjectRef
-from gate.verdict import Verdict
+from gate.engine.check import CheckResult, check_objects
+from gate.engine.context import Context
+from gate.engine.livestate import LiveState
+from gate.engine.plan import Action, Change
+from gate.engine.policy import Policy
+from gate.engine.verdict import Verdict
+from gate.model.findings import Code, Severity
+from gate.model.liveview import LiveView
+from gate.model.refs import ObjectRef
 from tests.unit.helpers import TODAY, claim, codes, deployment, doc, live_pod, live_workload, run
 
 GUARDED = Policy().guarded_kinds

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from gate.errors import DuplicateObjectError, InputError
-from gate.manifests import build_inventory, learn_scopes, parse_stream, read_path
-from gate.refs import ObjectRef, Scopes
+from gate.model.errors import DuplicateObjectError, InputError
+from gate.model.objects import build_inventory, learn_scopes
+from gate.model.refs import ObjectRef, Scopes
+from gate.sources.manifests import parse_stream, read_path
 
 
 def test_lines_of_each_document() -> None:

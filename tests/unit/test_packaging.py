@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from gate.cli import WEBHOOK_EXTRA
-from gate.verdict import EXIT_BUG
+from gate.engine.verdict import EXIT_BUG
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "incident"
@@ -115,11 +115,12 @@ def test_webhook_commands_load_with_the_extra() -> None:
 _CRASHING = """
 import sys
 import gate.cli
+import gate.cli.check
 
 def broken(path):
     raise KeyError("spec")
 
-gate.cli.read_path = broken
+gate.cli.check.read_path = broken
 gate.cli.main(sys.argv[1:], prog_name="gate")
 """
 
@@ -151,13 +152,14 @@ def test_a_crash_under_debug_shows_the_traceback_then_the_report_line() -> None:
 _UNMAPPED_GATE_ERROR = """
 import sys
 import gate.cli
-from gate.errors import InputError
+import gate.cli.root
+from gate.model.errors import InputError
 
 class Unreadable(dict):
     def __getitem__(self, key):
         raise InputError("codes.txt:3: cannot read the meanings")
 
-gate.cli.MEANING = Unreadable()
+gate.cli.root.MEANING = Unreadable()
 gate.cli.main(["codes"], prog_name="gate")
 """
 
@@ -274,10 +276,10 @@ def test_the_report_line_names_the_packages_issue_tracker(monkeypatch: pytest.Mo
     from email.message import Message
     from importlib import metadata
 
-    import gate.cli
+    import gate.cli.root
 
     fields = Message()
     fields["Project-URL"] = "Homepage, https://example.invalid/prune-gate"
     fields["Project-URL"] = "Issues, https://example.invalid/prune-gate/issues"
     monkeypatch.setattr(metadata, "metadata", lambda name: fields)
-    assert gate.cli._report_url() == "https://example.invalid/prune-gate/issues"
+    assert gate.cli.root._report_url() == "https://example.invalid/prune-gate/issues"

@@ -7,9 +7,16 @@ import string
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gate.manifests import Inventory, RawObject, Source, build_inventory, learn_scopes, to_manifest
-from gate.plan import compute_plan
-from gate.refs import ObjectRef, Scopes
+from gate.engine.plan import compute_plan
+from gate.model.objects import (
+    Inventory,
+    RawObject,
+    Source,
+    build_inventory,
+    learn_scopes,
+    to_manifest,
+)
+from gate.model.refs import ObjectRef, Scopes
 
 KINDS = [
     ("v1", "PersistentVolumeClaim"),

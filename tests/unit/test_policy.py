@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from gate.context import Context
-from gate.errors import ConfigError
-from gate.findings import Code, Severity
-from gate.policy import Policy, load_policy, parse_duration, policy_from_dict
-from gate.quantity import parse_quantity
-from gate.refs import ObjectRef
+from gate.engine.context import Context
+from gate.engine.policy import Policy, parse_duration
+from gate.model.errors import ConfigError
+from gate.model.findings import Code, Severity
+from gate.model.quantity import parse_quantity
+from gate.model.refs import ObjectRef
+from gate.sources.policyfile import load_policy, policy_from_dict
 
 
 def test_defaults() -> None:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gate.check import check_objects
-from gate.clock import utc_today
-from gate.context import Context
-from gate.manifests import read_path
-from gate.policy import Policy
+from gate.engine.check import check_objects
+from gate.engine.context import Context
+from gate.engine.policy import Policy
 from gate.report import render_report
+from gate.sources.clock import utc_today
+from gate.sources.manifests import read_path
 
 ROOT = Path(__file__).resolve().parents[2]
 

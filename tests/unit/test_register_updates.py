@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from gate.errors import ConfigError
-from gate.policy import policy_from_dict
-from gate.resources import RESOURCES
+from gate.kube.resources import RESOURCES
+from gate.model.errors import ConfigError
+from gate.sources.policyfile import policy_from_dict
 from webhook.register import match_conditions, rules_for
 
 from .test_chart import render, render_error, webhook_of
@@ -41,8 +41,8 @@ def test_chart_match_conditions_are_the_registered_ones() -> None:
 
 def test_chart_protects_the_labels_its_object_selector_reads() -> None:
     """The objectSelector's keys reach the webhook's policy and its matchCondition, so a deployer's
-    relabel of a guarded object is decided (`gate.updates.protected_label_changes`), not waved
-    through."""
+    relabel of a guarded object is decided (`gate.engine.updates.protected_label_changes`), not
+    waved through."""
     selector = {
         "matchLabels": {"tier": "db"},
         "matchExpressions": [{"key": "prune-gate.io/guard", "operator": "Exists"}],
@@ -91,7 +91,7 @@ def test_a_guarded_kind_without_a_known_resource_is_refused_not_guessed() -> Non
 
 
 def test_chart_and_registration_name_the_same_resource_for_every_table_kind() -> None:
-    """One table (gate/resources.py): the chart's copy of it must name each kind's resource as
+    """One table (gate/kube/resources.py): the chart's copy of it must name each kind's resource as
     registration does, or a kind guarded through the chart would go unguarded."""
     kinds = [f"{r.kind}.{r.group}" if r.group else r.kind for r in RESOURCES]
     policy = {"webhook": {"guardedKinds": kinds}}

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 import yaml
 
-from gate import render
-from gate.errors import GitError, RenderError
-from gate.manifests import RawObject
+from gate.model.errors import GitError, RenderError
+from gate.model.objects import RawObject
+from gate.sources import render
 from tests.unit.helpers import GitRepo
 
 KUBECTL = shutil.which("kubectl")

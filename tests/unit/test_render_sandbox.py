@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from gate import render
-from gate.errors import RenderError
+from gate.model.errors import RenderError
+from gate.sources import render
 from tests.unit.helpers import GitRepo
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -22,25 +22,26 @@ import jsonschema
 import pytest
 import yaml
 
-from gate.check import CheckResult, check_objects
-from gate.context import Context
-from gate.findings import MEANING, Code, Finding, Severity
-from gate.manifests import Source, parse_stream
-from gate.policy import Policy, policy_from_dict
-from gate.refs import ObjectRef
-from gate.report import (
+from gate.engine.check import CheckResult, check_objects
+from gate.engine.context import Context
+from gate.engine.policy import Policy
+from gate.engine.verdict import Decision, Verdict
+from gate.model.findings import MEANING, Code, Finding, Severity
+from gate.model.objects import Source
+from gate.model.refs import ObjectRef
+from gate.report import FORMATS, render_report
+from gate.report.common import commands_in
+from gate.report.github import (
     ANNOTATIONS_PER_LEVEL,
-    FORMATS,
     SUMMARY_BUDGET,
     annotation,
-    commands_in,
     escape_data,
     escape_property,
-    render_report,
-    report_data,
     step_summary,
 )
-from gate.verdict import Decision, Verdict
+from gate.report.json import report_data
+from gate.sources.manifests import parse_stream
+from gate.sources.policyfile import policy_from_dict
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "report"
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"

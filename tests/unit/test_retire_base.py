@@ -6,11 +6,12 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from gate.check import build_sides
-from gate.livestate import LiveState
-from gate.manifests import Inventory, parse_stream
-from gate.policy import Policy
-from gate.retire import Stage, render_json, render_text, retire_statuses
+from gate.engine.check import build_sides
+from gate.engine.livestate import LiveState
+from gate.engine.policy import Policy
+from gate.engine.retire import Stage, render_json, render_text, retire_statuses
+from gate.model.objects import Inventory
+from gate.sources.manifests import parse_stream
 from tests.unit.helpers import claim
 
 ANN = "prune-gate.io/retire"

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 
-from gate.context import Context
-from gate.findings import Code, Severity
-from gate.policy import Policy, policy_from_dict
-from gate.verdict import Verdict
+from gate.engine.context import Context
+from gate.engine.policy import Policy
+from gate.engine.verdict import Verdict
+from gate.model.findings import Code, Severity
+from gate.sources.policyfile import policy_from_dict
 from tests.unit.helpers import claim, codes, deployment, doc, run
 
 NS = "apiVersion: v1\nkind: Namespace\nmetadata: {name: app}\n"

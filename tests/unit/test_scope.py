@@ -4,15 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from gate.cluster import LiveObject
-from gate.errors import InputError
-from gate.findings import Code
-from gate.livestate import LiveState
-from gate.manifests import build_inventory, parse_stream
-from gate.plan import Action
-from gate.policy import Policy
-from gate.refs import ObjectRef, Scopes
-from gate.scope import (
+from gate.engine.livestate import LiveState
+from gate.engine.plan import Action
+from gate.engine.policy import Policy
+from gate.engine.scope import (
     ARGOCD_INSTANCE,
     ARGOCD_TRACKING,
     FLUX_NAME,
@@ -27,6 +22,12 @@ from gate.scope import (
     prune_changes,
     prune_set,
 )
+from gate.model.errors import InputError
+from gate.model.findings import Code
+from gate.model.liveview import LiveObject
+from gate.model.objects import build_inventory
+from gate.model.refs import ObjectRef, Scopes
+from gate.sources.manifests import parse_stream
 from tests.unit.helpers import TODAY, claim, codes
 
 FLUX = {FLUX_NAME: "apps", FLUX_NAMESPACE: "flux-system"}
@@ -158,8 +159,8 @@ def test_prune_changes_carry_base_manifest_and_cause() -> None:
 
 
 def test_pruned_object_base_never_had_is_checked_by_the_rules() -> None:
-    from gate.check import check_objects
-    from gate.context import Context
+    from gate.engine.check import check_objects
+    from gate.engine.context import Context
 
     live = LiveState(Policy().guarded_kinds)
     live.upsert(
@@ -181,7 +182,7 @@ def test_pruned_object_base_never_had_is_checked_by_the_rules() -> None:
 
 
 def _exempting_scratch() -> Policy:
-    from gate.policy import policy_from_dict
+    from gate.sources.policyfile import policy_from_dict
 
     return policy_from_dict(
         {
@@ -200,8 +201,8 @@ def _exempting_scratch() -> Policy:
 def test_a_label_exemption_matches_the_live_labels_of_an_object_only_live() -> None:
     """Pruned from the cluster with no base: the live labels are the only labels (the webhook
     matches exemptions against them too); before, it matched against none and was blocked."""
-    from gate.check import check_objects
-    from gate.context import Context
+    from gate.engine.check import check_objects
+    from gate.engine.context import Context
 
     live = LiveState(Policy().guarded_kinds)
     live.upsert(
@@ -230,8 +231,8 @@ def test_a_label_exemption_matches_the_live_labels_of_an_object_only_live() -> N
 
 def test_with_a_live_view_the_live_labels_win_over_the_base() -> None:
     """The base says scratch, the cluster says prod: what is deleted is the live object."""
-    from gate.check import check_objects
-    from gate.context import Context
+    from gate.engine.check import check_objects
+    from gate.engine.context import Context
 
     scratch = "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: data\n"
     scratch += "  namespace: app\n  labels: {tier: scratch}\n"

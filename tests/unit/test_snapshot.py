@@ -8,16 +8,12 @@ from typing import Any
 
 import pytest
 
-from gate.cluster import LiveObject
-from gate.errors import ClusterError
-from gate.kube import status_error
-from gate.manifests import build_inventory, parse_stream
-from gate.policy import Policy
-from gate.refs import ObjectRef, Scopes
-from gate.resources import RESOURCES, Resource
-from gate.retire import Stage, render_json, render_text, retire_statuses
-from gate.scope import FLUX_NAME, FLUX_NAMESPACE, parse_scope
-from gate.snapshot import (
+from gate.engine.policy import Policy
+from gate.engine.retire import Stage, render_json, render_text, retire_statuses
+from gate.engine.scope import FLUX_NAME, FLUX_NAMESPACE, parse_scope
+from gate.kube.client import status_error
+from gate.kube.resources import RESOURCES, Resource
+from gate.kube.snapshot import (
     LIVE_HINT,
     NotServedError,
     count_custom_resources,
@@ -25,6 +21,11 @@ from gate.snapshot import (
     read_live,
     take_snapshot,
 )
+from gate.model.errors import ClusterError
+from gate.model.liveview import LiveObject
+from gate.model.objects import build_inventory
+from gate.model.refs import ObjectRef, Scopes
+from gate.sources.manifests import parse_stream
 from tests.unit.helpers import live_pod, live_workload
 
 GUARDED = Policy().guarded_kinds

@@ -12,12 +12,13 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from gate.cluster import LiveView
-from gate.fence import Lease
-from gate.findings import Code, Finding
-from gate.livestate import LiveState
-from gate.policy import Policy, policy_from_dict
-from gate.refs import ObjectRef
+from gate.engine.fence import Lease
+from gate.engine.livestate import LiveState
+from gate.engine.policy import Policy
+from gate.model.findings import Code, Finding
+from gate.model.liveview import LiveView
+from gate.model.refs import ObjectRef
+from gate.sources.policyfile import policy_from_dict
 from webhook.app import Settings, create_app
 from webhook.cache import CacheStats, StaticCache
 from webhook.decide import MAX_EVENT_MESSAGE, MAX_MESSAGE, how_to_override, refusal_message

@@ -1,6 +1,6 @@
 """The watch cache against a scripted API: pagination, watch events, 410 Gone, errors, readiness.
 
-The fake speaks the ApiClient surface `gate.kube` uses (`param_serialize`, `call_api`) and
+The fake speaks the ApiClient surface `gate.kube.client` uses (`param_serialize`, `call_api`) and
 answers each path from a script; a watch with nothing scripted blocks like a quiet stream until
 the cache shuts it down, so stopping the cache is tested too.
 """
@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from gate.errors import ConfigError, UncountedError
-from gate.kube import ApiStatusError
-from gate.policy import policy_from_dict
-from gate.refs import ObjectRef
+from gate.kube.client import ApiStatusError
+from gate.model.errors import ConfigError, UncountedError
+from gate.model.refs import ObjectRef
+from gate.sources.policyfile import policy_from_dict
 from webhook.cache import KindSpec, WatchCache, _CountSink, _StateSink, custom_kind_of
 from webhook.events import RecordingSink
 

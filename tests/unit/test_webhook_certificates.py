@@ -17,7 +17,7 @@ import pytest
 from cryptography import x509
 from flask import Flask
 
-from gate.livestate import LiveState
+from gate.engine.livestate import LiveState
 from tests.unit.test_webhook_app import POLICY
 from tests.unit.test_webhook_hardening import KUBECONFIG
 from webhook import tls

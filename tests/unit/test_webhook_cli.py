@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from gate.errors import ClusterError
+from gate.model.errors import ClusterError
 from webhook import tls
 from webhook.cli import api_client, kube_configuration
 

@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from gate.livestate import LiveState
-from gate.policy import policy_from_dict
+from gate.engine.livestate import LiveState
+from gate.sources.policyfile import policy_from_dict
 from tests.unit.test_webhook_app import NOW, claim, pod, review
 from tests.unit.test_webhook_hardening import KUBECONFIG
 from webhook import tls

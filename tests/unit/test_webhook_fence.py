@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import datetime as dt
 
-from gate.context import Context
-from gate.fence import FenceState, check_speculation_fence, fence_status, parse_lease
-from gate.findings import Code, Severity
-from gate.manifests import Inventory, Manifest
-from gate.plan import Action, Change
-from gate.policy import Policy
-from gate.refs import ObjectRef
-from gate.rules import World
+from gate.engine.context import Context
+from gate.engine.fence import FenceState, check_speculation_fence, fence_status, parse_lease
+from gate.engine.plan import Action, Change
+from gate.engine.policy import Policy
+from gate.engine.rules import World
+from gate.model.findings import Code, Severity
+from gate.model.objects import Inventory, Manifest
+from gate.model.refs import ObjectRef
 
 NOW = dt.datetime(2026, 12, 2, 12, 0, tzinfo=dt.UTC)
 

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 import yaml
 
-from gate.fence import Lease, parse_lease
-from gate.livestate import LiveState
-from gate.policy import load_policy
+from gate.engine.fence import Lease, parse_lease
+from gate.engine.livestate import LiveState
+from gate.sources.policyfile import load_policy
 from webhook.app import Settings, create_app
 from webhook.cache import StaticCache
 from webhook.events import RecordingSink

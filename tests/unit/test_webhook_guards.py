@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from gate.fence import HOLDER_USER, fence_status, parse_lease
-from gate.policy import Policy, WebhookSettings
+from gate.engine.fence import HOLDER_USER, fence_status, parse_lease
+from gate.engine.policy import Policy, WebhookSettings
 from webhook.decide import decide_admission
 from webhook.guards import GUARD_OVERRIDDEN_EVENT, GUARD_TAMPERED_EVENT, decide_guard
 from webhook.review import AdmissionRequest, GroupVersionKind, UserInfo
@@ -153,7 +153,7 @@ def test_other_leases_and_no_fence_are_none() -> None:
 
 
 def test_decide_admission_answers_guard_tampered_with_an_event() -> None:
-    from gate.livestate import LiveState
+    from gate.engine.livestate import LiveState
 
     old = lease()
     out = decide_admission(

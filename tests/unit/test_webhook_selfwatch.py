@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from gate.policy import policy_from_dict
+from gate.sources.policyfile import policy_from_dict
 from webhook.events import RecordingSink
 from webhook.register import build_configuration, with_fence
 from webhook.selfwatch import CONFIGURATION_TAMPERED, SelfWatch, differences

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from cryptography import x509
 
-from gate.policy import policy_from_dict
-from gate.refs import ObjectRef
+from gate.model.refs import ObjectRef
+from gate.sources.policyfile import policy_from_dict
 from webhook import tls
 from webhook.decide import EventSpec
 from webhook.events import EventQueue, event_body
@@ -183,7 +183,7 @@ class _FlakyApi:
 def test_events_sent_and_failed_reach_metrics() -> None:
     """The queue counted sends and failures that /metrics never showed: a webhook whose Events
     all fail (RBAC) looked the same as a healthy one."""
-    from gate.livestate import LiveState
+    from gate.engine.livestate import LiveState
     from webhook.app import Settings, create_app
     from webhook.cache import StaticCache
 

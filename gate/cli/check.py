@@ -1,0 +1,338 @@
+"""`gate check`: compare base and candidate (rendered, git, or against the live cluster)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+
+from gate.cli.common import fail, kube_options, policy_for_files
+from gate.engine.check import CheckResult, build_sides, check_inventories, check_objects
+from gate.engine.context import Context
+from gate.engine.policy import Policy
+from gate.engine.scope import PruneScope, parse_scope
+from gate.model.errors import ConfigError, GateError, InputError
+from gate.model.objects import RawObject
+from gate.report import FORMATS, render_report
+from gate.report.github import step_summary
+from gate.sources.clock import utc_today
+from gate.sources.github import detect_ci_context
+from gate.sources.manifests import read_path
+from gate.sources.policyfile import (
+    POLICY_FILE,
+    decode_policy,
+    load_policy,
+    policy_from_text,
+    require_regular_file,
+)
+
+
+@click.command("check")
+@click.option("--base-manifests", metavar="PATH", help="Rendered base: file, directory or -.")
+@click.option("--head-manifests", metavar="PATH", help="Rendered candidate: file, directory or -.")
+@click.option("--base", "base_rev", metavar="REV", help="Base git revision (git mode).")
+@click.option("--head", "head_rev", metavar="REV", help="Candidate git revision (git mode).")
+@click.option(
+    "--path",
+    "paths",
+    multiple=True,
+    metavar="DIR",
+    help="Directory in the repository to read (repeatable; default: the whole tree).",
+)
+@click.option(
+    "--repo",
+    default=".",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Git repository (git mode).",
+)
+@click.option(
+    "--render",
+    type=click.Choice(["none", "kustomize"]),
+    default="none",
+    show_default=True,
+    help="Build each --path with kustomize at each revision.",
+)
+@click.option(
+    "--context",
+    "context_name",
+    type=click.Choice(["auto", "speculative", "merged", "preview"]),
+    default="auto",
+    show_default=True,
+    help="Deploy context; auto reads the GitHub Actions event.",
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    help=f"Policy file (default: {POLICY_FILE} at the repository root, from the base revision "
+    "in git mode).",
+)
+@click.option(
+    "-n",
+    "--namespace",
+    default="default",
+    show_default=True,
+    help="Namespace of namespaced objects that declare none.",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="The deployer force-replaces on immutable changes (Flux Kustomization spec.force: true).",
+)
+@click.option(
+    "-o",
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="text",
+    show_default=True,
+    help="Report format.",
+)
+@click.option(
+    "--live",
+    is_flag=True,
+    help="Also read the cluster: mounted claims, live retire annotations, the prune set "
+    "(--kubeconfig, --kube-context and --prune-scope imply it). Unreachable: exit 2.",
+)
+@kube_options
+@click.option(
+    "--prune-scope",
+    "prune_scopes",
+    multiple=True,
+    metavar="SCOPE",
+    help="Live objects the deployer owns, pruned when the candidate lacks them (implies --live; "
+    "repeatable): flux:NAMESPACE/NAME, argocd:APP, helm:NAMESPACE/RELEASE, label:SELECTOR.",
+)
+def check_command(
+    base_manifests: str | None,
+    head_manifests: str | None,
+    base_rev: str | None,
+    head_rev: str | None,
+    paths: Sequence[str],
+    repo: str,
+    render: str,
+    context_name: str,
+    config_path: str | None,
+    namespace: str,
+    force: bool,
+    fmt: str,
+    live: bool,
+    kubeconfig: str | None,
+    kube_context: str | None,
+    prune_scopes: Sequence[str],
+) -> None:
+    """Compare base and candidate manifests and say which deletions must not happen.
+
+    Rendered mode: --base-manifests PATH --head-manifests PATH. Git mode: --base REV --head REV
+    [--path DIR]... (in the merge queue, --base/--head default to the merge_group event's SHAs).
+    """
+    try:
+        ci = detect_ci_context(os.environ)
+        context = ci.context if context_name == "auto" else Context(context_name)
+        rendered = base_manifests is not None or head_manifests is not None
+        if rendered:
+            if base_rev or head_rev or paths or render != "none":
+                fail("use either --base-manifests/--head-manifests or --base/--head, not both")
+            if base_manifests is None or head_manifests is None:
+                fail("rendered mode needs both --base-manifests and --head-manifests")
+            if base_manifests == "-" and head_manifests == "-":
+                fail("only one side can be read from stdin (-)")
+            policy = policy_for_files(config_path)
+            base_raw = read_path(_workspace_relative(base_manifests))
+            head_raw = read_path(_workspace_relative(head_manifests))
+            base_label, head_label = base_manifests, head_manifests
+        else:
+            base_rev = base_rev or ci.base
+            head_rev = head_rev or ci.head
+            if not base_rev or not head_rev:
+                fail(
+                    "nothing to compare: give --base-manifests and --head-manifests, or --base "
+                    "and --head (in a merge_group, pull_request or push workflow they default "
+                    "to the event's revisions)"
+                )
+            base_raw, head_raw, policy, base_label, head_label = _read_git(
+                repo, base_rev, head_rev, paths, render, config_path
+            )
+        if not base_raw and not head_raw:
+            raise InputError(
+                f"no Kubernetes objects in base ({base_label}) nor candidate ({head_label}): "
+                "check the paths; kustomizations need --render kustomize, and Helm charts must be "
+                "rendered first (helm template ... > dir, then --base-manifests/--head-manifests)"
+            )
+        live = live or bool(prune_scopes) or kubeconfig is not None or kube_context is not None
+        if live:
+            result = _check_live(
+                base_raw,
+                head_raw,
+                context=context,
+                policy=policy,
+                namespace=namespace,
+                force=force,
+                kubeconfig=kubeconfig,
+                kube_context=kube_context,
+                scopes=[parse_scope(s) for s in prune_scopes],
+                quiet=fmt != "text",
+            )
+        else:
+            result = check_objects(
+                base_raw,
+                head_raw,
+                context=context,
+                policy=policy,
+                today=utc_today(),
+                default_namespace=namespace,
+                force=force,
+            )
+    except GateError as exc:
+        fail(str(exc))
+    _emit(result, fmt, context, base_label, head_label)
+    sys.exit(result.decision.verdict.exit_code)
+
+
+def _check_live(
+    base_raw: Sequence[RawObject],
+    head_raw: Sequence[RawObject],
+    *,
+    context: Context,
+    policy: Policy,
+    namespace: str,
+    force: bool,
+    kubeconfig: str | None,
+    kube_context: str | None,
+    scopes: Sequence[PruneScope],
+    quiet: bool,
+) -> CheckResult:
+    """`gate check --live`: the same check, with the cluster's truth and the prune set."""
+    from gate.kube.snapshot import ApiLister, read_live  # the kubernetes client is slow to import
+
+    base, head = build_sides(base_raw, head_raw, namespace)
+    timeout = policy.live_timeout_seconds
+    with ApiLister.from_kubeconfig(kubeconfig, kube_context, timeout) as lister:
+        read = read_live(lister, policy, base, head, scopes)
+        if not quiet:
+            pruned = f"; prune set: {len(read.prune_changes)} object(s)" if scopes else ""
+            click.echo(f"live: {lister.host}: {read.snapshot.summary()}{pruned}", err=True)
+    return check_inventories(
+        base,
+        head,
+        context=context,
+        policy=policy,
+        today=utc_today(),
+        force=force,
+        live=read.snapshot.state,
+        extra_changes=read.prune_changes,
+    )
+
+
+def _read_git(
+    repo: str,
+    base_rev: str,
+    head_rev: str,
+    paths: Sequence[str],
+    render: str,
+    config_path: str | None,
+) -> tuple[list[RawObject], list[RawObject], Policy, str, str]:
+    from gate.sources import gitsource  # git mode only: GitPython is slow to import
+    from gate.sources import render as renderers
+
+    base_sha = gitsource.resolve_revision(repo, base_rev)
+    head_sha = gitsource.resolve_revision(repo, head_rev)
+    policy = _base_policy(repo, base_sha, config_path)
+    if render == "kustomize":
+        if not paths:
+            raise InputError("--render kustomize needs at least one --path to build")
+        base_raw = renderers.render_kustomize_paths(repo, base_sha, paths)
+        head_raw = renderers.render_kustomize_paths(repo, head_sha, paths)
+    else:
+        base_raw = gitsource.read_tree(repo, base_sha, paths)
+        head_raw = gitsource.read_tree(repo, head_sha, paths)
+    base_label, head_label = _rev_label(base_rev, base_sha), _rev_label(head_rev, head_sha)
+    return base_raw, head_raw, policy, base_label, head_label
+
+
+def _base_policy(repo: str, base_sha: str, config_path: str | None) -> Policy:
+    """The policy as the base revision has it: a candidate must not switch its own gate off.
+
+    A `--config` inside the repository is read at the base revision too (if the base lacks it,
+    the defaults apply until it is merged); one outside the repository is read from disk. The
+    path is never resolved through a symlink (a candidate's link to `/dev/null` or outside the
+    tree would otherwise choose the policy), and a symlink is refused on disk and in the base.
+    """
+    from gate.sources import gitsource
+
+    if config_path is None:
+        where = POLICY_FILE
+    else:
+        require_regular_file(config_path)
+        try:
+            with gitsource.open_repo(repo) as r:
+                root = r.working_tree_dir
+        except GateError:
+            root = None
+        where_in_repo = _inside(Path(root), config_path) if root is not None else None
+        if where_in_repo is None:
+            return load_policy(config_path)
+        where = where_in_repo
+    blob = gitsource.read_blob(repo, base_sha, where)
+    label = f"{where} at {base_sha[:12]}"
+    if blob is None:
+        if config_path is not None:
+            click.echo(
+                f"note: {where} does not exist at the base revision {base_sha[:12]}: using the "
+                "default policy (a candidate's policy takes effect once it is merged)",
+                err=True,
+            )
+        return Policy()
+    is_link, data = blob
+    if is_link:
+        raise ConfigError(
+            f"{label}: the policy file is a symlink in the base revision (git mode 120000); a "
+            "policy must be a regular file: commit the file itself"
+        )
+    return policy_from_text(decode_policy(data, label), label)
+
+
+def _inside(root: Path, config_path: str) -> str | None:
+    """`config_path` relative to the work tree `root` (posix), or None when it is outside.
+
+    Lexical, with only the directory resolved: the file's own name is never followed.
+    """
+    target = Path(os.path.normpath(Path(config_path).absolute()))
+    directory = target.parent.resolve()
+    for base in (root.resolve(), Path(os.path.normpath(root.absolute()))):
+        for candidate in (directory / target.name, target):
+            if candidate.is_relative_to(base):
+                return candidate.relative_to(base).as_posix()
+    return None
+
+
+def _workspace_relative(path: str) -> str:
+    """An absolute path inside the working directory, made relative: annotations need that."""
+    p = Path(path)
+    if p.is_absolute() and p.is_relative_to(Path.cwd()):
+        return p.relative_to(Path.cwd()).as_posix() or "."
+    return path
+
+
+def _rev_label(rev: str, sha: str) -> str:
+    return sha if sha.startswith(rev) else f"{rev} ({sha[:12]})"
+
+
+def _emit(result: CheckResult, fmt: str, context: Context, base: str, head: str) -> None:
+
+    color = fmt == "text" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    click.echo(render_report(result, fmt, context=context, base=base, head=head, color=color))
+    if fmt != "github":
+        return
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        with Path(summary).open("a", encoding="utf-8") as fh:
+            fh.write(step_summary(result, context=context, base=base, head=head))
+    output = os.environ.get("GITHUB_OUTPUT")
+    if output:  # the step's outputs, for later steps: `steps.<id>.outputs.verdict`
+        with Path(output).open("a", encoding="utf-8") as fh:
+            fh.write(f"verdict={result.decision.verdict}\n")

@@ -1,0 +1,126 @@
+"""`gate retire status`: where each claim stands in its two-stage retirement."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import click
+
+from gate.cli.common import fail, kube_options, policy_for_files
+from gate.engine.check import build_sides
+from gate.model.errors import GateError
+from gate.model.objects import Inventory
+from gate.sources.policyfile import (
+    POLICY_FILE,
+)
+
+
+@click.group("retire")
+def retire_group() -> None:
+    """Two-stage retirement of claims: where each one stands."""
+
+
+@retire_group.command("status")
+@click.option("-n", "--namespace", help="Only claims in this namespace (default: all).")
+@click.argument("name", required=False)
+@kube_options
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    help=f"Policy file, for the retire annotation's name (default: ./{POLICY_FILE} if present).",
+)
+@click.option(
+    "-o",
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="Output format.",
+)
+@click.option(
+    "--base",
+    "base_rev",
+    metavar="REV",
+    help="The merged branch's revision: stage 1 counts only for claims it marks too, as in "
+    "`gate check` (a mark only a speculative deploy applied is reported as unmerged).",
+)
+@click.option(
+    "--repo",
+    default=".",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Git repository of --base.",
+)
+@click.option(
+    "--path",
+    "paths",
+    multiple=True,
+    metavar="DIR",
+    help="Directory of --base to read (repeatable; default: the whole tree).",
+)
+def retire_status_command(
+    namespace: str | None,
+    name: str | None,
+    kubeconfig: str | None,
+    kube_context: str | None,
+    config_path: str | None,
+    fmt: str,
+    base_rev: str | None,
+    repo: str,
+    paths: tuple[str, ...],
+) -> None:
+    """For every live claim marked for retirement: its stage, what it still waits on (which pod
+    on which node, which workload), and whether removing its manifest is safe now.
+
+    With NAME, that claim whether marked or not. With --base, a live mark the merged branch does
+    not carry does not count. Exit 0 when it answered, 2 when it could not read the cluster or
+    the base revision.
+    """
+    from gate.engine import retire
+    from gate.kube.resources import RESOURCES
+    from gate.kube.snapshot import ApiLister, take_snapshot
+
+    wanted = {"PersistentVolumeClaim", "PersistentVolume", "Pod", "VolumeSnapshot"}
+    wanted |= {"StatefulSet", "Deployment", "DaemonSet", "ReplicaSet", "Job", "CronJob"}
+    try:
+        policy = policy_for_files(config_path)
+        base = _base_inventory(repo, base_rev, paths) if base_rev else None
+        with ApiLister.from_kubeconfig(
+            kubeconfig, kube_context, policy.live_timeout_seconds
+        ) as lister:
+            snap = take_snapshot(
+                lister,
+                policy.guarded_kinds,
+                policy.live_page_size,
+                [r for r in RESOURCES if r.kind in wanted],
+            )
+    except GateError as exc:
+        fail(str(exc))
+    annotation = policy.retire_annotation
+    state = snap.state
+    statuses = retire.retire_statuses(
+        state.objects.values(), state, annotation, namespace, name, base
+    )
+    if name and not statuses:
+        where = f" in namespace {namespace}" if namespace else ""
+        fail(
+            f"no claim named {name}{where} exists in the cluster (kubectl get pvc -A | grep {name})"
+        )
+    if fmt == "json":
+        click.echo(retire.render_json(statuses, annotation))
+    elif statuses:
+        click.echo(retire.render_text(statuses, annotation))
+    else:
+        where = f" in namespace {namespace}" if namespace else ""
+        click.echo(f"no claim{where} is marked `{annotation}`: nothing is being retired")
+
+
+def _base_inventory(repo: str, base_rev: str, paths: Sequence[str]) -> Inventory:
+    """The objects the base revision declares (plain manifests), for `retire status --base`."""
+    from gate.sources import gitsource  # git mode only: GitPython is slow to import
+
+    sha = gitsource.resolve_revision(repo, base_rev)
+    base, _ = build_sides(gitsource.read_tree(repo, sha, paths), [], "default")
+    return base

@@ -1,0 +1,149 @@
+"""The `gate` command group: loads `gate webhook` only when it runs, and turns a crash into exit 3.
+
+Every `GateError` becomes `error: <what>` on stderr and exit code 2 ("could not decide");
+click's own usage errors exit 2 as well. Exit codes come from `gate.engine.verdict`. The
+commands live one group per module (`check`, `retire`, `fence`); no decisions are made here.
+"""
+
+from __future__ import annotations
+
+import errno
+import sys
+import traceback
+from typing import Any, NoReturn
+
+import click
+
+from gate import __version__
+from gate.cli.check import check_command
+from gate.cli.common import fail
+from gate.cli.fence import fence_group
+from gate.cli.retire import retire_group
+from gate.engine.verdict import EXIT_BUG
+from gate.model.errors import GateError
+from gate.model.findings import MEANING, Code
+from gate.report.common import inert
+
+
+class _Gate(click.Group):
+    """The `gate` group: loads `gate webhook` only when it runs, and turns a crash into exit 3.
+
+    An exception no command expected is a bug, not a verdict: exit 1 would read as "blocked by
+    policy" and exit 0 as a pass, so it gets its own code and asks to be reported.
+    """
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        if command is _webhook_door:
+            return name, _load_webhook(), rest
+        return name, command, rest
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except _CLICK_FLOW:
+            raise
+        except GateError as exc:  # a command that forgot to map it: still "could not decide"
+            fail(str(exc))
+        except Exception as exc:
+            if isinstance(exc, OSError) and exc.errno == errno.EPIPE:
+                raise  # a closed stdout (`gate codes | head`): click's own handling
+            _crash(exc, debug=bool(ctx.params.get("debug")))
+
+
+#: Exceptions click turns into its own exit codes and messages: not crashes.
+_CLICK_FLOW = (
+    click.exceptions.ClickException,
+    click.exceptions.Exit,
+    click.exceptions.Abort,
+    EOFError,
+)
+
+
+def _report_url() -> str:
+    """Where to report a bug: the package's `Issues` URL, else its home page."""
+    from importlib import metadata
+
+    try:
+        urls = metadata.metadata("prune-gate").get_all("Project-URL") or []
+    except metadata.PackageNotFoundError:
+        urls = []
+    by_label: dict[str, str] = {
+        label.strip().lower(): url.strip()
+        for label, _, url in (str(entry).partition(",") for entry in urls)
+    }
+    for label in ("issues", "bug tracker", "source", "homepage"):
+        if label in by_label:
+            return by_label[label]
+    return "the prune-gate issue tracker"
+
+
+def _crash(exc: BaseException, *, debug: bool) -> NoReturn:
+    """Say an internal error happened, whose bug it is and where to report it; exit EXIT_BUG.
+    The traceback only with --debug: it is for the report, not for the operator."""
+    if debug:
+        click.echo("".join(traceback.format_exception(exc)).rstrip("\n"), err=True)
+    detail = inert(f"{type(exc).__name__}: {exc}")
+    hint = "" if debug else " (run `gate --debug ...` for the traceback)"
+    click.echo(
+        f"error: internal error: {detail} \u2014 this is a bug, please report it at "
+        f"{_report_url()} with the command and its output{hint}",
+        err=True,
+    )
+    sys.exit(EXIT_BUG)
+
+
+@click.group(
+    cls=_Gate,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+@click.version_option(__version__, "--version", prog_name="gate")
+@click.option("--debug", is_flag=True, help="On an internal error, print its traceback.")
+def main(debug: bool) -> None:
+    """prune-gate: stop deletions that lose data or wedge a deploy.
+
+    Exit codes: 0 pass (allow or warn), 1 blocked or deferred by policy, 2 could not decide,
+    3 internal error (a bug: please report it).
+    """
+
+
+main.add_command(check_command)
+main.add_command(retire_group)
+main.add_command(fence_group)
+
+
+@main.command("codes")
+def codes_command() -> None:
+    """List every finding code and what it means."""
+    width = max(len(c.value) for c in Code)
+    for code in Code:
+        click.echo(f"{code.value:<{width}}  {MEANING[code]}")
+
+
+# The admission webhook's commands (`gate webhook serve`): a door, not the core. They live in
+# `webhook.cli` and need the `webhook` extra (Flask, gunicorn, ...), which `gate check` never
+# loads: `gate --help` lists this placeholder, and `_Gate.resolve_command` swaps in the real group
+# only when `gate webhook ...` runs.
+
+#: Top-level modules of the `webhook` extra: pip install 'prune-gate[webhook]'.
+WEBHOOK_EXTRA = ("flask", "gunicorn", "prometheus_client", "cryptography")
+
+_webhook_door = click.Group(
+    "webhook",
+    help="The admission webhook: refuse guarded deletions at the API server.",
+)
+main.add_command(_webhook_door)
+
+
+def _load_webhook() -> click.Command:
+    """The real `gate webhook` group; without the extra, say how to install it and exit 2."""
+    import importlib
+    import importlib.util
+
+    if any(importlib.util.find_spec(name) is None for name in WEBHOOK_EXTRA):
+        fail("the webhook needs its extra: pip install 'prune-gate[webhook]'")
+    command = importlib.import_module("webhook.cli").webhook
+    assert isinstance(command, click.Command)
+    return command

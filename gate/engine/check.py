@@ -1,0 +1,108 @@
+"""`gate check` as a function: two sides in, a decision out. Shared by the CLI and the Action.
+
+This is the seam between the pure engine and its edges: callers load manifests (files, git,
+renderers) and an optional live view, and pass `today` so nothing here reads the clock.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from gate.engine.context import Context
+from gate.engine.plan import Change, compute_plan
+from gate.engine.policy import Policy
+from gate.engine.rules import World, run_rules
+from gate.engine.verdict import Decision, apply_policy, decide
+from gate.model.liveview import LiveView
+from gate.model.objects import Inventory, RawObject, build_inventory, learn_scopes
+from gate.model.refs import ObjectRef, Scopes
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """The decision and what it was made on."""
+
+    decision: Decision
+    changes: tuple[Change, ...]
+    base: Inventory
+    head: Inventory
+
+
+def check_objects(
+    base_raw: Sequence[RawObject],
+    head_raw: Sequence[RawObject],
+    *,
+    context: Context,
+    policy: Policy,
+    today: dt.date,
+    default_namespace: str = "default",
+    force: bool = False,
+    live: LiveView | None = None,
+    extra_changes: Sequence[Change] = (),
+) -> CheckResult:
+    """Compare base and candidate objects and decide."""
+    base, head = build_sides(base_raw, head_raw, default_namespace)
+    return check_inventories(
+        base,
+        head,
+        context=context,
+        policy=policy,
+        today=today,
+        force=force,
+        live=live,
+        extra_changes=extra_changes,
+    )
+
+
+def build_sides(
+    base_raw: Sequence[RawObject], head_raw: Sequence[RawObject], default_namespace: str
+) -> tuple[Inventory, Inventory]:
+    """Identify the objects of both sides; CRDs on either side tell which kinds are cluster-wide."""
+    scopes = Scopes()
+    learn_scopes(scopes, base_raw, head_raw)
+    return (
+        build_inventory(base_raw, scopes, default_namespace),
+        build_inventory(head_raw, scopes, default_namespace),
+    )
+
+
+def check_inventories(
+    base: Inventory,
+    head: Inventory,
+    *,
+    context: Context,
+    policy: Policy,
+    today: dt.date,
+    force: bool = False,
+    live: LiveView | None = None,
+    extra_changes: Sequence[Change] = (),
+) -> CheckResult:
+    """Plan, run the rules, apply the policy, decide."""
+    changes = compute_plan(base, head, force_all=force)
+    known = {c.ref for c in changes}
+    changes.extend(c for c in extra_changes if c.ref not in known)
+    world = World(base=base, head=head, context=context, policy=policy, live=live)
+    raw = list(run_rules(changes, world))
+    labels = exemption_labels({f.ref for f in raw}, base, head, live)
+    findings, exempted = apply_policy(raw, policy, context, today, labels)
+    return CheckResult(decide(findings, exempted), tuple(changes), base, head)
+
+
+def exemption_labels(
+    refs: Iterable[ObjectRef], base: Inventory, head: Inventory, live: LiveView | None
+) -> dict[ObjectRef, dict[str, str]]:
+    """The labels exemptions are matched against, per object: the live object's when there is a
+    live view and the object is in it (what a prune deletes is the live object, and the webhook
+    matches its live labels too; an object only live, pruned by `--prune-scope`, has no base),
+    else the base's, else the candidate's."""
+    labels = {m.ref: m.labels for m in base}
+    for m in head:
+        labels.setdefault(m.ref, m.labels)
+    if live is not None:
+        for ref in refs:
+            obj = live.get(ref)
+            if obj is not None:
+                labels[ref] = obj.labels
+    return labels

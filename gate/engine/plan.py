@@ -1,0 +1,183 @@
+"""Base vs candidate: which objects are deleted, force-replaced, or changed in an immutable field.
+
+Pure: takes two inventories and returns `Change`s. Immutable fields are checked the way the API
+server validates updates, for the kinds whose loss or wedge prune-gate guards against.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from gate.model.objects import Inventory, Manifest
+from gate.model.quantity import parse_quantity
+from gate.model.refs import ObjectRef
+
+FLUX_FORCE = "kustomize.toolkit.fluxcd.io/force"
+ARGO_SYNC_OPTIONS = "argocd.argoproj.io/sync-options"
+
+
+class Action(StrEnum):
+    """What the deploy does to an object."""
+
+    DELETE = "delete"
+    REPLACE = "replace"  # delete and recreate: a forced replacement
+    UPDATE = "update"
+
+
+@dataclass(frozen=True)
+class Change:
+    """One object the deploy will delete, replace or update, and why."""
+
+    ref: ObjectRef
+    action: Action
+    base: Manifest | None
+    head: Manifest | None
+    cause: str
+    #: Immutable fields that differ (dotted paths), for REPLACE and UPDATE.
+    immutable: tuple[str, ...] = ()
+    #: What turned force on, for REPLACE.
+    force: str = ""
+
+    @property
+    def deletes(self) -> bool:
+        """True when the object is deleted, for good or to be recreated."""
+        return self.action in (Action.DELETE, Action.REPLACE)
+
+
+def compute_plan(base: Inventory, head: Inventory, force_all: bool = False) -> list[Change]:
+    """Every object removed from base, and every object whose immutable fields change."""
+    changes: list[Change] = []
+    for m in base:
+        other = head.get(m.ref)
+        if other is None:
+            changes.append(Change(m.ref, Action.DELETE, m, None, "removed from the manifests"))
+            continue
+        if other.body == m.body:
+            continue
+        check = IMMUTABLE_CHECKS.get((m.ref.group, m.ref.kind))
+        diffs = tuple(check(m.body, other.body)) if check else ()
+        if not diffs:
+            continue
+        # The controller reads force from the object it applies: the candidate's.
+        force = "--force" if force_all else force_reason(other)
+        if force:
+            cause = f"immutable field changed with force on ({force})"
+            changes.append(Change(m.ref, Action.REPLACE, m, other, cause, diffs, force))
+        else:
+            changes.append(Change(m.ref, Action.UPDATE, m, other, "immutable field changed", diffs))
+    return changes
+
+
+def force_reason(m: Manifest) -> str:
+    """Why a controller would force-replace this object, or "" when it would not."""
+    ann = m.annotations
+    if str(ann.get(FLUX_FORCE, "")).lower() == "enabled":
+        return f"{FLUX_FORCE}: enabled"
+    options = [o.strip() for o in str(ann.get(ARGO_SYNC_OPTIONS, "")).split(",")]
+    if "Replace=true" in options:
+        return f"{ARGO_SYNC_OPTIONS}: Replace=true"
+    return ""
+
+
+def _spec(body: dict[str, Any]) -> dict[str, Any]:
+    spec = body.get("spec")
+    return spec if isinstance(spec, dict) else {}
+
+
+def _claim_diffs(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """A claim's spec is immutable except storage growth, volumeAttributesClassName, and
+    volumeName / storageClassName going from unset to set."""
+    a, b = _spec(old), _spec(new)
+    out: list[str] = []
+    for key in sorted(set(a) | set(b)):
+        va, vb = a.get(key), b.get(key)
+        if va == vb or key == "volumeAttributesClassName":
+            continue
+        if key in ("volumeName", "storageClassName") and not va:
+            continue
+        if key == "resources":
+            out.extend(_resources_diffs(va, vb))
+            continue
+        out.append(f"spec.{key}")
+    return out
+
+
+def _resources_diffs(a: Any, b: Any) -> list[str]:
+    a = a if isinstance(a, dict) else {}
+    b = b if isinstance(b, dict) else {}
+    out: list[str] = []
+    if a.get("limits") != b.get("limits"):
+        out.append("spec.resources.limits")
+    ra, rb = a.get("requests") or {}, b.get("requests") or {}
+    for key in sorted(set(ra) | set(rb)):
+        if ra.get(key) == rb.get(key):
+            continue
+        if key == "storage" and key in ra and key in rb:
+            try:
+                if parse_quantity(rb[key]) >= parse_quantity(ra[key]):
+                    continue  # growing a claim is allowed
+            except ValueError:
+                out.append(
+                    f"spec.resources.requests.storage ({ra[key]} -> {rb[key]}: not a quantity)"
+                )
+                continue
+            out.append(f"spec.resources.requests.storage ({ra[key]} -> {rb[key]}: shrink)")
+            continue
+        out.append(f"spec.resources.requests.{key}")
+    return out
+
+
+_STS_MUTABLE = frozenset(
+    {
+        "replicas",
+        "ordinals",
+        "template",
+        "updateStrategy",
+        "persistentVolumeClaimRetentionPolicy",
+        "minReadySeconds",
+        "revisionHistoryLimit",
+    }
+)
+
+_PV_NOT_SOURCE = frozenset(
+    {
+        "capacity",
+        "accessModes",
+        "claimRef",
+        "persistentVolumeReclaimPolicy",
+        "storageClassName",
+        "mountOptions",
+        "volumeMode",
+        "nodeAffinity",
+        "volumeAttributesClassName",
+    }
+)
+
+
+def _statefulset_diffs(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    a, b = _spec(old), _spec(new)
+    return [
+        f"spec.{k}"
+        for k in sorted(set(a) | set(b))
+        if k not in _STS_MUTABLE and a.get(k) != b.get(k)
+    ]
+
+
+def _volume_diffs(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """A PersistentVolume's source (csi, nfs, hostPath, ...) is immutable."""
+    a, b = _spec(old), _spec(new)
+    return [
+        f"spec.{k}"
+        for k in sorted(set(a) | set(b))
+        if k not in _PV_NOT_SOURCE and a.get(k) != b.get(k)
+    ]
+
+
+IMMUTABLE_CHECKS: dict[tuple[str, str], Callable[[dict[str, Any], dict[str, Any]], list[str]]] = {
+    ("", "PersistentVolumeClaim"): _claim_diffs,
+    ("apps", "StatefulSet"): _statefulset_diffs,
+    ("", "PersistentVolume"): _volume_diffs,
+}

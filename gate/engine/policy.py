@@ -1,0 +1,149 @@
+"""The policy: guarded kinds, severities, exemptions, annotation names, and their defaults.
+
+Pure data; defaults live here, in one place. Reading and validating the policy file
+(`prune-gate.yaml`) is `gate.sources.policyfile`'s job.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fnmatch
+import re
+from dataclasses import dataclass, field
+
+from gate.engine.context import Context
+from gate.model.findings import Code, Severity
+from gate.model.refs import ObjectRef, parse_group_kind
+
+DEFAULT_GUARDED = (
+    "PersistentVolumeClaim",
+    "PersistentVolume",
+    "VolumeSnapshot.snapshot.storage.k8s.io",
+)
+DEFAULT_WEBHOOK_GUARDED = (
+    "PersistentVolumeClaim",
+    "PersistentVolume",
+    "Namespace",
+    "StatefulSet.apps",
+    "CustomResourceDefinition.apiextensions.k8s.io",
+)
+
+#: Default severity of every code, in every context unless a context is named.
+DEFAULT_SEVERITY: dict[Code, dict[Context | None, Severity]] = {
+    **{code: {None: Severity.BLOCK} for code in Code},
+    Code.SPECULATIVE_PRUNE: {None: Severity.DEFER},
+    Code.ORPHANED_BY_KEEP: {None: Severity.WARN},
+}
+
+#: The least `webhook.maxCacheAge`: a watch ends and restarts every minute and a re-list of a
+#: big cluster takes a while; below a few minutes readiness flaps on a quiet, healthy cluster.
+MIN_MAX_CACHE_AGE_SECONDS = 300.0
+
+_DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str) -> float:
+    """`1h30m` -> 5400.0 seconds. Units are required (a bare number is ambiguous)."""
+    pos, total = 0, 0.0
+    for m in _DURATION.finditer(text):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
+        pos = m.end()
+    if pos != len(text) or not text:
+        raise ValueError(f"{text!r} is not a duration with units (like 30s, 5m, 1h30m)")
+    return total
+
+
+@dataclass(frozen=True)
+class Exemption:
+    """A documented, expiring exception for matching objects (optionally only some codes)."""
+
+    group: str
+    kind: str
+    reason: str
+    expires: dt.date
+    namespace: str = "*"
+    name: str = "*"
+    labels: tuple[tuple[str, str], ...] = ()
+    codes: frozenset[Code] | None = None
+
+    def matches(self, ref: ObjectRef, labels: dict[str, str], code: Code) -> bool:
+        """True when this exemption covers the finding (expiry is checked by the caller)."""
+        return (
+            ref.group == self.group
+            and ref.kind == self.kind
+            and fnmatch.fnmatchcase(ref.namespace, self.namespace)
+            and fnmatch.fnmatchcase(ref.name, self.name)
+            and all(labels.get(k) == v for k, v in self.labels)
+            and (self.codes is None or code in self.codes)
+        )
+
+
+@dataclass(frozen=True)
+class WebhookSettings:
+    """What the admission webhook needs beyond the rules."""
+
+    guarded_kinds: frozenset[tuple[str, str]]
+    deployers: tuple[str, ...] = ()
+    break_glass_groups: tuple[str, ...] = ()
+    fence: tuple[str, str] | None = None
+    resync_seconds: float = 300.0
+    max_cache_age_seconds: float = 900.0
+    #: Label keys a deployer may not add, change or remove on a guarded object: the keys the
+    #: webhook's objectSelector reads (the chart adds them), so a relabel cannot hide an object.
+    protected_labels: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The validated policy, with defaults filled in."""
+
+    guarded_kinds: frozenset[tuple[str, str]] = frozenset(
+        parse_group_kind(k) for k in DEFAULT_GUARDED
+    )
+    severity: dict[Code, dict[Context | None, Severity]] = field(
+        default_factory=lambda: {c: dict(v) for c, v in DEFAULT_SEVERITY.items()}
+    )
+    configured: frozenset[Code] = frozenset()
+    exemptions: tuple[Exemption, ...] = ()
+    retire_annotation: str = "prune-gate.io/retire"
+    allow_delete_annotation: str = "prune-gate.io/allow-delete"
+    live_timeout_seconds: float = 30.0
+    live_page_size: int = 500
+    webhook: WebhookSettings = field(
+        default_factory=lambda: WebhookSettings(
+            frozenset(parse_group_kind(k) for k in DEFAULT_WEBHOOK_GUARDED)
+        )
+    )
+
+    def is_guarded_kind(self, group: str, kind: str) -> bool:
+        return (group, kind) in self.guarded_kinds
+
+    def severity_for(
+        self, code: Code, context: Context, suggested: Severity | None = None
+    ) -> Severity:
+        """The configured severity of `code` in `context`; a rule's suggestion beats defaults."""
+        if suggested is not None and code not in self.configured:
+            return suggested
+        table = self.severity[code]
+        return table.get(context, table.get(None, Severity.BLOCK))
+
+    def exemption_for(
+        self, ref: ObjectRef, labels: dict[str, str], code: Code, today: dt.date
+    ) -> Exemption | None:
+        """The first unexpired exemption covering this finding, if any."""
+        for ex in self.exemptions:
+            if ex.expires >= today and ex.matches(ref, labels, code):
+                return ex
+        return None
+
+    def expired_exemption_for(
+        self, ref: ObjectRef, labels: dict[str, str], code: Code, today: dt.date
+    ) -> Exemption | None:
+        """An exemption that would cover this finding but has expired: worth saying so."""
+        for ex in self.exemptions:
+            if ex.expires < today and ex.matches(ref, labels, code):
+                return ex
+        return None

@@ -1,0 +1,735 @@
+"""The rules: one small function each, from a change and the world to findings.
+
+Pure. A rule reads the `World` (base and candidate inventories, an optional live view, the context
+and the policy) and returns findings with evidence and a remediation; severity and exemptions are
+applied afterwards, in `gate.engine.verdict`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+
+from gate.engine.context import Context
+from gate.engine.plan import Action, Change
+from gate.engine.policy import Policy
+from gate.engine.updates import change_findings
+from gate.model.errors import UncountedError
+from gate.model.findings import Code, Finding, Severity
+from gate.model.liveview import LiveView
+from gate.model.objects import Inventory, Manifest, Source
+from gate.model.refs import ObjectRef
+from gate.model.workloads import claim_names, pod_spec_of, statefulset_claim_matches
+
+CLAIM = ("", "PersistentVolumeClaim")
+VOLUME = ("", "PersistentVolume")
+NAMESPACE = ("", "Namespace")
+STATEFULSET = ("apps", "StatefulSet")
+CRD = ("apiextensions.k8s.io", "CustomResourceDefinition")
+
+#: Annotations that make a GitOps tool leave an object in the cluster when it leaves git.
+KEEP_ANNOTATIONS: dict[str, Callable[[str], bool]] = {
+    "kustomize.toolkit.fluxcd.io/prune": lambda v: v.lower() == "disabled",
+    "argocd.argoproj.io/sync-options": lambda v: "Prune=false" in [p.strip() for p in v.split(",")],
+    "helm.sh/resource-policy": lambda v: v == "keep",
+    "kapp.k14s.io/delete-strategy": lambda v: v == "orphan",
+}
+
+
+@dataclass(frozen=True)
+class World:
+    """Everything a rule may look at. No I/O happens behind it; frozen, so a rule cannot change
+    what the next rule sees (`run_rules` works on a copy that knows what the changes delete)."""
+
+    base: Inventory
+    head: Inventory
+    context: Context
+    policy: Policy = field(default_factory=Policy)
+    live: LiveView | None = None
+    #: Objects this deploy deletes (set by `run_rules` on its copy): a consumer that goes is no
+    #: consumer.
+    deleting: frozenset[ObjectRef] = frozenset()
+
+    @cached_property
+    def _template_users(self) -> dict[tuple[str, str], list[Manifest]]:
+        return _index_template_users(self.head)
+
+    def template_users(self, namespace: str, claim: str) -> list[Manifest]:
+        """Workloads in the candidate whose pod template mounts the claim (indexed once)."""
+        users = list(self._template_users.get((namespace, claim), ()))
+        base, _, ordinal = claim.rpartition("-")
+        if base and ordinal.isdigit():
+            users.extend(
+                m
+                for m in self._template_users.get((namespace, f"{_STS_PREFIX}{base}"), ())
+                if statefulset_claim_matches(m.ref.name, m.body, claim)
+            )
+        return sorted(set(users), key=lambda m: m.ref)
+
+
+def _kind(ref: ObjectRef) -> tuple[str, str]:
+    return (ref.group, ref.kind)
+
+
+def _finding(
+    code: Code,
+    change: Change,
+    message: str,
+    evidence: Iterable[str],
+    fix: str,
+    suggested: Severity | None = None,
+) -> Finding:
+    m = change.base or change.head
+    return Finding(
+        code=code,
+        ref=change.ref,
+        message=message,
+        evidence=tuple(evidence),
+        remediation=fix,
+        api_version=m.api_version if m else "",
+        source=_source(change),
+        suggested=suggested,
+    )
+
+
+def _source(change: Change) -> Source | None:
+    if change.base is not None and change.base.source is not None:
+        return change.base.source
+    return change.head.source if change.head is not None else None
+
+
+def keep_annotation(annotations: dict[str, str]) -> str | None:
+    """The keep annotation (`key: value`) that makes a tool orphan the object, if any."""
+    for key, is_keep in KEEP_ANNOTATIONS.items():
+        value = annotations.get(key)
+        if isinstance(value, str) and is_keep(value):
+            return f"{key}: {value}"
+    return None
+
+
+@dataclass(frozen=True)
+class Retirement:
+    """Whether stage 1 of retirement counts for an object, and the evidence line that says why."""
+
+    #: The retire reason when stage 1 counts, else None.
+    reason: str | None
+    evidence: str
+
+
+def _mark(annotations: dict[str, str] | None, key: str) -> str:
+    value = (annotations or {}).get(key)
+    return value.strip() if isinstance(value, str) else ""
+
+
+def retirement(change: Change, world: World) -> Retirement:
+    """Stage 1 counts only when the base branch (the merged revision) carries the retire mark
+    and, with a live view that has the object, the live object carries it too.
+
+    Base alone is a mark merged but not deployed yet; live alone is a mark that no merged
+    revision made, which a speculative (unmerged) deploy may have applied: a candidate that is
+    evicted must not leave behind a mark that lets the next deploy delete the object.
+    """
+    key = world.policy.retire_annotation
+    base = _mark(change.base.annotations, key) if change.base is not None else ""
+    live_obj = world.live.get(change.ref) if world.live is not None else None
+    live = _mark(live_obj.annotations, key) if live_obj is not None else ""
+    if world.context is Context.ADMISSION:  # base is the request's oldObject: the live object
+        found = base or live
+        if found:
+            return Retirement(found, f'`{key}: "{found}"` on the live object')
+        return Retirement(None, f"no `{key}` annotation on the live object")
+    if not base:
+        if live:
+            return Retirement(
+                None,
+                f'`{key}: "{live}"` is marked live but not on the base branch: a speculative '
+                "deploy may have applied it",
+            )
+        where = "base revision" if change.base is not None else "base revision (not declared)"
+        also = " nor on the live object" if live_obj is not None else ""
+        return Retirement(None, f"no `{key}` annotation on the {where}{also}")
+    if live_obj is not None and not live:
+        return Retirement(
+            None,
+            f"`{key}` is on the base branch but not on the live object: stage 1 is merged but "
+            "not deployed yet",
+        )
+    where = "base revision and the live object" if live_obj is not None else "base revision"
+    return Retirement(base, f'`{key}: "{base}"` on the {where}')
+
+
+def _guarded_contents(namespace: str, world: World) -> list[ObjectRef]:
+    refs = {
+        m.ref
+        for m in world.base.in_namespace(namespace)
+        if world.policy.is_guarded_kind(*_kind(m.ref))
+    }
+    if world.live is not None:
+        refs.update(world.live.guarded_in_namespace(namespace))
+    return sorted(refs)
+
+
+def _when_deleted(change: Change, world: World) -> str:
+    if world.live is not None:
+        live = world.live.get(change.ref)
+        if live is not None and "whenDeleted" in live.facts:
+            return live.facts["whenDeleted"]
+    m = change.base or change.head
+    policy = (m.spec.get("persistentVolumeClaimRetentionPolicy") or {}) if m else {}
+    return str(policy.get("whenDeleted", "Retain"))
+
+
+def _custom_resources(change: Change, world: World) -> tuple[list[ObjectRef], int]:
+    m = change.base or change.head
+    spec = m.spec if m else {}
+    group = spec.get("group")
+    kind = (spec.get("names") or {}).get("kind")
+    live = world.live.get(change.ref) if m is None and world.live is not None else None
+    if live is not None:  # pruned from the cluster, never declared in base
+        group, kind = live.facts.get("group"), live.facts.get("kind")
+    if not isinstance(group, str) or not isinstance(kind, str):
+        return [], 0
+    declared = sorted(o.ref for o in world.base.of_kind(group, kind))
+    count = len(declared)
+    if world.live is not None:
+        live_count = world.live.custom_resource_count(group, kind)
+        if live_count is not None:
+            count = max(count, live_count)
+    return declared, count
+
+
+def is_guarded(change: Change, world: World) -> bool:
+    """A guarded object: a guarded kind, or a namespace/StatefulSet/CRD that takes data with it."""
+    kind = _kind(change.ref)
+    if world.policy.is_guarded_kind(*kind):
+        return True
+    if kind == NAMESPACE:
+        return bool(_guarded_contents(change.ref.name, world))
+    if kind == STATEFULSET:
+        return _when_deleted(change, world) == "Delete"
+    if kind == CRD:
+        return _custom_resources(change, world)[1] > 0
+    return False
+
+
+def _retire_fix(ref: ObjectRef, world: World, source: Source | None) -> str:
+    key = world.policy.retire_annotation
+    where = f" (base declares it at {source})" if source else ""
+    return (
+        f"keep it in the candidate{where} and retire {ref.display()} in two stages: "
+        f'1) merge a change that annotates it `{key}: "<reason>"` and removes its consumers, '
+        f"and let it deploy; 2) then remove the manifest"
+    )
+
+
+# --- rules on deletions -----------------------------------------------------------------------
+
+
+def check_orphaned_by_keep(change: Change, world: World) -> Iterator[Finding]:
+    """ORPHANED_BY_KEEP: the tool will not delete it; it stays, unmanaged."""
+    if change.action is not Action.DELETE:
+        return
+    keep, where = _keep_of(change, world)
+    if keep:
+        yield _finding(
+            Code.ORPHANED_BY_KEEP,
+            change,
+            f"{change.ref.display()} leaves the manifests but carries `{keep}`: it stays in the "
+            "cluster, unmanaged",
+            [f"the {where} carries `{keep}`", f"cause: {change.cause}"],
+            f"if the object should go, delete it by hand after checking it: kubectl delete "
+            f"{change.ref.kubectl()}; if it should stay, keep it in the manifests",
+        )
+
+
+def _keep_of(change: Change, world: World) -> tuple[str | None, str]:
+    """The keep annotation on the base manifest, or on the live object when base lacks it."""
+    if change.base is not None:
+        keep = keep_annotation(change.base.annotations)
+        if keep:
+            return keep, "base manifest"
+    live = world.live.get(change.ref) if world.live is not None else None
+    if live is not None:
+        return keep_annotation(live.annotations), "live object"
+    return None, ""
+
+
+def check_not_retired(change: Change, world: World) -> Iterator[Finding]:
+    """NOT_RETIRED: a guarded kind is deleted or replaced without stage 1 of retirement."""
+    if not change.deletes or not world.policy.is_guarded_kind(*_kind(change.ref)):
+        return
+    stage_1 = retirement(change, world)
+    if stage_1.reason:
+        return
+    verb = "force-replaced" if change.action is Action.REPLACE else "deleted"
+    fix = _retire_fix(change.ref, world, _source(change))
+    if change.action is Action.REPLACE:
+        fix = (
+            f"revert the change to {', '.join(change.immutable)}; if the object must change, "
+            "create its replacement under a new name and retire this one in two stages"
+        )
+    elif change.base is None and change.head is None:  # pruned live, declared nowhere
+        fix = (
+            "no manifest declares it, so the deployer will prune it: add its manifest to the "
+            f"candidate (start from kubectl get {change.ref.kubectl()} -o yaml), then "
+            + fix.removeprefix("keep it in the candidate and ")
+        )
+    yield _finding(
+        Code.NOT_RETIRED,
+        change,
+        f"{change.ref.display()} would be {verb} but was never retired",
+        [f"cause: {change.cause}", stage_1.evidence],
+        fix,
+    )
+
+
+def check_speculative_prune(change: Change, world: World) -> Iterator[Finding]:
+    """SPECULATIVE_PRUNE: a candidate that may never merge would delete a guarded object."""
+    if world.context is not Context.SPECULATIVE or not change.deletes:
+        return
+    if not is_guarded(change, world):
+        return
+    yield _finding(
+        Code.SPECULATIVE_PRUNE,
+        change,
+        f"this merge-queue candidate would delete {change.ref.display()}; a deletion cannot be "
+        "undone if the candidate is evicted",
+        [f"context: {world.context}", f"cause: {change.cause}"],
+        f"let the deletion wait for the merge: deploy this candidate with {change.ref.display()} "
+        f"kept exactly as in base{_at(change)}, so that only the merged deploy deletes it, after "
+        "these checks run again (the webhook's speculation fence does this in the cluster: see "
+        "'Passing stage 2 through the merge queue' in the README)",
+    )
+
+
+def check_consumer_remains(change: Change, world: World) -> Iterator[Finding]:
+    """CONSUMER_REMAINS: a deleted claim is still referenced by a workload template."""
+    if change.action is not Action.DELETE or _kind(change.ref) != CLAIM:
+        return
+    yield from _consumers(change, world, "is removed")
+
+
+def check_namespace_holds_claims(change: Change, world: World) -> Iterator[Finding]:
+    """NAMESPACE_HOLDS_CLAIMS: deleting a namespace deletes the guarded objects inside."""
+    if not change.deletes or _kind(change.ref) != NAMESPACE:
+        return
+    contents = _guarded_contents(change.ref.name, world)
+    if not contents:
+        return
+    names = [r.display() for r in contents]
+    yield _finding(
+        Code.NAMESPACE_HOLDS_CLAIMS,
+        change,
+        f"Namespace {change.ref.name} is deleted while it holds {len(contents)} guarded "
+        f"object(s): {', '.join(names[:3])}{' ...' if len(names) > 3 else ''}",
+        [f"{n} is in the namespace" for n in names[:20]],
+        f"retire and remove the guarded objects in {change.ref.name} first (two stages each), "
+        "then remove the namespace",
+    )
+
+
+def check_statefulset_deletes_claims(change: Change, world: World) -> Iterator[Finding]:
+    """STATEFULSET_DELETES_CLAIMS: whenDeleted: Delete takes the claims with the StatefulSet."""
+    if not change.deletes or _kind(change.ref) != STATEFULSET:
+        return
+    if _when_deleted(change, world) != "Delete":
+        return
+    yield _finding(
+        Code.STATEFULSET_DELETES_CLAIMS,
+        change,
+        f"StatefulSet {change.ref.namespace}/{change.ref.name} has "
+        "persistentVolumeClaimRetentionPolicy.whenDeleted: Delete: deleting it deletes its claims",
+        ["spec.persistentVolumeClaimRetentionPolicy.whenDeleted: Delete", f"cause: {change.cause}"],
+        "first merge and deploy `whenDeleted: Retain` on the StatefulSet, then remove it; retire "
+        "its claims separately if their data should go",
+    )
+
+
+def check_crd_holds_resources(change: Change, world: World) -> Iterator[Finding]:
+    """CRD_HOLDS_RESOURCES: deleting a CRD deletes every custom resource of its kind."""
+    if not change.deletes or _kind(change.ref) != CRD:
+        return
+    try:
+        declared, count = _custom_resources(change, world)
+    except UncountedError as exc:
+        yield _finding(
+            Code.RESOURCES_UNCOUNTED,
+            change,
+            f"CustomResourceDefinition {change.ref.name} is deleted but its custom resources "
+            "cannot be counted; deleting it would delete any that exist",
+            [str(exc)],
+            "let prune-gate list this kind (the chart's rbac.countedResources), or repair the "
+            "CustomResourceDefinition so its resources can be listed, then delete it again",
+        )
+        return
+    if count == 0:
+        return
+    yield _finding(
+        Code.CRD_HOLDS_RESOURCES,
+        change,
+        f"CustomResourceDefinition {change.ref.name} is deleted while {count} custom resource(s) "
+        "of its kind exist; they are deleted with it",
+        [f"{r.display()} exists" for r in declared[:20]] or [f"{count} live custom resource(s)"],
+        "remove (or migrate) the custom resources first, then the CustomResourceDefinition; to "
+        f"keep it, restore the manifest{_at(change)}",
+    )
+
+
+def check_pv_bound(change: Change, world: World) -> Iterator[Finding]:
+    """PV_BOUND: a removed PersistentVolume is bound to a claim that stays."""
+    if not change.deletes or _kind(change.ref) != VOLUME or change.base is None:
+        return
+    claim_ref = change.base.spec.get("claimRef") or {}
+    name, ns = claim_ref.get("name"), claim_ref.get("namespace") or "default"
+    if not isinstance(name, str):
+        return
+    claim = ObjectRef("", "PersistentVolumeClaim", str(ns), name)
+    stays = claim in world.head or (
+        world.live is not None and world.live.get(claim) is not None and claim not in world.base
+    )
+    if not stays:
+        return
+    yield _finding(
+        Code.PV_BOUND,
+        change,
+        f"PersistentVolume {change.ref.name} is removed but is bound to claim {ns}/{name}, "
+        "which stays",
+        [f"spec.claimRef: {ns}/{name}", f"{claim.display()} is still declared or live"],
+        f"retire the claim {ns}/{name} first, or keep the volume{_at(change)}",
+    )
+
+
+def check_immutable_change(change: Change, world: World) -> Iterator[Finding]:
+    """IMMUTABLE_FIELD_CHANGE / FORCED_REPLACEMENT: the apply fails, or deletes and recreates."""
+    if change.action is Action.UPDATE and change.immutable:
+        fix = (
+            "revert the change to these fields; to really change them, create a new object "
+            "under a new name and retire the old one in two stages"
+        )
+        if _kind(change.ref) == STATEFULSET:
+            fix += (
+                "; or, for a StatefulSet, replace only the object and keep its pods and claims: "
+                f"kubectl delete {change.ref.kubectl()} --cascade=orphan, then let the deploy "
+                "recreate it (resize existing claims by hand: the template does not touch them)"
+            )
+        yield _finding(
+            Code.IMMUTABLE_FIELD_CHANGE,
+            change,
+            f"{change.ref.display()} changes immutable field(s) {', '.join(change.immutable)}: the "
+            "API server will reject the apply and every later deploy fails the same way",
+            [f"{path} differs between base and candidate" for path in change.immutable],
+            fix,
+        )
+    elif change.action is Action.REPLACE:
+        yield _finding(
+            Code.FORCED_REPLACEMENT,
+            change,
+            f"{change.ref.display()} would be deleted and recreated ({change.force}) because "
+            f"immutable field(s) change: {', '.join(change.immutable)}",
+            [f"{path} differs between base and candidate" for path in change.immutable]
+            + [f"force: {change.force}"],
+            "revert the immutable change, or create a new object under a new name and retire the "
+            "old one in two stages; do not rely on force for objects that hold data",
+        )
+
+
+def check_claim_mounted(change: Change, world: World) -> Iterator[Finding]:
+    """CLAIM_MOUNTED: a pod pvc-protection counts as a user holds the claim: it would stick."""
+    if not change.deletes or _kind(change.ref) != CLAIM or world.live is None:
+        return
+    users = world.live.claim_users(change.ref.namespace, change.ref.name)
+    if not users:
+        return
+    first = users[0]
+    finished = [u for u in users if u.phase in ("Succeeded", "Failed")]
+    fix = _retire_fix(change.ref, world, _source(change))
+    if retirement(change, world).reason:  # stage 1 deployed: what is left is the pods
+        names = " ".join(u.name for u in users[:20])
+        fix = (
+            "stage 1 is deployed, but these pods still use the claim: remove the claim from "
+            "whatever creates them (see CONSUMER_REMAINS), wait for them to go, or delete them: "
+            f"kubectl delete pod -n {change.ref.namespace} {names}; then remove the claim"
+        )
+    elif finished and len(finished) == len(users):
+        names = " ".join(u.name for u in finished)
+        fix = (
+            f"only finished pods hold it: delete them first (kubectl delete pod -n "
+            f"{change.ref.namespace} {names}), or {fix}"
+        )
+    yield _finding(
+        Code.CLAIM_MOUNTED,
+        change,
+        f"claim {change.ref.namespace}/{change.ref.name} is mounted by pod {first.name} on node "
+        f"{first.node}"
+        + (f" and {len(users) - 1} more pod(s)" if len(users) > 1 else "")
+        + ": the deletion would stick Terminating behind kubernetes.io/pvc-protection",
+        [u.describe() for u in users[:20]],
+        fix,
+    )
+
+
+def check_reclaim_delete(change: Change, world: World) -> Iterator[Finding]:
+    """RECLAIM_DELETE_LOSES_DATA: reclaimPolicy Delete and no ready snapshot of the claim."""
+    if not change.deletes or _kind(change.ref) != CLAIM or world.live is None:
+        return
+    ns, name = change.ref.namespace, change.ref.name
+    volume = world.live.bound_volume(ns, name)
+    if volume is None or volume.reclaim_policy != "Delete":
+        return
+    if world.live.ready_snapshots(ns, name):
+        return
+    retired = retirement(change, world).reason
+    yield _finding(
+        Code.RECLAIM_DELETE_LOSES_DATA,
+        change,
+        f"claim {ns}/{name} is bound to PersistentVolume {volume.name} with reclaimPolicy "
+        "Delete and no ready VolumeSnapshot: its data is destroyed with the claim",
+        [
+            f"PersistentVolume {volume.name}: persistentVolumeReclaimPolicy: Delete",
+            f"no VolumeSnapshot of {ns}/{name} with readyToUse: true",
+        ],
+        f"keep the data: kubectl patch pv {volume.name} -p "
+        '\'{"spec":{"persistentVolumeReclaimPolicy":"Retain"}}\', or take a '
+        f"VolumeSnapshot of {ns}/{name} and wait for readyToUse before removing the claim",
+        suggested=Severity.WARN if retired else None,
+    )
+
+
+def _at(change: Change) -> str:
+    src = _source(change)
+    return f" ({src})" if src else ""
+
+
+def _consumers(change: Change, world: World, what: str) -> Iterator[Finding]:
+    ref = change.ref
+    users: list[str] = []
+    for m in world.template_users(ref.namespace, ref.name):
+        where = f" ({m.source})" if m.source else ""
+        users.append(f"{m.ref.display()}{where} mounts claim {ref.name} in its pod template")
+    if world.live is not None:
+        for consumer in world.live.claim_consumers(ref.namespace, ref.name):
+            if consumer in world.head or consumer in world.deleting:
+                continue  # reported from the candidate already, or deleted by this deploy
+            users.append(f"live {consumer.display()} mounts claim {ref.name} in its pod template")
+    if not users:
+        return
+    yield _finding(
+        Code.CONSUMER_REMAINS,
+        change,
+        f"claim {ref.namespace}/{ref.name} {what} but {len(users)} workload(s) still use it",
+        users,
+        f"remove claim {ref.name} from these workloads in the same change that retires the claim "
+        "(stage 1), and remove the claim only after that has deployed",
+    )
+
+
+def _index_template_users(head: Inventory) -> dict[tuple[str, str], list[Manifest]]:
+    """(namespace, claim) -> workloads in the candidate whose pod template mounts it.
+
+    StatefulSet claim templates are indexed by their claim prefix `tpl-sts` (claims `tpl-sts-N`).
+    """
+    index: dict[tuple[str, str], list[Manifest]] = {}
+    for m in head:
+        spec = pod_spec_of(m.ref.group, m.ref.kind, m.body)
+        names = set(claim_names(spec)) if spec is not None else set()
+        if _kind(m.ref) == STATEFULSET:
+            for tpl in m.spec.get("volumeClaimTemplates") or ():
+                tpl_name = ((tpl or {}).get("metadata") or {}).get("name")
+                if isinstance(tpl_name, str):
+                    names.add(f"{_STS_PREFIX}{tpl_name}-{m.ref.name}")
+        for name in names:
+            index.setdefault((m.ref.namespace, name), []).append(m)
+    return index
+
+
+_STS_PREFIX = "\0sts:"
+
+
+#: Rules that look at one change each, in report order.
+CHANGE_RULES: tuple[Callable[[Change, World], Iterator[Finding]], ...] = (
+    check_not_retired,
+    check_speculative_prune,
+    check_consumer_remains,
+    check_immutable_change,
+    check_namespace_holds_claims,
+    check_statefulset_deletes_claims,
+    check_crd_holds_resources,
+    check_pv_bound,
+    check_claim_mounted,
+    check_reclaim_delete,
+)
+
+
+def check_retiring_consumers(world: World) -> Iterator[Finding]:
+    """CONSUMER_REMAINS for stage 1: a claim marked for retirement must lose its consumers."""
+    key = world.policy.retire_annotation
+    for m in world.head.of_kind(*CLAIM):
+        if m.annotations.get(key):
+            change = Change(m.ref, Action.UPDATE, world.base.get(m.ref), m, "retiring")
+            yield from _consumers(change, world, f"is marked `{key}`")
+
+
+def check_already_terminating(changes: Iterable[Change], world: World) -> Iterator[Finding]:
+    """ALREADY_TERMINATING: the candidate declares (or prunes) an object that is being deleted."""
+    if world.live is None:
+        return
+    deleting = {c.ref: c for c in changes if c.deletes}
+    refs = sorted({m.ref for m in world.head} | set(deleting))
+    for ref in refs:
+        live = world.live.get(ref)
+        if live is None or not live.deletion_timestamp:
+            continue
+        head = world.head.get(ref)
+        change = deleting.get(ref) or Change(
+            ref, Action.UPDATE, world.base.get(ref), head, "declared by the candidate"
+        )
+        pending = ", ".join(live.finalizers) or "none"
+        yield _finding(
+            Code.ALREADY_TERMINATING,
+            change,
+            f"{ref.display()} is already being deleted (deletionTimestamp "
+            f"{live.deletion_timestamp}): a deploy that declares it waits on it and fails",
+            [f"deletionTimestamp: {live.deletion_timestamp}", f"finalizers: {pending}"],
+            f"see what holds it (kubectl get {ref.kubectl()} -o yaml: finalizers, and for a "
+            "claim the pods that still mount it); let the deletion finish before deploying "
+            "this object again",
+        )
+
+
+def check_candidate_updates(world: World) -> Iterator[Finding]:
+    """OWNER_REFERENCE_ADDED, RETENTION_DELETES_CLAIMS, OVERRIDE_IN_MANIFEST: an object in base
+    and candidate that the candidate changes so that a controller deletes it (or that carries
+    the override from a manifest), judged as the webhook judges the UPDATE (`gate.engine.updates`).
+
+    The deploy applies no DELETE here, so no deletion rule sees it: the garbage collector or the
+    StatefulSet controller deletes the claims later, on the strength of this change. An object
+    the candidate adds is judged as the webhook judges its CREATE (an owner or the override it
+    already carries).
+    """
+    for head in world.head:
+        base = world.base.get(head.ref)
+        if base is not None and base.body == head.body:
+            continue
+        cause = "changed by the candidate" if base is not None else "created by the candidate"
+        guarded = world.policy.is_guarded_kind(head.ref.group, head.ref.kind)
+        # Stage 1 matters only to an owner added to a guarded object: read it only then.
+        stage_1 = (
+            retirement(Change(head.ref, Action.UPDATE, base, head, cause), world)
+            if guarded
+            else Retirement(None, "")
+        )
+        for f in change_findings(
+            head.ref,
+            base.body if base is not None else {},
+            head.body,
+            world.policy,
+            cause,
+            guarded=guarded,
+            created=base is None,
+            retired=stage_1.reason is not None,
+            unretired=stage_1.evidence,
+        ):
+            yield replace(f, source=head.source or (base.source if base is not None else None))
+
+
+def run_rules(changes: Iterable[Change], world: World) -> list[Finding]:
+    """Every finding the rules make for these changes, before policy is applied."""
+    changes = list(changes)
+    world = replace(world, deleting=frozenset(c.ref for c in changes if c.action is Action.DELETE))
+    findings: list[Finding] = []
+    for change in changes:
+        if change.action is Action.DELETE:
+            orphaned = list(check_orphaned_by_keep(change, world))
+            if orphaned:
+                findings.extend(orphaned)  # the tool will not delete it: no deletion rules apply
+                continue
+        for rule in CHANGE_RULES:
+            findings.extend(rule(change, world))
+    findings.extend(check_retiring_consumers(world))
+    findings.extend(check_candidate_updates(world))
+    findings.extend(check_already_terminating(changes, world))
+    findings.extend(check_guard_tampered(world))
+    return [_with_live_api_version(f, world) for f in findings]
+
+
+def _with_live_api_version(f: Finding, world: World) -> Finding:
+    """Objects no manifest declares (pruned live) take their apiVersion from the live object."""
+    if f.api_version or world.live is None:
+        return f
+    live = world.live.get(f.ref)
+    return replace(f, api_version=live.api_version) if live and live.api_version else f
+
+
+#: Names of prune-gate's webhook entries (webhook.register; gate does not import webhook).
+GUARD_WEBHOOKS = frozenset({"prune-gate.prune-gate.io", "fence.prune-gate.io"})
+#: The labels of the chart's webhook Deployment.
+GUARD_LABELS = {"app.kubernetes.io/part-of": "prune-gate"}
+_VWC = ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration")
+_LEASE = ("coordination.k8s.io", "Lease")
+_DEPLOYMENT = ("apps", "Deployment")
+
+
+def _is_guard(m: Manifest, world: World) -> bool:
+    """prune-gate's own guards: its webhook configuration, the fence Lease, its Deployment."""
+    key = _kind(m.ref)
+    if key == _VWC:
+        hooks = m.body.get("webhooks")
+        return isinstance(hooks, list) and any(
+            isinstance(h, dict) and h.get("name") in GUARD_WEBHOOKS for h in hooks
+        )
+    if key == _LEASE:
+        return (m.ref.namespace, m.ref.name) == world.policy.webhook.fence
+    if key == _DEPLOYMENT:
+        return all(m.labels.get(k) == v for k, v in GUARD_LABELS.items())
+    return False
+
+
+def check_guard_tampered(world: World) -> Iterator[Finding]:
+    """GUARD_TAMPERED: the candidate deletes or rewrites prune-gate's own guards.
+
+    A deploy that removes the webhook configuration, weakens it, takes the fence, or removes the
+    webhook's Deployment or its namespace switches prune-gate off for every later prune. The
+    webhook cannot refuse a change to its own configuration (the API server exempts it), so
+    this is the door that must see it.
+    """
+    guard_namespaces = {
+        m.ref.namespace for m in world.base.of_kind(*_DEPLOYMENT) if _is_guard(m, world)
+    }
+    for m in world.base:
+        if (
+            _kind(m.ref) == NAMESPACE
+            and m.ref.name in guard_namespaces
+            and world.head.get(m.ref) is None
+        ):
+            yield _guard_finding(
+                Change(m.ref, Action.DELETE, m, None, "removed from the manifests"),
+                "deletes the namespace of prune-gate's webhook",
+            )
+    refs = sorted({m.ref for m in world.base} | {m.ref for m in world.head})
+    for ref in refs:
+        base, head = world.base.get(ref), world.head.get(ref)
+        if not any(x is not None and _is_guard(x, world) for x in (base, head)):
+            continue
+        if head is None:
+            yield _guard_finding(
+                Change(ref, Action.DELETE, base, None, "removed from the manifests"), "deletes it"
+            )
+        elif base is None or base.body != head.body:
+            what = "declares it" if base is None else "changes it"
+            yield _guard_finding(
+                Change(ref, Action.UPDATE, base, head, "changed by the candidate"), what
+            )
+
+
+def _guard_finding(change: Change, what: str) -> Finding:
+    return _finding(
+        Code.GUARD_TAMPERED,
+        change,
+        f"{change.ref.display()} is one of prune-gate's own guards and the candidate {what}: "
+        "a deploy may not switch off the guards that check its own prunes",
+        [f"cause: {change.cause}"],
+        "change prune-gate's webhook, fence or Deployment outside the guarded deploy (a "
+        "person with `helm upgrade`), or exempt this object in prune-gate.yaml `exemptions` "
+        "with a reason and an expiry",
+    )

@@ -1,0 +1,111 @@
+"""Findings and their closed vocabulary of codes.
+
+A code is stable: it appears verbatim in CLI output, JSON reports, the webhook's `status.reason`
+and Kubernetes Event reasons, so scripts and alerts can key on it. Each has a one-line meaning.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from gate.model.objects import Source
+from gate.model.refs import ObjectRef
+
+
+class Code(StrEnum):
+    """Every finding code prune-gate can emit."""
+
+    NOT_RETIRED = "NOT_RETIRED"
+    SPECULATIVE_PRUNE = "SPECULATIVE_PRUNE"
+    CONSUMER_REMAINS = "CONSUMER_REMAINS"
+    FORCED_REPLACEMENT = "FORCED_REPLACEMENT"
+    IMMUTABLE_FIELD_CHANGE = "IMMUTABLE_FIELD_CHANGE"
+    NAMESPACE_HOLDS_CLAIMS = "NAMESPACE_HOLDS_CLAIMS"
+    STATEFULSET_DELETES_CLAIMS = "STATEFULSET_DELETES_CLAIMS"
+    CRD_HOLDS_RESOURCES = "CRD_HOLDS_RESOURCES"
+    PV_BOUND = "PV_BOUND"
+    ORPHANED_BY_KEEP = "ORPHANED_BY_KEEP"
+    CLAIM_MOUNTED = "CLAIM_MOUNTED"
+    RECLAIM_DELETE_LOSES_DATA = "RECLAIM_DELETE_LOSES_DATA"
+    ALREADY_TERMINATING = "ALREADY_TERMINATING"
+    SPECULATION_FENCE = "SPECULATION_FENCE"
+    UNIDENTIFIED_OBJECT = "UNIDENTIFIED_OBJECT"
+    OWNER_REFERENCE_ADDED = "OWNER_REFERENCE_ADDED"
+    RETENTION_DELETES_CLAIMS = "RETENTION_DELETES_CLAIMS"
+    OVERRIDE_IN_MANIFEST = "OVERRIDE_IN_MANIFEST"
+    GUARD_TAMPERED = "GUARD_TAMPERED"
+    RESOURCES_UNCOUNTED = "RESOURCES_UNCOUNTED"
+    RECLAIM_SWITCHED_TO_DELETE = "RECLAIM_SWITCHED_TO_DELETE"
+
+
+#: One line per code: what it means. Reused in `gate codes`, the README and the JSON schema.
+MEANING: dict[Code, str] = {
+    Code.NOT_RETIRED: "a guarded object is deleted without stage 1 of retirement "
+    "(the prune-gate.io/retire annotation) deployed first",
+    Code.SPECULATIVE_PRUNE: "a merge-queue candidate, which may never merge, would delete a "
+    "guarded object",
+    Code.CONSUMER_REMAINS: "a claim that is removed or retiring is still used by a workload "
+    "template",
+    Code.FORCED_REPLACEMENT: "an immutable field changes with force on: the object is deleted "
+    "and recreated",
+    Code.IMMUTABLE_FIELD_CHANGE: "an immutable field changes without force: the apply fails and "
+    "every later deploy wedges",
+    Code.NAMESPACE_HOLDS_CLAIMS: (
+        "a removed Namespace still holds guarded objects, which die with it"
+    ),
+    Code.STATEFULSET_DELETES_CLAIMS: "a removed StatefulSet's claim retention policy deletes its "
+    "claims",
+    Code.CRD_HOLDS_RESOURCES: "a removed CustomResourceDefinition still has custom resources, "
+    "which die with it",
+    Code.PV_BOUND: "a removed PersistentVolume is bound to a claim that stays",
+    Code.ORPHANED_BY_KEEP: "a removed object carries a keep annotation: it stays in the cluster, "
+    "unmanaged",
+    Code.CLAIM_MOUNTED: "a pod still uses the claim: the deletion would stick Terminating behind "
+    "kubernetes.io/pvc-protection",
+    Code.RECLAIM_DELETE_LOSES_DATA: "the claim's volume has reclaimPolicy Delete and no ready "
+    "snapshot: its data goes with it",
+    Code.ALREADY_TERMINATING: "the object already has a deletionTimestamp: the deploy will wedge "
+    "on it",
+    Code.SPECULATION_FENCE: "a speculative deploy holds the speculation fence: guarded deletions "
+    "by deployers wait for the merge",
+    Code.UNIDENTIFIED_OBJECT: "the webhook cannot tell which object a request deletes or changes: "
+    "it refuses rather than decide blind",
+    Code.OWNER_REFERENCE_ADDED: "an ownerReference is added to a guarded object: the garbage "
+    "collector deletes it with its owner, at once if the owner is gone",
+    Code.RETENTION_DELETES_CLAIMS: "a StatefulSet's claim retention is switched to Delete: its "
+    "controller deletes claims on scale-down or deletion",
+    Code.OVERRIDE_IN_MANIFEST: "the allow-delete override annotation is added by a deploy: an "
+    "override is a person's act, not a candidate's",
+    Code.GUARD_TAMPERED: "a request would delete or weaken prune-gate's own guards: its webhook "
+    "configuration or the speculation fence",
+    Code.RESOURCES_UNCOUNTED: "the custom resources of a CustomResourceDefinition being deleted "
+    "cannot be counted: refused rather than guessed",
+    Code.RECLAIM_SWITCHED_TO_DELETE: "a PersistentVolume's reclaimPolicy is switched to Delete: "
+    "its data is deleted with its claim",
+}
+
+
+class Severity(StrEnum):
+    """How a finding weighs in the verdict. `off` findings are dropped."""
+
+    BLOCK = "block"
+    DEFER = "defer"
+    WARN = "warn"
+    OFF = "off"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One reason to stop or warn: the object, why, the evidence, and the fix a person can run."""
+
+    code: Code
+    ref: ObjectRef
+    message: str
+    evidence: tuple[str, ...] = ()
+    remediation: str = ""
+    severity: Severity = Severity.BLOCK
+    api_version: str = ""
+    source: Source | None = None
+    #: Severity the rule itself suggests (e.g. a warning on a retired claim); policy may override.
+    suggested: Severity | None = field(default=None, compare=False)

@@ -1,0 +1,52 @@
+"""Reports: one decision, four renderings (text, json, github, markdown).
+
+A report is read by a person paged at 3 a.m., by a script keying on codes, and by GitHub, which
+turns workflow commands into annotations on the file and line of the object. All four say the same
+thing in the same order (the order `gate.engine.verdict.decide` chose), so they can be compared line
+by line. Pure functions: they return strings and never print, read the environment or the clock; the
+CLI decides where the text goes and whether the terminal takes colour.
+
+Everything a manifest can put into a message (annotation values, paths) is untrusted: control
+characters are shown escaped in text and markdown, so a value cannot move the cursor or split a
+line, and GitHub's escaping rules keep it from starting a workflow command of its own.
+"""
+
+from __future__ import annotations
+
+from gate.engine.check import CheckResult
+from gate.engine.context import Context
+from gate.report.common import inert
+from gate.report.github import render_github
+from gate.report.json import render_json
+from gate.report.markdown import render_markdown
+from gate.report.text import render_text
+
+#: The formats `render_report` knows, the default first.
+FORMATS = ("text", "json", "github", "markdown")
+
+
+def render_report(
+    result: CheckResult,
+    fmt: str,
+    *,
+    context: Context,
+    base: str,
+    head: str,
+    color: bool = False,
+) -> str:
+    """Render the decision in `fmt` (one of `FORMATS`), without a trailing newline.
+
+    `base` and `head` label the revisions compared (a SHA, a ref, a path); `color` adds ANSI
+    colour to the text format only, and the caller decides it (a TTY, no NO_COLOR).
+    """
+    decision = result.decision
+    if fmt == "text":
+        text = render_text(decision, context=context, base=base, head=head, color=color)
+        return text if color else inert(text)  # colour is for a terminal, never a CI log
+    if fmt == "json":
+        return render_json(decision, context=context, base=base, head=head)
+    if fmt == "github":
+        return render_github(decision, context=context, base=base, head=head)
+    if fmt == "markdown":
+        return inert(render_markdown(decision, context=context, base=base, head=head))
+    raise ValueError(f"unknown report format {fmt!r}; use one of {', '.join(FORMATS)}")

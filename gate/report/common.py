@@ -1,0 +1,148 @@
+"""What every rendering shares: the verdict in words, where a finding is, and making
+untrusted text inert.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from gate.engine.context import Context
+from gate.engine.verdict import Decision, Verdict
+from gate.model.findings import Finding, Severity
+
+#: What the exit code means, per verdict: the last line of the text report.
+EXIT_HINT: dict[Verdict, str] = {
+    Verdict.BLOCK: "do not deploy this candidate; apply the fixes above, or exempt the object "
+    "in prune-gate.yaml with a reason and an expiry",
+    Verdict.DEFER: "do not deploy this candidate as it is; deploy it with these objects kept "
+    "exactly as in base, so the deletion waits for the merged deploy",
+    Verdict.WARN: "the deploy may go ahead; read the warnings above",
+    Verdict.ALLOW: "nothing here loses data or wedges a deploy",
+}
+
+
+#: Programs whose invocations in a remediation are shown as commands (code blocks in markdown).
+COMMAND_PROGRAMS = ("kubectl", "flux", "argocd", "helm", "kapp", "gate", "git")
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
+_COMMAND = re.compile(
+    r"(?:^|(?<=: )|(?<=`))((?:" + "|".join(COMMAND_PROGRAMS) + r") [^;`\n]+)",
+)
+
+
+def count(findings: Iterable[Finding], severity: Severity) -> int:
+    """How many findings have this severity."""
+    return sum(1 for f in findings if f.severity is severity)
+
+
+def summarize(decision: Decision) -> str:
+    """The verdict in one clause: `2 findings block this deploy, 1 more defers a deletion ...`."""
+    found = decision.findings
+    blocks, defers, warns = (
+        count(found, s) for s in (Severity.BLOCK, Severity.DEFER, Severity.WARN)
+    )
+    parts: list[str] = []
+    if blocks:
+        parts.append(f"{_n(blocks, 'finding')} {_verb(blocks, 'block')} this deploy")
+    if defers:
+        who = f"{defers} more" if blocks else _n(defers, "finding")
+        parts.append(f"{who} {_verb(defers, 'defer')} a deletion to the merged deploy")
+    if warns:
+        parts.append(_n(warns, "warning"))
+    if not blocks and not defers:
+        parts.append("nothing blocks this deploy")
+    if decision.exempted:
+        parts.append(f"{len(decision.exempted)} exempted by policy")
+    return ", ".join(parts)
+
+
+def verdict_line(decision: Decision, *, context: Context, base: str, head: str) -> str:
+    """`BLOCK: 2 findings block this deploy (context speculative, base abc1234, head def5678)`."""
+    rest = verdict_rest(decision, context=context, base=base, head=head)
+    return f"{decision.verdict.value.upper()}: {rest}"
+
+
+def verdict_rest(decision: Decision, *, context: Context, base: str, head: str) -> str:
+    return (
+        f"{summarize(decision)} (context {context.value}, base {label(base)}, head {label(head)})"
+    )
+
+
+def exit_hint(verdict: Verdict) -> str:
+    """`exit 1 (block): do not deploy ...`: what the exit code means and what to do."""
+    return f"exit {verdict.exit_code} ({verdict.value}): {EXIT_HINT[verdict]}"
+
+
+def where(finding: Finding) -> str:
+    """`path:line` of the object (in base when it is there), or `` when unknown."""
+    return str(finding.source) if finding.source is not None else ""
+
+
+def commands_in(remediation: str) -> list[str]:
+    """Commands a person can run, found in a remediation (`kubectl delete -n app pvc/data`).
+
+    A command starts the text, follows `: ` or opens a code span, and names one of
+    `COMMAND_PROGRAMS`; it ends at `;`, a backtick or the end, without a final full stop.
+    """
+    out: list[str] = []
+    for m in _COMMAND.finditer(remediation):
+        cmd = m.group(1).strip().rstrip(".,")
+        if cmd not in out:
+            out.append(cmd)
+    return out
+
+
+def _n(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _verb(n: int, verb: str) -> str:
+    return f"{verb}s" if n == 1 else verb
+
+
+def label(revision: str) -> str:
+    """A full SHA shortened to 12 characters (what `git log --oneline` would show, and more)."""
+    revision = visible(revision)
+    return revision[:12] if _SHA.fullmatch(revision) else revision
+
+
+def visible(text: str) -> str:
+    """Show control characters escaped (`\\n`, `\\x1b`): a message stays on one line, inert."""
+    return _CONTROL.sub(_escape_control, text)
+
+
+def _escape_control(m: re.Match[str]) -> str:
+    ch = m.group(0)
+    named = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+    return named.get(ch, f"\\x{ord(ch):02x}")
+
+
+def plain_line(text: str) -> str:
+    """A log line that cannot be read as a workflow command (one line: breaks shown escaped)."""
+    return _inert_line(visible(text))
+
+
+#: The runner's legacy command prefix, recognised anywhere in a line (`::` only at its start).
+LEGACY_COMMAND = "##["
+
+
+def inert(text: str) -> str:
+    """`text` for a log GitHub's runner parses (stdout and stderr alike): line breaks kept, other
+    control characters shown escaped, and no line readable as a workflow command.
+
+    The runner trims leading whitespace before looking for `::`, so a space is no guard: such a
+    line is prefixed with `| `; the legacy `##[` is matched anywhere, so it is broken up.
+    """
+    return "\n".join(_inert_line(visible(line)) for line in text.split("\n"))
+
+
+def _inert_line(line: str) -> str:
+    line = line.replace(LEGACY_COMMAND, "## [")
+    return f"| {line}" if line.lstrip().startswith("::") else line

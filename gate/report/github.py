@@ -1,0 +1,103 @@
+"""GitHub Actions: workflow-command annotations on the object's file and line, and the step
+summary.
+"""
+
+from __future__ import annotations
+
+from gate.engine.check import CheckResult
+from gate.engine.context import Context
+from gate.engine.verdict import Decision
+from gate.model.findings import Finding, Severity
+from gate.report.common import exit_hint, plain_line, verdict_line, visible
+from gate.report.markdown import render_markdown
+from gate.report.text import exempted_text, painter
+
+#: Annotations of one level GitHub shows per step; the rest stay in the log only.
+ANNOTATIONS_PER_LEVEL = 10
+
+
+#: Bytes a step summary may take: GitHub refuses a summary over 1 MiB per step.
+SUMMARY_BUDGET = 1_000_000
+
+
+#: GitHub annotation level per severity: the three levels keep the three strengths apart, so
+#: the level alone says whether a finding failed the check (error, warning) or only informs.
+ANNOTATION_LEVEL: dict[Severity, str] = {
+    Severity.BLOCK: "error",
+    Severity.DEFER: "warning",
+    Severity.WARN: "notice",
+    Severity.OFF: "notice",
+}
+
+
+def step_summary(result: CheckResult, *, context: Context, base: str, head: str) -> str:
+    """Markdown for `$GITHUB_STEP_SUMMARY`, ending in a newline and within GitHub's size cap.
+
+    Annotations are capped at ten per level, so the summary is where every finding is listed;
+    when even the summary would be too big, details and then table rows are cut, and it says so.
+    """
+    decision = result.decision
+    text = render_markdown(decision, context=context, base=base, head=head)
+    if _size(text) <= SUMMARY_BUDGET:
+        return text + "\n"
+    rows = len(decision.findings)
+    while True:
+        text = render_markdown(
+            decision, context=context, base=base, head=head, details=False, max_rows=rows
+        )
+        if _size(text) <= SUMMARY_BUDGET or rows == 0:
+            return text + "\n"
+        rows //= 2
+
+
+def _size(text: str) -> int:
+    return len(text.encode("utf-8"))
+
+
+def escape_data(text: str) -> str:
+    """Escape a workflow command's message, as @actions/core does (`%`, CR, LF)."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    """Escape a workflow command's property value: as data, plus `:` and `,`."""
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def annotation(finding: Finding) -> str:
+    """`::error file=PATH,line=N,title=CODE Kind ns/name::message%0A- evidence%0Afix: ...`."""
+    props: list[tuple[str, str]] = []
+    src = finding.source
+    if src is not None and not src.path.startswith("<"):  # `<stdin>` is no file in the repo
+        path = src.path.removeprefix("./")
+        props += [("file", path), ("line", str(src.line))]
+    props.append(("title", f"{finding.code.value} {finding.ref.display()}"))
+    body = [finding.message, *(f"- {e}" for e in finding.evidence)]
+    if finding.remediation:
+        body.append(f"fix: {finding.remediation}")
+    level = ANNOTATION_LEVEL[finding.severity]
+    # Control characters from manifests are shown escaped first, so the only line breaks in the
+    # annotation are the ones between its parts, and no escape sequence reaches the log viewer.
+    joined = ",".join(f"{k}={escape_property(visible(v))}" for k, v in props)
+    return f"::{level} {joined}::{escape_data(chr(10).join(visible(b) for b in body))}"
+
+
+def render_github(decision: Decision, *, context: Context, base: str, head: str) -> str:
+    """One annotation per finding, then the verdict line (and a note if GitHub will hide some)."""
+    lines = [annotation(f) for f in decision.findings]
+    lines.append(plain_line(verdict_line(decision, context=context, base=base, head=head)))
+    per_level: dict[str, int] = {}
+    for f in decision.findings:
+        level = ANNOTATION_LEVEL[f.severity]
+        per_level[level] = per_level.get(level, 0) + 1
+    over = {lvl: n for lvl, n in per_level.items() if n > ANNOTATIONS_PER_LEVEL}
+    if over:
+        counts = ", ".join(f"{n} {lvl}" for lvl, n in sorted(over.items()))
+        lines.append(
+            f"GitHub shows at most {ANNOTATIONS_PER_LEVEL} annotations of each level per step "
+            f"({counts} here): the step summary and this log list every finding"
+        )
+    for ex in decision.exempted:
+        lines.append(plain_line(f"exempted: {exempted_text(ex, painter(False))}"))
+    lines.append(exit_hint(decision.verdict))
+    return "\n".join(lines)

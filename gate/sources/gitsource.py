@@ -1,0 +1,295 @@
+"""Read manifests from a git tree at a revision, without a checkout.
+
+In the merge queue the gate compares two revisions (base and candidate) of one repository, and the
+work tree holds at most one of them. Checking the other one out would race with the CI job and is
+slow, so every read here goes through the object database: one `git ls-tree -r` per revision and
+GitPython's persistent `git cat-file --batch` process for the blobs. That keeps a tree of 2,000
+files at one process start plus 2,000 pipe round trips, instead of 2,000 subprocesses.
+
+Labels are paths relative to the repository root, so a finding points at `path:line` in the
+repository, which is what GitHub annotations need.
+
+A shallow clone (actions/checkout's default `fetch-depth: 1`) lacks the base revision; that is the
+most common way git mode fails, so the error says so and how to fetch it.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import stat
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import git
+
+from gate.model.errors import GitError, InputError
+from gate.model.objects import RawObject
+from gate.sources.manifests import (
+    KUSTOMIZATION_NAMES,
+    MANIFEST_SUFFIXES,
+    helm_chart_dirs,
+    in_any_dir,
+    parse_stream,
+)
+
+#: Files kustomize reads as its own configuration: they are build instructions, not objects.
+
+#: git tree entry modes (as `git ls-tree` prints them).
+_MODE_SYMLINK = "120000"
+_MODE_EXECUTABLE = "100755"
+
+
+@dataclass(frozen=True, slots=True)
+class TreeEntry:
+    """One blob of a tree: its path from the repository root, its git mode and object id."""
+
+    path: str
+    mode: str
+    sha: str
+
+
+@contextmanager
+def open_repo(repo: str | Path) -> Iterator[git.Repo]:
+    """Open the repository that contains `repo` (a work tree, a subdirectory, or a bare repo).
+
+    The Repo is closed on exit: its persistent `git cat-file` processes would otherwise leak.
+    """
+    try:
+        handle = git.Repo(repo, search_parent_directories=True)
+    except git.NoSuchPathError:
+        raise GitError(f"{repo}: no such directory") from None
+    except git.InvalidGitRepositoryError:
+        raise GitError(
+            f"{repo}: not a git repository (git mode reads --base/--head from a clone; "
+            "use --base-manifests/--head-manifests for files on disk)"
+        ) from None
+    try:
+        yield handle
+    finally:
+        handle.close()
+
+
+def resolve_revision(repo: str | Path, rev: str) -> str:
+    """The full commit sha of `rev`; a revision that is not in the clone is an actionable error."""
+    with open_repo(repo) as r:
+        return _resolve(r, rev)
+
+
+def read_tree(repo: str | Path, rev: str, paths: Sequence[str] = ()) -> list[RawObject]:
+    """Parse every .yaml/.yml/.json blob under `paths` (default: the whole tree) at `rev`.
+
+    Paths are relative to the repository root. Hidden directories and files (`.github/...`) are
+    skipped unless a path names them, and so are kustomize's own `kustomization.yaml` files
+    (build them with `gate.sources.render` instead). A path that does not exist at `rev` is a
+    `GitError`.
+    """
+    with open_repo(repo) as r:
+        sha = _resolve(r, rev)
+        selected = _select(r, sha, rev, paths)
+        charts = helm_chart_dirs(e.path for e in selected)
+        entries = [
+            e
+            for e in selected
+            if e.path.endswith(MANIFEST_SUFFIXES)
+            and not in_any_dir(e.path, charts)
+            and e.mode != _MODE_SYMLINK
+            and posixpath.basename(e.path) not in KUSTOMIZATION_NAMES
+        ]
+        todo = [e for e in entries if (e.sha, e.path) not in _PARSED]
+        for entry, data in _blobs(r, todo):
+            parsed = parse_stream(_decode(data, entry.path), entry.path, only_objects=True)
+            _PARSED[(entry.sha, entry.path)] = parsed
+        out: list[RawObject] = []
+        for e in entries:
+            out.extend(_PARSED[(e.sha, e.path)])
+        if len(_PARSED) > _PARSED_MAX:
+            _PARSED.clear()
+        return out
+
+
+#: Parsed blobs by (blob sha, path). Base and candidate share most files: each is parsed once.
+#: Parsed objects are never mutated, so sharing them between the two sides is safe.
+_PARSED: dict[tuple[str, str], list[RawObject]] = {}
+_PARSED_MAX = 200_000
+
+
+def read_file(repo: str | Path, rev: str, path: str) -> str | None:
+    """The text of one file at `rev`, or None when the file does not exist there."""
+    with open_repo(repo) as r:
+        sha = _resolve(r, rev)
+        norm = _normalise(r, path)
+        entries = [e for e in _ls_tree(r, sha, [norm]) if e.path == norm]
+        if not entries:
+            return None
+        for entry, data in _blobs(r, entries):
+            return _decode(data, entry.path)
+        return None  # pragma: no cover - _blobs yields one pair per entry
+
+
+def read_blob(repo: str | Path, rev: str, path: str) -> tuple[bool, bytes] | None:
+    """(is a symlink, raw bytes) of one file at `rev`, or None when it does not exist there.
+
+    For files whose kind matters (the policy: a symlink blob would point the gate elsewhere) and
+    whose decoding the caller owns.
+    """
+    with open_repo(repo) as r:
+        sha = _resolve(r, rev)
+        norm = _normalise(r, path)
+        entries = [e for e in _ls_tree(r, sha, [norm]) if e.path == norm]
+        for entry, data in _blobs(r, entries):
+            return entry.mode == _MODE_SYMLINK, data
+        return None
+
+
+def export_tree(repo: str | Path, rev: str, dest: str | Path) -> str:
+    """Write the whole tree at `rev` into the directory `dest` (no checkout); returns the sha.
+
+    Unlike `git archive`, this ignores `export-ignore` / `export-subst` attributes, so the files
+    are exactly what was committed. Symlinks are recreated only when they stay inside the tree;
+    submodules are skipped (their content is not in this repository).
+    """
+    root = Path(dest)
+    with open_repo(repo) as r:
+        sha = _resolve(r, rev)
+        entries = _ls_tree(r, sha, [])
+        for entry, data in _blobs(r, entries):
+            target = root.joinpath(*entry.path.split("/"))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if entry.mode == _MODE_SYMLINK:
+                link = data.decode("utf-8", "surrogateescape")
+                resolved = posixpath.normpath(posixpath.join(posixpath.dirname(entry.path), link))
+                if not posixpath.isabs(link) and not resolved.startswith("../"):
+                    target.symlink_to(link)
+                continue
+            target.write_bytes(data)
+            if entry.mode == _MODE_EXECUTABLE:
+                target.chmod(target.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+        return sha
+
+
+def is_shallow(repo: str | Path) -> bool:
+    """Whether the clone is shallow (has grafted history)."""
+    with open_repo(repo) as r:
+        return _is_shallow(r)
+
+
+# --- internals: every function below takes an open Repo -------------------------------------
+
+
+def _resolve(r: git.Repo, rev: str) -> str:
+    if not rev or rev.startswith("-"):
+        raise GitError(f"invalid revision {rev!r}")
+    try:
+        out: str = r.git.rev_parse("--verify", "--quiet", f"{rev}^{{commit}}")
+    except git.GitCommandNotFound:
+        raise GitError("git is not installed (git mode needs the git command on PATH)") from None
+    except git.GitCommandError:
+        out = ""
+    if out:
+        return out.strip()
+    if _is_shallow(r):
+        raise GitError(
+            f"revision {rev} is not in this clone: the repository is shallow (cloned with a "
+            f"limited depth), so older commits are missing. Fetch it with "
+            f"`git fetch --depth=2 origin {rev}` (or `git fetch --unshallow origin`); in GitHub "
+            "Actions, give actions/checkout `fetch-depth: 0`, or fetch the base revision in a "
+            "step before `gate check`"
+        )
+    raise GitError(
+        f"unknown revision {rev}: it is not a commit in this repository. If it exists on the "
+        f"remote, fetch it first: `git fetch origin {rev}`"
+    )
+
+
+def _is_shallow(r: git.Repo) -> bool:
+    if (Path(r.git_dir) / "shallow").exists():
+        return True
+    try:
+        return str(r.git.rev_parse("--is-shallow-repository")).strip() == "true"
+    except git.GitCommandError:
+        return False
+
+
+def _normalise(r: git.Repo, path: str) -> str:
+    """A path from the repository root in git's form (`a/b`), `.` for the root."""
+    if Path(path).is_absolute():
+        if r.working_tree_dir is None:
+            raise GitError(f"{path}: an absolute path needs a work tree; give it from the root")
+        rel = os.path.relpath(path, r.working_tree_dir)
+        if rel == ".." or rel.startswith(".." + os.sep):
+            raise GitError(f"{path} is outside the repository {r.working_tree_dir}")
+        path = rel
+    norm = posixpath.normpath(path.replace(os.sep, "/"))
+    if norm == ".." or norm.startswith("../"):
+        raise GitError(f"{path} is outside the repository (paths are from the repository root)")
+    return norm
+
+
+def _ls_tree(r: git.Repo, sha: str, paths: Sequence[str]) -> list[TreeEntry]:
+    """Every blob (and symlink) under `paths` (normalised; none or `.` for all) in one process."""
+    args = ["-r", "-z", "--full-tree", sha, "--"]
+    args.extend(p for p in paths if p != ".")
+    try:
+        output: str = r.git.ls_tree(*args)
+    except git.GitCommandError as exc:
+        raise GitError(f"cannot list the tree of {sha[:12]}: {_stderr(exc)}") from None
+    entries: list[TreeEntry] = []
+    for record in output.split("\0"):
+        if not record:
+            continue
+        meta, _, path = record.partition("\t")
+        mode, kind, obj = meta.split(" ")
+        if kind == "blob":  # skips submodules ("commit")
+            entries.append(TreeEntry(path, mode, obj))
+    return entries
+
+
+def _select(r: git.Repo, sha: str, rev: str, paths: Sequence[str]) -> list[TreeEntry]:
+    """The entries under each path, hidden ones skipped, each once; missing paths are errors."""
+    wanted = [_normalise(r, p) for p in paths] or ["."]
+    entries = _ls_tree(r, sha, wanted)
+    seen: set[str] = set()
+    out: list[TreeEntry] = []
+    for path in wanted:
+        prefix = "" if path == "." else path + "/"
+        found = False
+        for e in entries:
+            if e.path != path and not e.path.startswith(prefix):
+                continue
+            found = True
+            # Hidden below the path asked for: `.github/` in the root, not `.config` if named.
+            if e.path != path and any(p.startswith(".") for p in e.path[len(prefix) :].split("/")):
+                continue
+            if e.path not in seen:
+                seen.add(e.path)
+                out.append(e)
+        if not found and path != ".":
+            raise GitError(f"{path} does not exist at revision {rev} ({sha[:12]})")
+    return out
+
+
+def _blobs(r: git.Repo, entries: Sequence[TreeEntry]) -> Iterator[tuple[TreeEntry, bytes]]:
+    """The content of each entry, read through GitPython's persistent `cat-file --batch`."""
+    for entry in entries:
+        try:
+            _, _, _, data = r.git.get_object_data(entry.sha)
+        except (ValueError, git.GitCommandError) as exc:
+            raise GitError(f"cannot read {entry.path} ({entry.sha}): {exc}") from None
+        yield entry, data
+
+
+def _decode(data: bytes, path: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"cannot read: not UTF-8 ({exc.reason} at byte {exc.start})", path
+        ) from None
+
+
+def _stderr(exc: git.GitCommandError) -> str:
+    text = exc.stderr if isinstance(exc.stderr, str) else str(exc)
+    return text.strip().removeprefix("stderr:").strip().strip("'").strip()

@@ -1,0 +1,340 @@
+"""Render kustomizations into objects, with each object traced back to the file that declares it.
+
+What a GitOps tool applies is the *built* kustomization, not the files in the repository: a claim
+may live in `base/` and reach production only through `overlays/prod`. So `gate check --render
+kustomize` builds each path at each revision with `kustomize build` (or `kubectl kustomize`, which
+embeds it), as a subprocess: kustomize has no Python API, and shelling out means the gate sees
+exactly what the deployer's tool will see.
+
+The build must not read outside the revision's tree: a candidate's `configMapGenerator` over
+`/proc/self/environ` would otherwise put the CI runner's secrets into the report. Builds therefore
+run `prune-gate-kustomize` (tools/kustomize, built by scripts/build-binaries): kustomize's own API
+with `LoadRestrictionsNone`, as Flux's kustomize-controller builds, on a file system that refuses
+every path resolving (symlinks followed) outside the tree, and offline (remote bases and files
+are refused). A kustomization that names a file elsewhere in the repository builds here as in the
+cluster. Without the helper, `kustomize build` or `kubectl kustomize` is the fallback, with
+kustomize's default `LoadRestrictionsRootOnly` (files only below each kustomization; never
+`LoadRestrictionsNone`, which reads anything the runner can).
+
+Revisions are materialised into a temporary directory from the object database
+(`gate.sources.gitsource.export_tree`): the work tree is never touched, so base and candidate can be
+built side by side in one CI job.
+
+Findings must point at a file and line a person can edit (and GitHub can annotate), not at line
+300 of some build output. Each build therefore goes through a wrapper kustomization with
+`buildMetadata: [originAnnotations]`; kustomize then stamps every object with
+`config.kubernetes.io/origin` (the file it came from). The annotation is removed from the body
+again, and the object's line is found in that file by kind and name. Objects whose origin is not
+a local file (remote bases) keep a label naming the build. If the wrapper cannot be built (the
+path is a `Component`, say), the plain build is used without origins.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gate.model.errors import GitError, InputError, RenderError
+from gate.model.objects import RawObject, Source
+from gate.sources import gitsource
+from gate.sources.manifests import parse_stream
+
+#: The annotation kustomize writes with `buildMetadata: [originAnnotations]`.
+ORIGIN_ANNOTATION = "config.kubernetes.io/origin"
+
+#: How long one build may take before it is reported as hung.
+DEFAULT_TIMEOUT = 300.0
+
+#: The confined renderer built from tools/kustomize; `PRUNE_GATE_KUSTOMIZE` names it explicitly.
+HELPER = "prune-gate-kustomize"
+HELPER_ENV = "PRUNE_GATE_KUSTOMIZE"
+
+INSTALL_HINT = (
+    "build the confined renderer with `scripts/build-binaries path prune-gate-kustomize` (Go "
+    ">= 1.24) and put its folder on PATH (or set PRUNE_GATE_KUSTOMIZE to it); or, with files "
+    "limited to each kustomization's own directory, install kustomize "
+    "(https://kubectl.docs.kubernetes.io/installation/kustomize/, e.g. "
+    "`brew install kustomize` or a release binary on PATH) or kubectl >= 1.14, which includes "
+    "`kubectl kustomize`"
+)
+
+#: The fallback renderers keep kustomize's default: files only below the kustomization's own
+#: directory, symlinks resolved. Never `LoadRestrictionsNone` outside the confined helper.
+LOAD_RESTRICTOR = "--load-restrictor=LoadRestrictionsRootOnly"
+
+_WRAPPER_DIR = "prune-gate-wrapper"
+_TREE_DIR = "tree"
+
+
+def find_kustomize(search_path: str | None = None) -> list[str]:
+    """The command that builds a kustomization: the confined helper, else `kustomize build`, else
+    `kubectl kustomize` (a one-element list is the helper).
+
+    `search_path` is a PATH-style string (default: the PATH environment variable).
+    """
+    explicit = os.environ.get(HELPER_ENV)
+    if explicit:
+        if not os.access(explicit, os.X_OK):
+            raise RenderError(f"cannot render: {HELPER_ENV}={explicit} is not an executable file")
+        return [explicit]
+    helper = shutil.which(HELPER, path=search_path)
+    if helper:
+        return [helper]
+    kustomize = shutil.which("kustomize", path=search_path)
+    if kustomize:
+        return [kustomize, "build"]
+    kubectl = shutil.which("kubectl", path=search_path)
+    if kubectl:
+        return [kubectl, "kustomize"]
+    raise RenderError(
+        f"cannot render: none of `{HELPER}`, `kustomize` or `kubectl` is on PATH; {INSTALL_HINT}"
+    )
+
+
+def render_kustomize(
+    repo: str | Path, rev: str, path: str, *, timeout: float = DEFAULT_TIMEOUT
+) -> list[RawObject]:
+    """Build the kustomization at `path` (from the repository root) as it is at revision `rev`."""
+    return render_kustomize_paths(repo, rev, [path], timeout=timeout)
+
+
+def render_kustomize_paths(
+    repo: str | Path, rev: str, paths: Sequence[str], *, timeout: float = DEFAULT_TIMEOUT
+) -> list[RawObject]:
+    """Build several kustomizations at one revision, materialising the tree once."""
+    command = find_kustomize()
+    with tempfile.TemporaryDirectory(prefix="prune-gate-") as tmp_name:
+        tmp = Path(tmp_name).resolve()  # kustomize resolves symlinks; origins are relative
+        tree = tmp / _TREE_DIR
+        sha = gitsource.export_tree(repo, rev, tree)
+        out: list[RawObject] = []
+        for path in paths:
+            rel = _relative(path, repo)
+            target = tree / rel
+            if not target.is_dir():
+                what = "is not a directory" if target.exists() else "does not exist"
+                raise GitError(f"{rel} {what} at revision {rev} ({sha[:12]})")
+            label = f"{rel} (kustomize build at {sha[:12]})"
+            out.extend(
+                _build(
+                    command,
+                    target,
+                    tmp / _WRAPPER_DIR,
+                    root=tree,
+                    label=label,
+                    label_file=lambda f: _under(f, tree),
+                    scrub=str(tree),
+                    timeout=timeout,
+                )
+            )
+        return out
+
+
+# --- internals -------------------------------------------------------------------------------
+
+
+def _relative(path: str, repo: str | Path) -> str:
+    """`path` from the repository root, in `a/b` form; absolute paths inside the repo accepted."""
+    p = Path(path)
+    if p.is_absolute():
+        root = Path(repo).resolve()
+        try:
+            p = p.resolve().relative_to(root)
+        except ValueError:
+            raise GitError(f"{path} is outside the repository {root}") from None
+    norm = os.path.normpath(p.as_posix()).replace(os.sep, "/")
+    if norm == ".." or norm.startswith("../"):
+        raise GitError(f"{path} is outside the repository (paths are from the repository root)")
+    return norm
+
+
+def _under(f: Path, root: Path) -> str | None:
+    """`f` relative to `root` in `a/b` form, or None when it is not below it."""
+    try:
+        return f.relative_to(root).as_posix()
+    except ValueError:
+        return None
+
+
+def _build(
+    command: list[str],
+    target: Path,
+    wrapper: Path,
+    *,
+    root: Path,
+    label: str,
+    label_file: Callable[[Path], str | None],
+    scrub: str | None,
+    timeout: float,
+) -> list[RawObject]:
+    """Build `target` through an origin-annotating wrapper, else plainly; parse and trace back."""
+    wrapper.mkdir(exist_ok=True)
+    resource = os.path.relpath(target, wrapper).replace(os.sep, "/")
+    (wrapper / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\n"
+        "kind: Kustomization\n"
+        f"resources:\n- {_yaml_scalar(resource)}\n"
+        "buildMetadata: [originAnnotations]\n",
+        encoding="utf-8",
+    )
+    wrapped = _run(_argv(command, wrapper, [root, wrapper]), wrapper, timeout)
+    if wrapped.returncode == 0:
+        objects = parse_stream(wrapped.stdout, label)
+        return _trace(objects, wrapper, root, label_file)
+    plain = _run(_argv(command, target, [root]), wrapper, timeout)
+    if plain.returncode != 0:
+        stderr = _clean_stderr(plain.stderr) or plain.stdout.strip() or f"exit {plain.returncode}"
+        if scrub:
+            stderr = stderr.replace(scrub + os.sep, "").replace(scrub, ".")
+        tool = " ".join([Path(command[0]).name, *command[1:]])
+        raise RenderError(f"{label}: `{tool}` failed: {stderr}")
+    return parse_stream(plain.stdout, label)
+
+
+def _argv(command: list[str], target: Path, roots: list[Path]) -> list[str]:
+    """The build command line: the helper confined to `roots`, else the fallback restricted."""
+    if len(command) == 1:
+        confine = [arg for r in roots for arg in ("--root", str(r))]
+        return [command[0], *confine, str(target)]
+    return [*command, LOAD_RESTRICTOR, str(target)]
+
+
+def _run(argv: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(
+            argv, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except subprocess.TimeoutExpired:
+        raise RenderError(f"`{' '.join(argv)}` did not finish in {timeout:g} s") from None
+    except OSError as exc:
+        raise RenderError(f"cannot run {argv[0]}: {exc}; {INSTALL_HINT}") from None
+
+
+#: kubectl logs through klog: `E1202 13:10:39.307030   18465 run.go:72] "command failed" err="..."`.
+_KLOG_ERROR = re.compile(r'^[EWIF]\d{4} [\d:.]+\s+\d+ \S+\] "command failed" err=(".*")$')
+
+
+def _clean_stderr(stderr: str) -> str:
+    """kustomize's message, without kubectl's klog header and Go quoting."""
+    lines = []
+    for line in stderr.strip().splitlines():
+        match = _KLOG_ERROR.match(line)
+        if match:
+            try:
+                line = str(json.loads(match.group(1)))
+            except ValueError:
+                line = match.group(1)[1:-1]
+        lines.append(line)
+    return "\n".join(lines).strip()
+
+
+def _yaml_scalar(text: str) -> str:
+    return yaml.safe_dump(text, default_style='"').strip()
+
+
+def _trace(
+    objects: list[RawObject],
+    wrapper: Path,
+    root: Path,
+    label_file: Callable[[Path], str | None],
+) -> list[RawObject]:
+    """Replace each object's source by its origin file and line; strip the origin annotation."""
+    cache: dict[Path, list[RawObject] | None] = {}
+    out: list[RawObject] = []
+    for obj in objects:
+        origin = _pop_origin(obj.body)
+        source = obj.source
+        if origin is not None and "repo" not in origin:
+            rel = origin.get("path") or origin.get("configuredIn")
+            if isinstance(rel, str) and rel:
+                file = Path(os.path.normpath(wrapper / rel))
+                name = label_file(file)
+                inside = _under(file.resolve(), root.resolve()) is not None  # no link out
+                if name is not None and inside and file.is_file():
+                    line = (
+                        _locate_object(file, obj.body, cache)
+                        if "path" in origin
+                        else _locate_generator(file, obj.body)
+                    )
+                    source = Source(name, line)
+        out.append(RawObject(obj.body, source))
+    return out
+
+
+def _pop_origin(body: dict[str, Any]) -> dict[str, Any] | None:
+    meta = body.get("metadata")
+    if not isinstance(meta, dict):
+        return None
+    annotations = meta.get("annotations")
+    if not isinstance(annotations, dict) or ORIGIN_ANNOTATION not in annotations:
+        return None
+    raw = annotations.pop(ORIGIN_ANNOTATION)
+    if not annotations:
+        del meta["annotations"]
+    try:
+        origin = yaml.safe_load(raw) if isinstance(raw, str) else None
+    except yaml.YAMLError:
+        return None
+    return origin if isinstance(origin, dict) else None
+
+
+def _locate_object(
+    file: Path, body: dict[str, Any], cache: dict[Path, list[RawObject] | None]
+) -> int:
+    """The line of the document in `file` that the rendered object came from (1 if unsure).
+
+    Matched by kind, then by name: exactly, else the longest original name contained in the
+    rendered one (namePrefix / nameSuffix), else the only object of that kind in the file.
+    """
+    if file not in cache:
+        try:
+            cache[file] = parse_stream(file.read_text(encoding="utf-8"), str(file))
+        except (OSError, UnicodeDecodeError, InputError):
+            cache[file] = None
+    declared = cache[file]
+    if not declared:
+        return 1
+    kind = body.get("kind")
+    name = str((body.get("metadata") or {}).get("name", ""))
+    same_kind = [d for d in declared if d.body.get("kind") == kind]
+    best: RawObject | None = None
+    for d in same_kind:
+        original = str(d.body["metadata"]["name"])
+        if original == name:
+            return d.source.line
+        if original in name and (
+            best is None or len(original) > len(best.body["metadata"]["name"])
+        ):
+            best = d
+    if best is not None:
+        return best.source.line
+    if len(same_kind) == 1:
+        return same_kind[0].source.line
+    return 1
+
+
+_NAME_LINE = re.compile(r"^\s*(?:-\s*)?name:\s*[\"']?([^\"'#\s]+)")
+
+
+def _locate_generator(file: Path, body: dict[str, Any]) -> int:
+    """The line of the generator entry (`- name: x`) that produced a generated object."""
+    name = str((body.get("metadata") or {}).get("name", ""))
+    best, best_len = 1, 0
+    try:
+        lines = file.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return 1
+    for number, text in enumerate(lines, start=1):
+        match = _NAME_LINE.match(text)
+        if match and match.group(1) in name and len(match.group(1)) > best_len:
+            best, best_len = number, len(match.group(1))
+    return best
