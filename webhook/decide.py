@@ -40,7 +40,7 @@ from gate.engine.rules import (
     check_statefulset_deletes_claims,
 )
 from gate.engine.verdict import Decision, Exempted, Verdict, apply_policy, decide
-from gate.model.findings import Code, Finding, Severity
+from gate.model.findings import Code, Finding, Severity, command
 from gate.model.liveview import LiveObject, LiveView, PodUse, Volume
 from gate.model.objects import Inventory, Manifest
 from gate.model.refs import CLUSTER_SCOPED, ObjectRef
@@ -425,6 +425,9 @@ def _cause(req: AdmissionRequest) -> str:
 def _unidentified(req: AdmissionRequest, ref: ObjectRef) -> Outcome:
     """Refuse a request whose object has no name anywhere: deciding blind would allow it."""
     where = f" in namespace {ref.namespace}" if ref.namespace else ""
+    one_by_one = command(
+        f"kubectl delete {ref.kind.lower()} NAME{' -n ' + ref.namespace if ref.namespace else ''}"
+    )
     finding = Finding(
         code=Code.UNIDENTIFIED_OBJECT,
         ref=ref,
@@ -435,9 +438,9 @@ def _unidentified(req: AdmissionRequest, ref: ObjectRef) -> Outcome:
             f"oldObject {'present' if req.old_object is not None else 'absent'}, "
             f"object {'present' if req.new_object is not None else 'absent'}",
         ),
-        remediation="delete the objects one at a time by name (kubectl delete "
-        f"{ref.kind.lower()} NAME{' -n ' + ref.namespace if ref.namespace else ''}), so that "
+        remediation=f"delete the objects one at a time by name ({one_by_one.text}), so that "
         "each deletion is decided on its own",
+        actions=(one_by_one,),
         api_version=req.api_version,
     )
     status = Status(403, Code.UNIDENTIFIED_OBJECT.value, refusal_message([finding]))

@@ -21,7 +21,7 @@ from typing import Any
 
 from gate.engine.plan import Change
 from gate.engine.rules import World, is_guarded
-from gate.model.findings import Code, Finding, Severity
+from gate.model.findings import Code, Finding, Severity, command, edit
 
 #: The annotation `gate fence hold` writes on the Lease: the Kubernetes user that holds it. The
 #: webhook lets only that user clear, backdate or shorten a held fence (`webhook.guards`).
@@ -142,6 +142,10 @@ def check_speculation_fence(change: Change, world: World, fence: FenceStatus) ->
             f"after Lease {lease} is released or expires); if candidate {fence.holder} is gone, "
             f"release the fence: kubectl delete lease -n {fence.lease.namespace} "
             f"{fence.lease.name}",
+            actions=(
+                edit("nothing to change: the merged deploy deletes it once the fence is free"),
+                command(f"kubectl delete lease -n {fence.lease.namespace} {fence.lease.name}"),
+            ),
             api_version=m.api_version if m else "",
         )
         return
@@ -154,6 +158,10 @@ def check_speculation_fence(change: Change, world: World, fence: FenceStatus) ->
         remediation="check the CI job that holds the fence: it should renew the Lease while it "
         f"deploys and release it after; remove a stale one: kubectl delete lease -n "
         f"{fence.lease.namespace} {fence.lease.name}",
+        actions=(
+            edit("make the job that holds the fence renew it while it deploys, release it after"),
+            command(f"kubectl delete lease -n {fence.lease.namespace} {fence.lease.name}"),
+        ),
         api_version=m.api_version if m else "",
         suggested=Severity.WARN,
     )

@@ -16,7 +16,7 @@ from gate.engine.plan import Action, Change
 from gate.engine.policy import Policy
 from gate.engine.updates import change_findings
 from gate.model.errors import UncountedError
-from gate.model.findings import Code, Finding, Severity
+from gate.model.findings import Code, Finding, FixAction, Severity, command, edit
 from gate.model.liveview import LiveView
 from gate.model.objects import Inventory, Manifest, Source
 from gate.model.refs import ObjectRef
@@ -78,6 +78,7 @@ def _finding(
     message: str,
     evidence: Iterable[str],
     fix: str,
+    actions: Iterable[FixAction],
     suggested: Severity | None = None,
 ) -> Finding:
     m = change.base or change.head
@@ -90,6 +91,7 @@ def _finding(
         api_version=m.api_version if m else "",
         source=_source(change),
         suggested=suggested,
+        actions=tuple(actions),
     )
 
 
@@ -213,13 +215,33 @@ def is_guarded(change: Change, world: World) -> bool:
     return False
 
 
-def _retire_fix(ref: ObjectRef, world: World, source: Source | None) -> str:
+def _retire_fix(ref: ObjectRef, world: World, source: Source | None) -> tuple[str, list[FixAction]]:
+    """How to retire `ref`, in the words of the door: a candidate is told to keep the object
+    and retire it through two merges; at the API server there is no candidate, so the person
+    (or the deployer's owner) is told to mark the live object and delete again."""
     key = world.policy.retire_annotation
+    mark = f'kubectl annotate {ref.kubectl()} {key}="<reason>"'
+    if world.context is Context.ADMISSION:
+        return (
+            f"retire it first: mark it ({mark}, or merge the mark into its manifest where a "
+            "deployer manages it) and stop what mounts it, then delete it again; to keep it "
+            "instead, restore its manifest in the repository",
+            [command(mark), edit(f'annotate {ref.display()} `{key}: "<reason>"` in its manifest')],
+        )
     where = f" (base declares it at {source})" if source else ""
     return (
         f"keep it in the candidate{where} and retire {ref.display()} in two stages: "
         f'1) merge a change that annotates it `{key}: "<reason>"` and removes its consumers, '
-        f"and let it deploy; 2) then remove the manifest"
+        f"and let it deploy; 2) then remove the manifest",
+        [
+            edit(f"keep {ref.display()} in the candidate as base declares it", source),
+            edit(
+                f'stage 1: annotate it `{key}: "<reason>"` and remove its consumers; merge and '
+                "let it deploy",
+                source,
+            ),
+            edit("stage 2: remove its manifest, in a later change", source),
+        ],
     )
 
 
@@ -240,6 +262,10 @@ def check_orphaned_by_keep(change: Change, world: World) -> Iterator[Finding]:
             [f"the {where} carries `{keep}`", f"cause: {change.cause}"],
             f"if the object should go, delete it by hand after checking it: kubectl delete "
             f"{change.ref.kubectl()}; if it should stay, keep it in the manifests",
+            [
+                command(f"kubectl get {change.ref.kubectl()} -o yaml"),
+                command(f"kubectl delete {change.ref.kubectl()}"),
+            ],
         )
 
 
@@ -263,24 +289,35 @@ def check_not_retired(change: Change, world: World) -> Iterator[Finding]:
     if stage_1.reason:
         return
     verb = "force-replaced" if change.action is Action.REPLACE else "deleted"
-    fix = _retire_fix(change.ref, world, _source(change))
+    fix, actions = _retire_fix(change.ref, world, _source(change))
     if change.action is Action.REPLACE:
         fix = (
             f"revert the change to {', '.join(change.immutable)}; if the object must change, "
             "create its replacement under a new name and retire this one in two stages"
         )
-    elif change.base is None and change.head is None:  # pruned live, declared nowhere
+        actions = [
+            edit(f"revert {', '.join(change.immutable)} to what base declares", _source(change)),
+            edit("or: create the replacement under a new name and retire this one in two stages"),
+        ]
+    elif change.base is None and change.head is None and world.context is not Context.ADMISSION:
+        dump = f"kubectl get {change.ref.kubectl()} -o yaml"
         fix = (
             "no manifest declares it, so the deployer will prune it: add its manifest to the "
-            f"candidate (start from kubectl get {change.ref.kubectl()} -o yaml), then "
+            f"candidate (start from {dump}), then "
             + fix.removeprefix("keep it in the candidate and ")
         )
+        actions = [
+            command(dump),
+            edit(f"add the manifest of {change.ref.display()} to the candidate"),
+            *actions[1:],
+        ]
     yield _finding(
         Code.NOT_RETIRED,
         change,
         f"{change.ref.display()} would be {verb} but was never retired",
         [f"cause: {change.cause}", stage_1.evidence],
         fix,
+        actions,
     )
 
 
@@ -300,6 +337,13 @@ def check_speculative_prune(change: Change, world: World) -> Iterator[Finding]:
         f"kept exactly as in base{_at(change)}, so that only the merged deploy deletes it, after "
         "these checks run again (the webhook's speculation fence does this in the cluster: see "
         "'Passing stage 2 through the merge queue' in the README)",
+        [
+            edit(
+                f"deploy the candidate with {change.ref.display()} kept exactly as base "
+                "declares it; the merged deploy deletes it",
+                _source(change),
+            )
+        ],
     )
 
 
@@ -326,6 +370,11 @@ def check_namespace_holds_claims(change: Change, world: World) -> Iterator[Findi
         [f"{n} is in the namespace" for n in names[:20]],
         f"retire and remove the guarded objects in {change.ref.name} first (two stages each), "
         "then remove the namespace",
+        [
+            command(f"kubectl get pvc -n {change.ref.name}"),
+            edit(f"retire and remove each guarded object in {change.ref.name} (two stages)"),
+            edit(f"then remove Namespace {change.ref.name}"),
+        ],
     )
 
 
@@ -343,6 +392,14 @@ def check_statefulset_deletes_claims(change: Change, world: World) -> Iterator[F
         ["spec.persistentVolumeClaimRetentionPolicy.whenDeleted: Delete", f"cause: {change.cause}"],
         "first merge and deploy `whenDeleted: Retain` on the StatefulSet, then remove it; retire "
         "its claims separately if their data should go",
+        [
+            edit(
+                "set spec.persistentVolumeClaimRetentionPolicy.whenDeleted: Retain; merge and "
+                "let it deploy",
+                _source(change),
+            ),
+            edit("then remove the StatefulSet; retire its claims separately (two stages)"),
+        ],
     )
 
 
@@ -361,6 +418,10 @@ def check_crd_holds_resources(change: Change, world: World) -> Iterator[Finding]
             [str(exc)],
             "let prune-gate list this kind (the chart's rbac.countedResources), or repair the "
             "CustomResourceDefinition so its resources can be listed, then delete it again",
+            [
+                edit("add the kind to the chart's rbac.countedResources (helm upgrade)"),
+                command(f"kubectl get {change.ref.name} -A"),
+            ],
         )
         return
     if count == 0:
@@ -373,6 +434,11 @@ def check_crd_holds_resources(change: Change, world: World) -> Iterator[Finding]
         [f"{r.display()} exists" for r in declared[:20]] or [f"{count} live custom resource(s)"],
         "remove (or migrate) the custom resources first, then the CustomResourceDefinition; to "
         f"keep it, restore the manifest{_at(change)}",
+        [
+            command(f"kubectl get {change.ref.name} -A"),
+            edit("remove (or migrate) those custom resources first"),
+            edit("then remove the CustomResourceDefinition"),
+        ],
     )
 
 
@@ -397,6 +463,7 @@ def check_pv_bound(change: Change, world: World) -> Iterator[Finding]:
         "which stays",
         [f"spec.claimRef: {ns}/{name}", f"{claim.display()} is still declared or live"],
         f"retire the claim {ns}/{name} first, or keep the volume{_at(change)}",
+        [edit(f"retire claim {ns}/{name} first (two stages), or keep the volume", _source(change))],
     )
 
 
@@ -407,12 +474,17 @@ def check_immutable_change(change: Change, world: World) -> Iterator[Finding]:
             "revert the change to these fields; to really change them, create a new object "
             "under a new name and retire the old one in two stages"
         )
+        actions = [
+            edit(f"revert {', '.join(change.immutable)} to what base declares", _source(change))
+        ]
         if _kind(change.ref) == STATEFULSET:
+            orphan = f"kubectl delete {change.ref.kubectl()} --cascade=orphan"
             fix += (
                 "; or, for a StatefulSet, replace only the object and keep its pods and claims: "
-                f"kubectl delete {change.ref.kubectl()} --cascade=orphan, then let the deploy "
+                f"{orphan}, then let the deploy "
                 "recreate it (resize existing claims by hand: the template does not touch them)"
             )
+            actions.append(command(orphan))
         yield _finding(
             Code.IMMUTABLE_FIELD_CHANGE,
             change,
@@ -420,6 +492,7 @@ def check_immutable_change(change: Change, world: World) -> Iterator[Finding]:
             "API server will reject the apply and every later deploy fails the same way",
             [f"{path} differs between base and candidate" for path in change.immutable],
             fix,
+            actions,
         )
     elif change.action is Action.REPLACE:
         yield _finding(
@@ -431,6 +504,12 @@ def check_immutable_change(change: Change, world: World) -> Iterator[Finding]:
             + [f"force: {change.force}"],
             "revert the immutable change, or create a new object under a new name and retire the "
             "old one in two stages; do not rely on force for objects that hold data",
+            [
+                edit(
+                    f"revert {', '.join(change.immutable)} to what base declares", _source(change)
+                ),
+                edit("or: create the new object under a new name and retire this one"),
+            ],
         )
 
 
@@ -443,20 +522,31 @@ def check_claim_mounted(change: Change, world: World) -> Iterator[Finding]:
         return
     first = users[0]
     finished = [u for u in users if u.phase in ("Succeeded", "Failed")]
-    fix = _retire_fix(change.ref, world, _source(change))
-    if retirement(change, world).reason:  # stage 1 deployed: what is left is the pods
-        names = " ".join(u.name for u in users[:20])
+    ns = change.ref.namespace
+    names = " ".join(u.name for u in users[:20])
+    delete_pods = command(f"kubectl delete pod -n {ns} {names}")
+    if world.context is Context.ADMISSION:  # a person (or a deployer) at the API server
+        fix = (
+            "stop what mounts it first: remove the claim from the workloads that create these "
+            f"pods, or scale them to zero, or delete the pods ({delete_pods.text}); then delete "
+            "the claim again (deleted now, it would stay Terminating until they are gone)"
+        )
+        actions = [command(f"kubectl get pod -n {ns} {names} -o wide"), delete_pods]
+    elif retirement(change, world).reason:  # stage 1 deployed: what is left is the pods
         fix = (
             "stage 1 is deployed, but these pods still use the claim: remove the claim from "
             "whatever creates them (see CONSUMER_REMAINS), wait for them to go, or delete them: "
-            f"kubectl delete pod -n {change.ref.namespace} {names}; then remove the claim"
+            f"{delete_pods.text}; then remove the claim"
         )
-    elif finished and len(finished) == len(users):
-        names = " ".join(u.name for u in finished)
-        fix = (
-            f"only finished pods hold it: delete them first (kubectl delete pod -n "
-            f"{change.ref.namespace} {names}), or {fix}"
-        )
+        actions = [edit("remove the claim from the workloads that create these pods"), delete_pods]
+    else:
+        fix, actions = _retire_fix(change.ref, world, _source(change))
+        if finished and len(finished) == len(users):
+            delete_pods = command(
+                f"kubectl delete pod -n {ns} {' '.join(u.name for u in finished)}"
+            )
+            fix = f"only finished pods hold it: delete them first ({delete_pods.text}), or {fix}"
+            actions = [delete_pods, *actions]
     yield _finding(
         Code.CLAIM_MOUNTED,
         change,
@@ -466,6 +556,7 @@ def check_claim_mounted(change: Change, world: World) -> Iterator[Finding]:
         + ": the deletion would stick Terminating behind kubernetes.io/pvc-protection",
         [u.describe() for u in users[:20]],
         fix,
+        actions,
     )
 
 
@@ -480,6 +571,10 @@ def check_reclaim_delete(change: Change, world: World) -> Iterator[Finding]:
     if world.live.ready_snapshots(ns, name):
         return
     retired = retirement(change, world).reason
+    retain = command(
+        f"kubectl patch pv {volume.name} -p "
+        '\'{"spec":{"persistentVolumeReclaimPolicy":"Retain"}}\''
+    )
     yield _finding(
         Code.RECLAIM_DELETE_LOSES_DATA,
         change,
@@ -489,9 +584,9 @@ def check_reclaim_delete(change: Change, world: World) -> Iterator[Finding]:
             f"PersistentVolume {volume.name}: persistentVolumeReclaimPolicy: Delete",
             f"no VolumeSnapshot of {ns}/{name} with readyToUse: true",
         ],
-        f"keep the data: kubectl patch pv {volume.name} -p "
-        '\'{"spec":{"persistentVolumeReclaimPolicy":"Retain"}}\', or take a '
+        f"keep the data: {retain.text}, or take a "
         f"VolumeSnapshot of {ns}/{name} and wait for readyToUse before removing the claim",
+        [retain, edit(f"or: snapshot {ns}/{name} and wait for readyToUse before removing it")],
         suggested=Severity.WARN if retired else None,
     )
 
@@ -504,16 +599,22 @@ def _at(change: Change) -> str:
 def _consumers(change: Change, world: World, what: str) -> Iterator[Finding]:
     ref = change.ref
     users: list[str] = []
+    steps: list[FixAction] = []
     for m in world.template_users(ref.namespace, ref.name):
         where = f" ({m.source})" if m.source else ""
         users.append(f"{m.ref.display()}{where} mounts claim {ref.name} in its pod template")
+        steps.append(edit(f"remove claim {ref.name} from {m.ref.display()}", m.source))
     if world.live is not None:
         for consumer in world.live.claim_consumers(ref.namespace, ref.name):
             if consumer in world.head or consumer in world.deleting:
                 continue  # reported from the candidate already, or deleted by this deploy
             users.append(f"live {consumer.display()} mounts claim {ref.name} in its pod template")
+            steps.append(
+                edit(f"remove claim {ref.name} from live {consumer.display()}, or retire it too")
+            )
     if not users:
         return
+    change_source = _source(change)
     yield _finding(
         Code.CONSUMER_REMAINS,
         change,
@@ -521,6 +622,7 @@ def _consumers(change: Change, world: World, what: str) -> Iterator[Finding]:
         users,
         f"remove claim {ref.name} from these workloads in the same change that retires the claim "
         "(stage 1), and remove the claim only after that has deployed",
+        [*steps, edit(f"remove claim {ref.name} only after that has deployed", change_source)],
     )
 
 
@@ -594,6 +696,10 @@ def check_already_terminating(changes: Iterable[Change], world: World) -> Iterat
             f"see what holds it (kubectl get {ref.kubectl()} -o yaml: finalizers, and for a "
             "claim the pods that still mount it); let the deletion finish before deploying "
             "this object again",
+            [
+                command(f"kubectl get {ref.kubectl()} -o yaml"),
+                edit("deploy the object again only once its deletion has finished"),
+            ],
         )
 
 
@@ -732,4 +838,8 @@ def _guard_finding(change: Change, what: str) -> Finding:
         "change prune-gate's webhook, fence or Deployment outside the guarded deploy (a "
         "person with `helm upgrade`), or exempt this object in prune-gate.yaml `exemptions` "
         "with a reason and an expiry",
+        [
+            edit(f"leave {change.ref.display()} out of this deploy; change it with helm upgrade"),
+            edit("or: exempt it in prune-gate.yaml with a reason and an expiry"),
+        ],
     )

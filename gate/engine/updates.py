@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from gate.engine.policy import Policy
-from gate.model.findings import Code, Finding
+from gate.model.findings import Code, Finding, command, edit
 from gate.model.refs import ObjectRef
 
 #: The retention fields of a StatefulSet and what `Delete` in each makes the controller do.
@@ -98,6 +98,10 @@ def owner_references_added(
         remediation="remove the ownerReference from the manifest; if the object must go with its "
         f'owner, retire it first: a merged revision annotates it {key}="<reason>" and removes '
         "its consumers, then a later revision may add the reference",
+        actions=(
+            edit(f"remove the ownerReference to {owners} from the manifest"),
+            edit(f'or: retire it first ({key}: "<reason>", merged and deployed), then add it'),
+        ),
         api_version=str(new.get("apiVersion") or ""),
     )
 
@@ -143,6 +147,10 @@ def retention_deletes_claims(
             remediation=f"keep {name}: Retain in the manifest; retire the claims that should go "
             f"in two stages instead (a merged revision annotates them {policy.retire_annotation}, "
             "a later one deletes them)",
+            actions=(
+                edit(f"keep persistentVolumeClaimRetentionPolicy.{name}: Retain in the manifest"),
+                edit("retire the claims that should go in two stages instead"),
+            ),
             api_version=str(new.get("apiVersion") or ""),
         )
 
@@ -182,6 +190,13 @@ def reclaim_switched_to_delete(
         remediation=f"keep persistentVolumeReclaimPolicy: {was} in the manifest; if the data "
         f"may go, a person switches it (kubectl patch pv {ref.name} -p "
         """'{"spec":{"persistentVolumeReclaimPolicy":"Delete"}}') after taking a snapshot""",
+        actions=(
+            edit(f"keep persistentVolumeReclaimPolicy: {was} in the manifest"),
+            command(
+                f"kubectl patch pv {ref.name} -p "
+                """'{"spec":{"persistentVolumeReclaimPolicy":"Delete"}}'"""
+            ),
+        ),
         api_version=str(new.get("apiVersion") or ""),
     )
 
@@ -203,6 +218,10 @@ def override_in_manifest(
         remediation=f"remove `{key}` from the manifest; a person who must delete the object "
         f'annotates it by hand (kubectl annotate {ref.kubectl()} {key}="<reason>") or acts from '
         "a break-glass group",
+        actions=(
+            edit(f"remove `{key}` from the manifest"),
+            command(f'kubectl annotate {ref.kubectl()} {key}="<reason>"'),
+        ),
         api_version=str(new.get("apiVersion") or ""),
     )
 
@@ -245,6 +264,10 @@ def protected_label_changes(
             remediation=f"keep label {key} as it is live in the manifest; if the object should "
             f"leave prune-gate's guard, a person relabels it (kubectl label {ref.kubectl()} "
             f"{key}=... --overwrite) or the chart's webhook.objectSelector changes",
+            actions=(
+                edit(f"keep label {key} in the manifest as it is live"),
+                command(f"kubectl label {ref.kubectl()} {key}=... --overwrite"),
+            ),
             api_version=str(new.get("apiVersion") or ""),
         )
 

@@ -95,9 +95,52 @@ class Severity(StrEnum):
     OFF = "off"
 
 
+class Runner(StrEnum):
+    """Who carries out a fix action: what tells a reader whether it is theirs to do."""
+
+    #: A change to the repository, reviewed, merged and deployed by the pipeline.
+    CI = "ci"
+    #: A person with access to the cluster, at kubectl.
+    KUBECTL = "kubectl"
+    #: `gate heal`, which acts only on evidence, dry run first, and records an Event.
+    HEAL = "heal"
+
+
+class ActionKind(StrEnum):
+    """A command to run as it is written, or an edit to make to a manifest."""
+
+    COMMAND = "command"
+    EDIT = "edit"
+
+
+@dataclass(frozen=True)
+class FixAction:
+    """One step of a fix, in the order given: reports show commands as commands and `gate heal`
+    acts on them, so nothing ever has to be read back out of the prose."""
+
+    kind: ActionKind
+    runner: Runner
+    #: The command line, exactly (`kubectl annotate -n app pvc/data ...`), or the edit in words.
+    text: str
+    #: For an edit: the manifest to change, when it is known.
+    source: Source | None = None
+
+
+def command(text: str, runner: Runner = Runner.KUBECTL) -> FixAction:
+    """A command to run as written (at kubectl unless said otherwise)."""
+    return FixAction(ActionKind.COMMAND, runner, text)
+
+
+def edit(text: str, source: Source | None = None) -> FixAction:
+    """A change to the repository, merged and deployed by CI."""
+    return FixAction(ActionKind.EDIT, Runner.CI, text, source)
+
+
 @dataclass(frozen=True)
 class Finding:
-    """One reason to stop or warn: the object, why, the evidence, and the fix a person can run."""
+    """One reason to stop or warn: the object, why, the evidence, and the fix: in words for the
+    reader of the door it is shown at (`remediation`), and as steps with who does each
+    (`actions`)."""
 
     code: Code
     ref: ObjectRef
@@ -109,3 +152,9 @@ class Finding:
     source: Source | None = None
     #: Severity the rule itself suggests (e.g. a warning on a retired claim); policy may override.
     suggested: Severity | None = field(default=None, compare=False)
+    #: The fix as steps, in order; every finding a rule makes has at least one.
+    actions: tuple[FixAction, ...] = ()
+
+    def commands(self) -> list[str]:
+        """The fix's command lines, in order."""
+        return [a.text for a in self.actions if a.kind is ActionKind.COMMAND]

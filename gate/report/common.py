@@ -22,19 +22,10 @@ EXIT_HINT: dict[Verdict, str] = {
 }
 
 
-#: Programs whose invocations in a remediation are shown as commands (code blocks in markdown).
-COMMAND_PROGRAMS = ("kubectl", "flux", "argocd", "helm", "kapp", "gate", "git")
-
-
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
-
-
-_COMMAND = re.compile(
-    r"(?:^|(?<=: )|(?<=`))((?:" + "|".join(COMMAND_PROGRAMS) + r") [^;`\n]+)",
-)
 
 
 def count(findings: Iterable[Finding], severity: Severity) -> int:
@@ -83,20 +74,6 @@ def exit_hint(verdict: Verdict) -> str:
 def where(finding: Finding) -> str:
     """`path:line` of the object (in base when it is there), or `` when unknown."""
     return str(finding.source) if finding.source is not None else ""
-
-
-def commands_in(remediation: str) -> list[str]:
-    """Commands a person can run, found in a remediation (`kubectl delete -n app pvc/data`).
-
-    A command starts the text, follows `: ` or opens a code span, and names one of
-    `COMMAND_PROGRAMS`; it ends at `;`, a backtick or the end, without a final full stop.
-    """
-    out: list[str] = []
-    for m in _COMMAND.finditer(remediation):
-        cmd = m.group(1).strip().rstrip(".,")
-        if cmd not in out:
-            out.append(cmd)
-    return out
 
 
 def _n(n: int, noun: str) -> str:

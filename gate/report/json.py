@@ -8,6 +8,7 @@ from typing import Any
 from gate.engine.context import Context
 from gate.engine.verdict import Decision
 from gate.model.findings import Finding
+from gate.model.objects import Source
 from gate.report.common import LEGACY_COMMAND
 
 #: Version of the JSON report's shape (`gate/schemas/report.schema.json`). It changes only when a
@@ -50,8 +51,21 @@ def finding_data(finding: Finding) -> dict[str, Any]:
         "message": finding.message,
         "evidence": list(finding.evidence),
         "remediation": finding.remediation,
-        "source": {"path": source.path, "line": source.line} if source is not None else None,
+        "actions": [
+            {
+                "kind": a.kind.value,
+                "runner": a.runner.value,
+                "text": a.text,
+                "source": _source(a.source),
+            }
+            for a in finding.actions
+        ],
+        "source": _source(source),
     }
+
+
+def _source(source: Source | None) -> dict[str, Any] | None:
+    return {"path": source.path, "line": source.line} if source is not None else None
 
 
 def render_json(decision: Decision, *, context: Context, base: str, head: str) -> str:

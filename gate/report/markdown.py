@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 from gate.engine.context import Context
 from gate.engine.verdict import Decision
-from gate.model.findings import Finding
-from gate.report.common import commands_in, exit_hint, label, summarize, visible, where
+from gate.model.findings import ActionKind, Finding, Runner
+from gate.report.common import exit_hint, label, summarize, visible, where
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|~&#!])")
 
@@ -82,16 +82,30 @@ def _md_details(f: Finding) -> list[str]:
         out += ["", *(f"- {_md(e)}" for e in f.evidence)]
     if f.remediation:
         out += ["", f"**fix:** {_md(f.remediation)}"]
-        for cmd in commands_in(f.remediation):
-            out += ["", *_md_block(cmd)]
+    if f.actions:
+        out.append("")
+    for step, action in enumerate(f.actions, 1):
+        who = RUNNER_WORDS[action.runner]
+        if action.kind is ActionKind.COMMAND:
+            out += [f"{step}. {who}, run:", *_md_block(action.text, indent="   ")]
+        else:
+            at = f" ({_md_code(str(action.source))})" if action.source else ""
+            out.append(f"{step}. {who}: {_md(action.text)}{at}")
     return out
 
 
-def _md_block(command: str) -> list[str]:
+#: Who does a step, as the markdown report says it.
+RUNNER_WORDS: dict[Runner, str] = {
+    Runner.CI: "in the repository",
+    Runner.KUBECTL: "at kubectl",
+}
+
+
+def _md_block(command: str, indent: str = "") -> list[str]:
     fence = "```"
     while fence in command:
         fence += "`"
-    return [f"{fence}sh", visible(command), fence]
+    return [f"{indent}{fence}sh", f"{indent}{visible(command)}", f"{indent}{fence}"]
 
 
 def _md(text: str) -> str:

@@ -1,4 +1,5 @@
-"""The layers hold: the model, the engine and the reports do no I/O, and the contracts have no way around them.
+"""The layers hold: the model, the engine and the reports do no I/O, and no contract has a way
+around them.
 
 `lint-imports` (in `make lint`) holds which layer may import which; this holds what the import
 graph cannot see: a pure module that calls `open`, reads `os.environ` or asks the clock. Each

@@ -125,7 +125,7 @@ def test_odd_shapes_are_decided_or_input_errors(
         return
     before = copy.deepcopy([r.body for r in base_raws + head_raws])
     try:
-        check_objects(
+        result = check_objects(
             base_raws,
             head_raws,
             context=Context.SPECULATIVE,
@@ -135,6 +135,10 @@ def test_odd_shapes_are_decided_or_input_errors(
         )
     except InputError as exc:
         assert str(exc).startswith(("base.yaml:", "head.yaml:")), str(exc)
+    else:
+        for f in result.decision.findings:  # every fix is steps too, and commands are commands
+            assert f.actions, f
+            assert all(c.startswith("kubectl ") for c in f.commands()), f.commands()
     # Parsed bodies are shared (the parse cache hands one file's objects to both sides): the
     # engine must read them and never write them.
     assert [r.body for r in base_raws + head_raws] == before

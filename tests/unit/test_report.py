@@ -30,7 +30,6 @@ from gate.model.findings import MEANING, Code, Finding, Severity
 from gate.model.objects import Source
 from gate.model.refs import ObjectRef
 from gate.report import FORMATS, render_report
-from gate.report.common import commands_in
 from gate.report.github import (
     ANNOTATIONS_PER_LEVEL,
     SUMMARY_BUDGET,
@@ -237,13 +236,19 @@ def test_step_summary_fits_githubs_cap() -> None:
     assert summary.count("| block |") > 100
 
 
-def test_commands_become_code_blocks() -> None:
-    fix = "delete it by hand after checking it: kubectl delete -n app configmap/x; or keep it"
-    assert commands_in(fix) == ["kubectl delete -n app configmap/x"]
-    assert commands_in("run `gate check --base main` again.") == ["gate check --base main"]
-    assert commands_in("retire it in two stages") == []
+def test_commands_become_code_blocks_and_edits_say_who_makes_them() -> None:
+    """Commands come from the finding's actions, never from its prose: each is a shell block
+    under the step that names who runs it."""
     out = render_case("warn", "markdown")
-    assert "```sh\nkubectl delete -n app secret/db-credentials\n```" in out
+    assert (
+        "at kubectl, run:\n   ```sh\n   kubectl delete -n app secret/db-credentials\n   ```" in out
+    )
+    result = load_case("warn")[0]
+    kept = next(f for f in result.decision.findings if f.code is Code.ORPHANED_BY_KEEP)
+    assert kept.commands() == [
+        "kubectl get -n app secret/db-credentials -o yaml",
+        "kubectl delete -n app secret/db-credentials",
+    ]
 
 
 def test_unknown_format_is_an_error() -> None:

@@ -86,3 +86,12 @@ def test_every_case_is_complete() -> None:
     assert expected == set(CASES)
     for must in ("claim-mounted", "fence-held-deployer", "dry-run-refused", "malformed-not-json"):
         assert must in CASES
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if not c.startswith("malformed-")])
+def test_a_refusal_speaks_to_the_api_server_door(case: str) -> None:
+    """A refusal is read at kubectl or in a deployer's events: there is no candidate to keep an
+    object in, so no fix may say so (the CLI's wording for the same rule does)."""
+    message = str((answer(case)["body"]["response"].get("status") or {}).get("message", ""))
+    for wording in ("in the candidate", "to the candidate", "keep it in the manifests"):
+        assert wording not in message, message
