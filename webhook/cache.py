@@ -27,20 +27,20 @@ Namespace rule reads them.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gate.engine.fence import Lease, parse_lease
 from gate.engine.livestate import LiveState, ref_of, served_custom_kind
 from gate.engine.policy import Policy
-from gate.kube.client import METADATA, METADATA_LIST, ApiStatusError, open_request, request_json
+from gate.kube.client import METADATA, METADATA_LIST, ApiStatusError, GoneError, request_json
 from gate.kube.resources import RESOURCES
+from gate.kube.watch import WatchStream, list_complete, open_watch
 from gate.model.errors import UncountedError
 from gate.model.liveview import LiveObject, LiveView, PodUse, Volume
 from gate.model.refs import ObjectRef, api_path, group_kind, group_of
@@ -49,7 +49,6 @@ from webhook.events import EventSink
 
 log = logging.getLogger("prune_gate.webhook.cache")
 
-PAGE_SIZE = 500
 #: Event reason (Warning) on a CRD whose custom resources cannot be listed.
 UNCOUNTED_EVENT = "ResourcesUncounted"
 #: How long a custom kind's list or watch must keep failing before it is reported (an Event on
@@ -92,9 +91,6 @@ STATIC_KINDS: tuple[KindSpec, ...] = tuple(
 #: Seconds the server keeps one watch open (`timeoutSeconds`); the environment variable
 #: PRUNE_GATE_WATCH_SECONDS overrides it (tests use a few seconds to see a stall quickly).
 DEFAULT_WATCH_SECONDS = 60
-#: The client's read timeout on a watch is this much longer than the server's `timeoutSeconds`:
-#: a healthy stream ends before it, a silent one (a paused proxy) raises.
-READ_MARGIN_SECONDS = 5
 #: Timeout of a live count of custom resources at admission (the API server's own budget for
 #: the webhook is a few seconds).
 LIVE_COUNT_TIMEOUT = 3.0
@@ -252,10 +248,6 @@ class _CountSink:
             self.cache.live.set_custom_resource_count(self.group, self.kind, len(self.keys))
 
 
-class _GoneError(Exception):
-    """The watch's resourceVersion is too old (410): list again."""
-
-
 class Watcher:
     """One kind: list, watch, re-list; forever, until stopped.
 
@@ -290,8 +282,8 @@ class Watcher:
         #: Why the kind is stale now ("" while it is live or has never been listed).
         self.problem = ""
         self._stop = threading.Event()
-        self._resp: Any = None
-        self._resp_lock = threading.Lock()
+        self._stream: WatchStream | None = None
+        self._stream_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name=f"watch-{spec.label}", daemon=True)
 
     def start(self) -> None:
@@ -300,9 +292,9 @@ class Watcher:
     def stop(self) -> None:
         """Stop the thread: interrupt a blocked watch read, then wait for it."""
         self._stop.set()
-        with self._resp_lock:
-            if self._resp is not None:
-                self._resp.response.shutdown()
+        with self._stream_lock:
+            if self._stream is not None:
+                self._stream.abort()
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(timeout=10)
 
@@ -313,7 +305,7 @@ class Watcher:
                 rv = self.list_once()
                 backoff = 0.5
                 self._watch_until_resync(rv)
-            except _GoneError:
+            except GoneError:
                 self._stale("watch expired (410 Gone)")
                 log.info("watch expired (410 Gone), listing again", extra={"kind": self.spec.label})
             except ApiStatusError as exc:
@@ -379,34 +371,15 @@ class Watcher:
     def list_once(self) -> str:
         """One complete, paginated list into the sink; returns its resourceVersion."""
         accept = METADATA_LIST if self.spec.metadata_only else "application/json"
-        items: list[dict[str, Any]] = []
-        cont = ""
-        while True:
-            query: list[tuple[str, Any]] = [("limit", PAGE_SIZE)]
-            if cont:
-                query.append(("continue", cont))
-            if self.spec.field_selector:
-                query.append(("fieldSelector", self.spec.field_selector))
-            try:
-                page = request_json(
-                    self.api, "GET", self.spec.path, query, accept=accept, timeout=(10, 30)
-                )
-            except ApiStatusError as exc:
-                if exc.status == 410:
-                    raise _GoneError() from None
-                raise
-            page_items = page.get("items") or []
-            items.extend(i for i in page_items if isinstance(i, dict))
-            meta = page.get("metadata") or {}
-            cont = str(meta.get("continue") or "")
-            if not cont:
-                self.sink.replace(items)
-                self.last_heard = self.clock()
-                self.synced = True
-                self.problem = ""
-                self._reported = False
-                self._failing_since = None
-                return str(meta.get("resourceVersion") or "")
+        selector = [("fieldSelector", self.spec.field_selector)] if self.spec.field_selector else []
+        items, rv = list_complete(self.api, self.spec.path, selector, accept=accept)
+        self.sink.replace(items)
+        self.last_heard = self.clock()
+        self.synced = True
+        self.problem = ""
+        self._reported = False
+        self._failing_since = None
+        return rv
 
     def _watch_until_resync(self, rv: str) -> None:
         deadline = self.clock() + self.resync_seconds
@@ -417,58 +390,23 @@ class Watcher:
 
     def _watch_once(self, rv: str, seconds: int) -> str:
         """One watch the server ends after `seconds`; a read silent for longer raises."""
-        query: list[tuple[str, Any]] = [
-            ("watch", "true"),
-            ("resourceVersion", rv),
-            ("allowWatchBookmarks", "true"),
-            ("timeoutSeconds", seconds),
-        ]
-        if self.spec.field_selector:
-            query.append(("fieldSelector", self.spec.field_selector))
+        selector = [("fieldSelector", self.spec.field_selector)] if self.spec.field_selector else []
         accept = METADATA if self.spec.metadata_only else "application/json"
-        resp = open_request(
-            self.api,
-            "GET",
-            self.spec.path,
-            query,
-            accept=accept,
-            timeout=(10, seconds + READ_MARGIN_SECONDS),
-        )
-        with self._resp_lock:
-            self._resp = resp
-        try:
-            if self._stop.is_set():
-                return rv
-            for line in _lines(resp.response):
-                event = json.loads(line)
-                kind, obj = event.get("type"), event.get("object") or {}
-                if kind == "ERROR":
-                    if obj.get("code") == 410:
-                        raise _GoneError()
-                    raise RuntimeError(f"watch error: {obj.get('message', obj)}")
-                new_rv = (obj.get("metadata") or {}).get("resourceVersion")
-                if kind != "BOOKMARK":
-                    self.sink.apply(str(kind), obj)
-                rv = str(new_rv or rv)
-                self.last_heard = self.clock()
-        finally:
-            with self._resp_lock:
-                self._resp = None
-            resp.response.release_conn()
+        with open_watch(self.api, self.spec.path, rv, seconds, selector, accept) as stream:
+            with self._stream_lock:
+                self._stream = stream
+            try:
+                if self._stop.is_set():
+                    return rv
+                for event in stream:
+                    if event.type != "BOOKMARK":
+                        self.sink.apply(event.type, event.object)
+                    rv = event.resource_version or rv
+                    self.last_heard = self.clock()
+            finally:
+                with self._stream_lock:
+                    self._stream = None
         return rv
-
-
-def _lines(resp: Any) -> Iterator[bytes]:
-    """Split a streaming watch response into its JSON lines."""
-    buf = b""
-    for chunk in resp.stream(amt=None, decode_content=False):
-        buf += chunk
-        while b"\n" in buf:
-            line, buf = buf.split(b"\n", 1)
-            if line.strip():
-                yield line
-    if buf.strip():
-        yield buf
 
 
 def custom_kind_of(crd: dict[str, Any]) -> KindSpec | None:

@@ -1,7 +1,6 @@
-"""The one Kubernetes client (gate/kube/client.py) against a real kube-apiserver: every verb
-`gate doctor`
-and `gate heal` will use, and the preconditions that keep a repair from acting on a changed
-object."""
+"""The one Kubernetes client (gate/kube/client.py, gate/kube/watch.py) against a real
+kube-apiserver: every verb `gate doctor` and `gate heal` will use, the preconditions that keep a
+repair from acting on a changed object, and the complete list and streamed watch of the cache."""
 
 from __future__ import annotations
 
@@ -15,7 +14,9 @@ from gate.kube.client import (
     KubeClient,
     NotFoundError,
     load_configuration,
+    new_api_client,
 )
+from gate.kube.watch import list_complete, open_watch
 
 from .kube import Cluster
 
@@ -84,3 +85,33 @@ def test_list_all_pages_through(api: KubeClient, namespace: str) -> None:
         api.create(base, _map(f"page-{i}"), "create configmap")
     names = [m["metadata"]["name"] for m in api.list_all(base, "list configmaps", page_size=2)]
     assert sorted(n for n in names if n.startswith("page-")) == [f"page-{i}" for i in range(5)]
+
+
+def test_a_complete_list_then_a_watch_from_its_version(
+    api: KubeClient, kube: Cluster, namespace: str
+) -> None:
+    """The cache's two reads: every page of a list and its resourceVersion, then a watch from
+    that version that sees what changed after it, and ends when the server says (no sleep: the
+    server closes the stream after `seconds`)."""
+    base = f"/api/v1/namespaces/{namespace}/configmaps"
+    for i in range(5):
+        api.create(base, _map(f"listed-{i}"), "create configmap")
+    raw = new_api_client(load_configuration(kube.kubeconfig, None))
+    try:
+        items, version = list_complete(raw, base, page_size=2)
+        assert sorted(
+            m["metadata"]["name"] for m in items if "listed" in m["metadata"]["name"]
+        ) == [f"listed-{i}" for i in range(5)]
+        assert version
+        api.create(base, _map("after"), "create configmap")
+        api.delete(f"{base}/listed-0", "delete configmap")
+        seen: list[tuple[str, str]] = []
+        with open_watch(raw, base, version, seconds=3) as stream:
+            for event in stream:
+                name = event.object["metadata"].get("name", "")
+                if event.type != "BOOKMARK" and name != "kube-root-ca.crt":  # the CA publisher's
+                    seen.append((event.type, name))
+                    assert int(event.resource_version) > int(version)
+        assert seen == [("ADDED", "after"), ("DELETED", "listed-0")]
+    finally:
+        raw.close()

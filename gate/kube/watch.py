@@ -1,0 +1,125 @@
+"""Lists that are complete and watches that are streamed: the two reads a cache is built from.
+
+Watches are fast; lists are complete. `list_complete` reads every page of a list and returns its
+resourceVersion, from which `open_watch` streams the changes. A watch asks the server to end it
+after `seconds` (with bookmarks) and reads with a timeout a little longer, so a silent stream (a
+paused proxy, a half-open connection) raises instead of leaving a cache that looks fine. A 410
+from either is `GoneError`: the resourceVersion is too old, list again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gate.kube.client import JSON, GoneError, open_request, request_json
+from gate.model.errors import ClusterError
+
+#: Items per page of a list (`limit`): bounded answers, whatever the cluster's size.
+PAGE_SIZE = 500
+#: The read timeout on a watch is this much longer than the server's `timeoutSeconds`.
+READ_MARGIN_SECONDS = 5
+
+
+class WatchError(ClusterError):
+    """The server ended a watch with an ERROR event other than 410."""
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    """One event of a watch: ADDED, MODIFIED, DELETED or BOOKMARK, and the object."""
+
+    type: str
+    object: dict[str, Any]
+
+    @property
+    def resource_version(self) -> str:
+        meta = self.object.get("metadata")
+        return str((meta or {}).get("resourceVersion") or "") if isinstance(meta, dict) else ""
+
+
+def list_complete(
+    api: Any,
+    path: str,
+    query: Sequence[tuple[str, Any]] = (),
+    accept: str = JSON,
+    page_size: int = PAGE_SIZE,
+    timeout: tuple[float, float] = (10, 30),
+) -> tuple[list[dict[str, Any]], str]:
+    """Every item of a list, page by page (`limit`, `continue`), and the list's resourceVersion."""
+    items: list[dict[str, Any]] = []
+    cont = ""
+    while True:
+        q = [*query, ("limit", page_size), *([("continue", cont)] if cont else [])]
+        page = request_json(api, "GET", path, q, accept=accept, timeout=timeout)
+        items.extend(i for i in page.get("items") or [] if isinstance(i, dict))
+        meta = page.get("metadata") or {}
+        cont = str(meta.get("continue") or "")
+        if not cont:
+            return items, str(meta.get("resourceVersion") or "")
+
+
+class WatchStream:
+    """One open watch: iterate for its events; `abort()` (from another thread) ends a blocked
+    read, `close()` gives the connection back. Use as a context manager."""
+
+    def __init__(self, response: Any) -> None:
+        self._resp = response
+
+    def __iter__(self) -> Iterator[WatchEvent]:
+        for line in _lines(self._resp.response):
+            event = json.loads(line)
+            kind, obj = str(event.get("type")), event.get("object") or {}
+            if kind == "ERROR":
+                if obj.get("code") == 410:
+                    raise GoneError(410, "watch expired (410 Gone)")
+                raise WatchError(f"watch error: {obj.get('message', obj)}")
+            yield WatchEvent(kind, obj)
+
+    def abort(self) -> None:
+        """Shut the socket down: a read blocked in another thread returns at once."""
+        self._resp.response.shutdown()
+
+    def close(self) -> None:
+        self._resp.response.release_conn()
+
+    def __enter__(self) -> WatchStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_watch(
+    api: Any,
+    path: str,
+    resource_version: str,
+    seconds: int,
+    query: Sequence[tuple[str, Any]] = (),
+    accept: str = JSON,
+) -> WatchStream:
+    """Watch `path` from `resource_version`; the server ends the watch after `seconds`."""
+    q = [
+        ("watch", "true"),
+        ("resourceVersion", resource_version),
+        ("allowWatchBookmarks", "true"),
+        ("timeoutSeconds", seconds),
+        *query,
+    ]
+    timeout = (10, seconds + READ_MARGIN_SECONDS)
+    return WatchStream(open_request(api, "GET", path, q, accept=accept, timeout=timeout))
+
+
+def _lines(resp: Any) -> Iterator[bytes]:
+    """Split a streaming watch response into its JSON lines."""
+    buf = b""
+    for chunk in resp.stream(amt=None, decode_content=False):
+        buf += chunk
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            if line.strip():
+                yield line
+    if buf.strip():
+        yield buf
