@@ -42,9 +42,9 @@ from gate.kube.client import METADATA, METADATA_LIST, ApiStatusError, GoneError,
 from gate.kube.resources import RESOURCES
 from gate.kube.watch import WatchStream, list_complete, open_watch
 from gate.model.errors import UncountedError
+from gate.model.events import EventSpec
 from gate.model.liveview import LiveObject, LiveView, PodUse, Volume
 from gate.model.refs import ObjectRef, api_path, group_kind, group_of
-from webhook.decide import EventSpec
 from webhook.events import EventSink
 
 log = logging.getLogger("prune_gate.webhook.cache")

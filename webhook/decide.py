@@ -40,6 +40,7 @@ from gate.engine.rules import (
     check_statefulset_deletes_claims,
 )
 from gate.engine.verdict import Decision, Exempted, Verdict, apply_policy, decide
+from gate.model.events import MAX_EVENT_MESSAGE, EventSpec
 from gate.model.findings import Code, Finding, Severity, command
 from gate.model.liveview import LiveObject, LiveView, PodUse, Volume
 from gate.model.objects import Inventory, Manifest
@@ -77,21 +78,8 @@ FENCE_EXPIRED = "FenceExpired"
 
 #: The longest message we put in `status.message` (kubectl prints it whole).
 MAX_MESSAGE = 2000
-#: The longest Event message we record (`webhook.events` sends at most this much).
-MAX_EVENT_MESSAGE = 1024
 #: The API server may truncate a warning longer than this; we cut it ourselves, predictably.
 MAX_WARNING = 256
-
-
-@dataclass(frozen=True, slots=True)
-class EventSpec:
-    """A Kubernetes Event to record on the object, once the response is sent."""
-
-    reason: str
-    message: str
-    ref: ObjectRef
-    api_version: str
-    uid: str
 
 
 @dataclass(frozen=True)

@@ -14,16 +14,13 @@ import datetime as dt
 import logging
 import queue
 import threading
-import uuid
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from gate.kube.client import request_json
-from webhook.decide import MAX_EVENT_MESSAGE, EventSpec
+from gate.kube.events import record_event
+from gate.model.events import EventSpec
 
 log = logging.getLogger("prune_gate.webhook.events")
-
-COMPONENT = "prune-gate"
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,39 +46,6 @@ class RecordingSink:
 
     def submit(self, event: EventSpec) -> None:
         self.events.append(event)
-
-
-def event_body(event: EventSpec, now: dt.datetime, instance: str) -> dict[str, Any]:
-    """The core/v1 Event for one EventSpec (cluster-scoped objects get theirs in `default`)."""
-    ns = event.ref.namespace or "default"
-    stamp = now.isoformat().replace("+00:00", "Z")
-    involved: dict[str, Any] = {
-        "apiVersion": event.api_version,
-        "kind": event.ref.kind,
-        "name": event.ref.name,
-    }
-    if event.ref.namespace:
-        involved["namespace"] = event.ref.namespace
-    if event.uid:
-        involved["uid"] = event.uid
-    return {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {
-            "name": f"{event.ref.name[:200]}.{uuid.uuid4().hex[:16]}",
-            "namespace": ns,
-        },
-        "involvedObject": involved,
-        "reason": event.reason,
-        "message": event.message[:MAX_EVENT_MESSAGE],
-        "type": "Warning",
-        "source": {"component": COMPONENT},
-        "reportingComponent": COMPONENT,
-        "reportingInstance": instance,
-        "firstTimestamp": stamp,
-        "lastTimestamp": stamp,
-        "count": 1,
-    }
 
 
 class EventQueue:
@@ -127,9 +91,7 @@ class EventQueue:
             if event is None:
                 return
             try:
-                body = event_body(event, dt.datetime.now(dt.UTC), self.instance)
-                path = f"/api/v1/namespaces/{body['metadata']['namespace']}/events"
-                request_json(self.api, "POST", path, body=body, timeout=10)
+                record_event(self.api, event, dt.datetime.now(dt.UTC), self.instance)
                 self.sent += 1
             except Exception as exc:
                 self.failed += 1

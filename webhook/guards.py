@@ -27,12 +27,11 @@ from typing import Any
 from gate.engine.fence import HOLDER_USER, FenceState, FenceStatus, Lease, parse_lease
 from gate.engine.policy import Policy
 from gate.engine.verdict import Verdict
+from gate.model.events import MAX_EVENT_MESSAGE, EventSpec
 from gate.model.findings import Code, Finding
 from gate.model.refs import ObjectRef
 from webhook.decide import (
-    MAX_EVENT_MESSAGE,
     MAX_WARNING,
-    EventSpec,
     Outcome,
     break_glass_group,
     is_deployer,

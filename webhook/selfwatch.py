@@ -23,9 +23,9 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
+from gate.model.events import EventSpec
 from gate.model.refs import ObjectRef
 from webhook.cache import KindSpec, Watcher
-from webhook.decide import EventSpec
 from webhook.events import EventSink
 from webhook.metrics import PREFIX
 

@@ -15,13 +15,14 @@ from flask.testing import FlaskClient
 from gate.engine.fence import Lease
 from gate.engine.livestate import LiveState
 from gate.engine.policy import Policy
+from gate.model.events import MAX_EVENT_MESSAGE
 from gate.model.findings import Code, Finding
 from gate.model.liveview import LiveView
 from gate.model.refs import ObjectRef
 from gate.sources.policyfile import policy_from_dict
 from webhook.app import Settings, create_app
 from webhook.cache import CacheStats, StaticCache
-from webhook.decide import MAX_EVENT_MESSAGE, MAX_MESSAGE, how_to_override, refusal_message
+from webhook.decide import MAX_MESSAGE, how_to_override, refusal_message
 from webhook.events import RecordingSink
 
 NOW = dt.datetime(2026, 12, 2, 12, 0, tzinfo=dt.UTC)

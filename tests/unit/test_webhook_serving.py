@@ -14,11 +14,12 @@ from typing import Any
 import pytest
 from cryptography import x509
 
+from gate.kube.events import event_body
+from gate.model.events import EventSpec
 from gate.model.refs import ObjectRef
 from gate.sources.policyfile import policy_from_dict
 from webhook import tls
-from webhook.decide import EventSpec
-from webhook.events import EventQueue, event_body
+from webhook.events import EventQueue
 from webhook.register import build_configuration
 from webhook.serve import CertReloader, host_of
 
