@@ -80,7 +80,7 @@ def check_inventories(
     extra_changes: Sequence[Change] = (),
 ) -> CheckResult:
     """Plan, run the rules, apply the policy, decide."""
-    changes = compute_plan(base, head, force_all=force)
+    changes = compute_plan(base, head, force_all=force, live=live)
     known = {c.ref for c in changes}
     changes.extend(c for c in extra_changes if c.ref not in known)
     world = World(base=base, head=head, context=context, policy=policy, live=live)

@@ -113,8 +113,11 @@ def project_object(ref: ObjectRef, obj: dict[str, Any], api_version: str = "") -
             facts["claimName"] = str(claim_ref["name"])
         facts["reclaimPolicy"] = str(spec.get("persistentVolumeReclaimPolicy", "Delete"))
     elif (ref.group, ref.kind) == ("", "PersistentVolumeClaim"):
-        if spec.get("volumeName"):
-            facts["volumeName"] = str(spec["volumeName"])
+        # Immutable fields the API server may have filled in at creation (a default class, the
+        # bound volume, the default mode): the candidate is compared with these under --live.
+        for key in ("volumeName", "storageClassName", "volumeMode"):
+            if isinstance(spec.get(key), str) and spec[key]:
+                facts[key] = spec[key]
         owner = next((o for o in meta.get("ownerReferences") or () if o.get("controller")), None)
         if owner and owner.get("kind") == "Pod":
             facts["ownerPodUid"] = str(owner.get("uid", ""))

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from gate.model.liveview import LiveView
 from gate.model.objects import Inventory, Manifest
 from gate.model.quantity import parse_quantity
 from gate.model.refs import ObjectRef
@@ -47,8 +48,14 @@ class Change:
         return self.action in (Action.DELETE, Action.REPLACE)
 
 
-def compute_plan(base: Inventory, head: Inventory, force_all: bool = False) -> list[Change]:
-    """Every object removed from base, and every object whose immutable fields change."""
+def compute_plan(
+    base: Inventory, head: Inventory, force_all: bool = False, live: LiveView | None = None
+) -> list[Change]:
+    """Every object removed from base, and every object whose immutable fields change.
+
+    With a live view, a claim's fields that base leaves unset are compared with the live claim,
+    where the API server filled them in at creation (the default StorageClass, the bound volume).
+    """
     changes: list[Change] = []
     for m in base:
         other = head.get(m.ref)
@@ -57,12 +64,17 @@ def compute_plan(base: Inventory, head: Inventory, force_all: bool = False) -> l
             continue
         if other.body == m.body:
             continue
-        check = IMMUTABLE_CHECKS.get((m.ref.group, m.ref.kind))
-        diffs = tuple(check(m.body, other.body)) if check else ()
-        if not diffs:
-            continue
         # The controller reads force from the object it applies: the candidate's.
         force = "--force" if force_all else force_reason(other)
+        check = IMMUTABLE_CHECKS.get((m.ref.group, m.ref.kind))
+        diffs = tuple(check(m.body, other.body)) if check else ()
+        if (m.ref.group, m.ref.kind) == ("", "PersistentVolumeClaim"):
+            filled = live.get(m.ref) if live is not None else None
+            diffs += tuple(
+                _filled_in_diffs(m.body, other.body, filled.facts if filled else None, bool(force))
+            )
+        if not diffs:
+            continue
         if force:
             cause = f"immutable field changed with force on ({force})"
             changes.append(Change(m.ref, Action.REPLACE, m, other, cause, diffs, force))
@@ -96,12 +108,43 @@ def _claim_diffs(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         va, vb = a.get(key), b.get(key)
         if va == vb or key == "volumeAttributesClassName":
             continue
-        if key in ("volumeName", "storageClassName") and not va:
-            continue
+        if key in FILLED_IN and not va:
+            continue  # unset -> set: allowed by the API server when the live claim has none
+        if key == "volumeMode" and (va or "Filesystem") == (vb or "Filesystem"):
+            continue  # unset is the default, Filesystem
         if key == "resources":
             out.extend(_resources_diffs(va, vb))
             continue
         out.append(f"spec.{key}")
+    return out
+
+
+#: Claim fields the API server may fill in when a manifest leaves them unset; setting one later
+#: is allowed only while the live claim has none (a class assigned retroactively to an unclassed
+#: claim), and otherwise is an immutable change.
+FILLED_IN = ("storageClassName", "volumeName")
+
+
+def _filled_in_diffs(
+    old: dict[str, Any], new: dict[str, Any], live: dict[str, str] | None, forced: bool
+) -> list[str]:
+    """Base leaves a FILLED_IN field unset and the candidate sets it: an immutable change when
+    the live claim holds another value. Without a live view it cannot be told; under force (where
+    a wrong guess deletes the claim) it is reported, saying how to decide it."""
+    a, b = _spec(old), _spec(new)
+    out: list[str] = []
+    for key in FILLED_IN:
+        if a.get(key) or not b.get(key):
+            continue
+        if live is not None:
+            held = live.get(key, "")
+            if held and held != b[key]:
+                out.append(f"spec.{key} ({held} live, filled in by the API server -> {b[key]})")
+        elif forced:
+            out.append(
+                f"spec.{key} (unset in base -> {b[key]}: the API server may have filled in "
+                "another at creation; gate check --live compares with the live claim)"
+            )
     return out
 
 

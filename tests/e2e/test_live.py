@@ -246,6 +246,33 @@ def test_live_workload_template_is_a_remaining_consumer(
     assert f"live Deployment {namespace}/web mounts claim data in its pod template" in f["evidence"]
 
 
+def test_setting_a_class_the_server_filled_in_differently_is_caught_live(
+    kube: Cluster, namespace: str, tmp_path: Path
+) -> None:
+    """The manifest never named a class; the live claim has one (what the DefaultStorageClass
+    admission plugin writes at creation: `standard` here, set directly so no cluster-wide default
+    class leaks into other tests). A candidate that sets `fast` with Flux force on would
+    delete and recreate the claim: blocked live, with the live value as evidence; setting
+    `standard` is no change at all."""
+    k.make_claim(kube.client, namespace, name="data", storage_class="standard")
+    force = "\n      annotations: {kustomize.toolkit.fluxcd.io/force: enabled}"
+    base = claim_yaml(namespace, annotations=force)
+
+    def classed(cls: str) -> str:
+        return base.replace("    spec:\n", f"    spec:\n      storageClassName: {cls}\n", 1)
+
+    code, report = check_live(kube, tmp_path, base, classed("fast"))
+    assert code == 1
+    assert findings(report, "data") == {"FORCED_REPLACEMENT", "NOT_RETIRED"}
+    (forced,) = [f for f in report["findings"] if f["code"] == "FORCED_REPLACEMENT"]
+    assert (
+        "spec.storageClassName (standard live, filled in by the API server -> fast)"
+        in (forced["message"])
+    )
+    code, report = check_live(kube, tmp_path, base, classed("standard"))
+    assert (code, report["verdict"]) == (0, "allow")
+
+
 def test_reclaim_delete_without_snapshot_loses_data(
     kube: Cluster, namespace: str, tmp_path: Path
 ) -> None:

@@ -202,3 +202,59 @@ def test_claim_mounted_after_stage_1_says_to_stop_the_pods() -> None:
     assert f.code is Code.CLAIM_MOUNTED
     assert f.remediation.startswith("stage 1 is deployed")
     assert "kubectl delete pod -n app web-1" in f.remediation
+
+
+# Fields the API server filled in: the candidate against the live claim -------------------------
+
+FORCE = "kustomize.toolkit.fluxcd.io/force: enabled"
+
+
+def _classed(manifest: str, cls: str) -> str:
+    return manifest.replace("spec:\n", f"spec:\n  storageClassName: {cls}\n", 1)
+
+
+def _live_classed(cls: str) -> LiveState:
+    obj = live_claim()
+    obj["spec"]["storageClassName"] = cls
+    obj["spec"]["volumeMode"] = "Filesystem"
+    return state(("v1", "PersistentVolumeClaim", obj))
+
+
+def test_setting_a_class_the_server_filled_in_differently_is_a_forced_replacement() -> None:
+    """The incident's second commit: base leaves the class unset (the default, `standard`, was
+    filled in at creation); the candidate sets `fast` with Flux force on. Live, that is a
+    delete and recreate of the claim, and its data goes."""
+    base = claim(extra_ann=FORCE)
+    result = run(base, _classed(base, "fast"), live=_live_classed("standard"))
+    assert codes(result) == {Code.FORCED_REPLACEMENT, Code.NOT_RETIRED}
+    f = next(f for f in result.decision.findings if f.code is Code.FORCED_REPLACEMENT)
+    assert "spec.storageClassName (standard live, filled in by the API server -> fast)" in f.message
+    assert result.decision.verdict is Verdict.BLOCK
+
+
+def test_setting_the_class_the_server_filled_in_is_no_change() -> None:
+    base = claim(extra_ann=FORCE)
+    result = run(base, _classed(base, "standard"), live=_live_classed("standard"))
+    assert result.decision.verdict is Verdict.ALLOW
+
+
+def test_without_force_a_different_filled_in_class_wedges_the_apply() -> None:
+    result = run(claim(), _classed(claim(), "fast"), live=_live_classed("standard"))
+    assert codes(result) == {Code.IMMUTABLE_FIELD_CHANGE}
+
+
+def test_without_a_live_view_a_forced_unset_to_set_is_not_silently_allowed() -> None:
+    base = claim(extra_ann=FORCE)
+    result = run(base, _classed(base, "fast"))
+    f = next(f for f in result.decision.findings if f.code is Code.FORCED_REPLACEMENT)
+    assert "the API server may have filled in another at creation" in f.message
+    assert "--live" in f.message
+    # Without force the apply can only fail, never delete: the unset -> set rule stands.
+    assert run(claim(), _classed(claim(), "fast")).decision.verdict is Verdict.ALLOW
+
+
+def test_an_unset_volume_mode_is_the_default_filesystem() -> None:
+    with_mode = claim().replace("spec:\n", "spec:\n  volumeMode: Filesystem\n", 1)
+    assert run(claim(), with_mode).decision.verdict is Verdict.ALLOW
+    block = claim().replace("spec:\n", "spec:\n  volumeMode: Block\n", 1)
+    assert codes(run(claim(), block)) == {Code.IMMUTABLE_FIELD_CHANGE}
