@@ -128,7 +128,8 @@ def check_command(
     """Compare base and candidate manifests and say which deletions must not happen.
 
     Rendered mode: --base-manifests PATH --head-manifests PATH. Git mode: --base REV --head REV
-    [--path DIR]... (in the merge queue, --base/--head default to the merge_group event's SHAs).
+    [--path DIR]... (in the merge queue, --base/--head default to the merge_group event's SHAs;
+    on a pull request, to the merge base of its base and head, and its head).
     """
     try:
         ci = detect_ci_context(os.environ)
@@ -146,6 +147,7 @@ def check_command(
             head_raw = read_path(_workspace_relative(head_manifests))
             base_label, head_label = base_manifests, head_manifests
         else:
+            explicit_base = base_rev is not None
             base_rev = base_rev or ci.base
             head_rev = head_rev or ci.head
             if not base_rev or not head_rev:
@@ -154,8 +156,10 @@ def check_command(
                     "and --head (in a merge_group, pull_request or push workflow they default "
                     "to the event's revisions)"
                 )
+            # A pull request's own changes: from where it forked, unless --base says otherwise.
+            from_merge_base = ci.from_merge_base and not explicit_base
             base_raw, head_raw, policy, base_label, head_label = _read_git(
-                repo, base_rev, head_rev, paths, render, config_path
+                repo, base_rev, head_rev, paths, render, config_path, from_merge_base
             )
         if not base_raw and not head_raw:
             raise InputError(
@@ -235,13 +239,17 @@ def _read_git(
     paths: Sequence[str],
     render: str,
     config_path: str | None,
+    from_merge_base: bool = False,
 ) -> tuple[list[RawObject], list[RawObject], Policy, str, str]:
+    """Both sides from git. With `from_merge_base` (a pull request), the base side is the merge
+    base of base and head; the policy still comes from `base_rev`, the branch it merges into."""
     from gate.sources import gitsource  # git mode only: GitPython is slow to import
     from gate.sources import render as renderers
 
-    base_sha = gitsource.resolve_revision(repo, base_rev)
+    target_sha = gitsource.resolve_revision(repo, base_rev)
     head_sha = gitsource.resolve_revision(repo, head_rev)
-    policy = _base_policy(repo, base_sha, config_path)
+    policy = _base_policy(repo, target_sha, config_path)
+    base_sha = gitsource.merge_base(repo, target_sha, head_sha) if from_merge_base else target_sha
     if render == "kustomize":
         if not paths:
             raise InputError("--render kustomize needs at least one --path to build")
@@ -250,7 +258,12 @@ def _read_git(
     else:
         base_raw = gitsource.read_tree(repo, base_sha, paths)
         head_raw = gitsource.read_tree(repo, head_sha, paths)
-    base_label, head_label = _rev_label(base_rev, base_sha), _rev_label(head_rev, head_sha)
+    base_label = (
+        f"merge base {base_sha[:12]} of {_rev_label(base_rev, target_sha)} and head"
+        if from_merge_base
+        else _rev_label(base_rev, base_sha)
+    )
+    head_label = _rev_label(head_rev, head_sha)
     return base_raw, head_raw, policy, base_label, head_label
 
 
