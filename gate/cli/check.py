@@ -15,6 +15,7 @@ from gate.engine.context import Context
 from gate.engine.policy import Policy
 from gate.engine.scope import PruneScope, parse_scope
 from gate.model.errors import ConfigError, GateError, InputError
+from gate.model.kinds import check_guarded_kinds, declared_custom_kinds
 from gate.model.objects import RawObject
 from gate.report import FORMATS, render_report
 from gate.report.github import step_summary
@@ -168,6 +169,9 @@ def check_command(
                 "rendered first (helm template ... > dir, then --base-manifests/--head-manifests)"
             )
         live = live or bool(prune_scopes) or kubeconfig is not None or kube_context is not None
+        declared = declared_custom_kinds(r.body for r in (*base_raw, *head_raw))
+        if not live:
+            check_guarded_kinds(policy.guarded_kinds, declared, live=False)
         if live:
             result = _check_live(
                 base_raw,
@@ -180,6 +184,7 @@ def check_command(
                 kube_context=kube_context,
                 scopes=[parse_scope(s) for s in prune_scopes],
                 quiet=fmt != "text",
+                declared=declared,
             )
         else:
             result = check_objects(
@@ -209,6 +214,7 @@ def _check_live(
     kube_context: str | None,
     scopes: Sequence[PruneScope],
     quiet: bool,
+    declared: set[tuple[str, str]],
 ) -> CheckResult:
     """`gate check --live`: the same check, with the cluster's truth and the prune set."""
     from gate.kube.snapshot import ApiLister, read_live  # the kubernetes client is slow to import
@@ -220,6 +226,8 @@ def _check_live(
         if not quiet:
             pruned = f"; prune set: {len(read.prune_changes)} object(s)" if scopes else ""
             click.echo(f"live: {lister.host}: {read.snapshot.summary()}{pruned}", err=True)
+    served = {(c.group, c.kind) for c in read.snapshot.custom_kinds.values()}
+    check_guarded_kinds(policy.guarded_kinds, declared | served, live=True)
     return check_inventories(
         base,
         head,
