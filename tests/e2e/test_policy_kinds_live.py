@@ -17,7 +17,7 @@ from .test_live import configmap_yaml, run_gate
 pytestmark = pytest.mark.e2e
 
 
-def _gate(kube: Cluster, tmp_path: Path, guarded: str, namespace: str, *live: str) -> Any:
+def _gate(tmp_path: Path, guarded: str, namespace: str, *live: str) -> Any:
     (tmp_path / "prune-gate.yaml").write_text(f"guardedKinds: [PersistentVolumeClaim, {guarded}]\n")
     (tmp_path / "base.yaml").write_text(configmap_yaml(namespace))
     (tmp_path / "head.yaml").write_text(configmap_yaml(namespace))
@@ -61,16 +61,16 @@ def test_a_served_custom_kind_counts_and_its_typo_does_not(
         kube.kubectl("wait", "--for=condition=Established", f"crd/{crd_name}", "--timeout=30s")
         live = ("--live", f"--kubeconfig={kube.kubeconfig}")
 
-        served = _gate(kube, tmp_path, f"Widget.{group}", namespace, *live)
+        served = _gate(tmp_path, f"Widget.{group}", namespace, *live)
         assert served.returncode == 0, served.stderr
         assert "Traceback" not in served.stderr
 
-        static = _gate(kube, tmp_path, f"Widget.{group}", namespace)
+        static = _gate(tmp_path, f"Widget.{group}", namespace)
         assert static.returncode == 2, static.stdout
         assert f"policy guardedKinds: Widget.{group} is no built-in kind" in static.stderr
         assert "with --live" in static.stderr
 
-        typo = _gate(kube, tmp_path, f"Widgets.{group}", namespace, *live)
+        typo = _gate(tmp_path, f"Widgets.{group}", namespace, *live)
         assert typo.returncode == 2, typo.stdout
         assert "nor the live API server" in typo.stderr
         assert f"did you mean Widget.{group}?" in typo.stderr
