@@ -134,8 +134,9 @@ def parse_review(body: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> AdmissionRe
     groups = user.get("groups") or []
     if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
         raise ReviewError("request.userInfo.groups must be a list of strings")
-    old = _object(req, "oldObject")
-    new = _object(req, "object")
+    kind = (str(gvk.get("group") or ""), str(gvk.get("kind") or ""))
+    old = _object(req, "oldObject", kind)
+    new = _object(req, "object", kind)
     dry_run = req.get("dryRun", False)
     if not isinstance(dry_run, bool):
         raise ReviewError("request.dryRun must be a boolean")
@@ -169,20 +170,21 @@ def _check_depth(doc: Any, limit: int = MAX_DEPTH) -> None:
         stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
 
 
-def _object(req: dict[str, Any], key: str) -> dict[str, Any] | None:
-    """`request.object` or `request.oldObject`, checked: None when absent."""
+def _object(req: dict[str, Any], key: str, kind: tuple[str, str]) -> dict[str, Any] | None:
+    """`request.object` or `request.oldObject`, checked as the `kind` the request names (the
+    webhook decides by `request.kind`, whatever the object says): None when absent."""
     obj = req.get(key)
     if obj is None:
         return None
     if not isinstance(obj, dict):
         raise ReviewError(f"request.{key} must be an object, not {type(obj).__name__}")
-    _check_object(obj, f"request.{key}")
+    _check_object(obj, f"request.{key}", kind)
     return obj
 
 
-def _check_object(obj: dict[str, Any], where: str) -> None:
+def _check_object(obj: dict[str, Any], where: str, kind: tuple[str, str]) -> None:
     """The parts of an object the rules read must have the shape the API server gives them."""
-    problem = shape_problem(obj)
+    problem = shape_problem(obj, kind)
     if problem is not None:
         raise ReviewError(f"{where}.{problem}")
 

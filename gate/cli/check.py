@@ -15,6 +15,7 @@ from gate.engine.context import Context
 from gate.engine.policy import Policy
 from gate.engine.scope import PruneScope, parse_scope
 from gate.model.errors import ConfigError, GateError, InputError
+from gate.model.kinds import check_guarded_kinds, declared_custom_kinds
 from gate.model.objects import RawObject
 from gate.report import FORMATS, render_report
 from gate.report.github import step_summary
@@ -128,7 +129,8 @@ def check_command(
     """Compare base and candidate manifests and say which deletions must not happen.
 
     Rendered mode: --base-manifests PATH --head-manifests PATH. Git mode: --base REV --head REV
-    [--path DIR]... (in the merge queue, --base/--head default to the merge_group event's SHAs).
+    [--path DIR]... (in the merge queue, --base/--head default to the merge_group event's SHAs;
+    on a pull request, to the merge base of its base and head, and its head).
     """
     try:
         ci = detect_ci_context(os.environ)
@@ -146,6 +148,7 @@ def check_command(
             head_raw = read_path(_workspace_relative(head_manifests))
             base_label, head_label = base_manifests, head_manifests
         else:
+            explicit_base = base_rev is not None
             base_rev = base_rev or ci.base
             head_rev = head_rev or ci.head
             if not base_rev or not head_rev:
@@ -154,8 +157,10 @@ def check_command(
                     "and --head (in a merge_group, pull_request or push workflow they default "
                     "to the event's revisions)"
                 )
+            # A pull request's own changes: from where it forked, unless --base says otherwise.
+            from_merge_base = ci.from_merge_base and not explicit_base
             base_raw, head_raw, policy, base_label, head_label = _read_git(
-                repo, base_rev, head_rev, paths, render, config_path
+                repo, base_rev, head_rev, paths, render, config_path, from_merge_base
             )
         if not base_raw and not head_raw:
             raise InputError(
@@ -164,6 +169,9 @@ def check_command(
                 "rendered first (helm template ... > dir, then --base-manifests/--head-manifests)"
             )
         live = live or bool(prune_scopes) or kubeconfig is not None or kube_context is not None
+        declared = declared_custom_kinds(r.body for r in (*base_raw, *head_raw))
+        if not live:
+            check_guarded_kinds(policy.guarded_kinds, declared, live=False)
         if live:
             result = _check_live(
                 base_raw,
@@ -176,6 +184,7 @@ def check_command(
                 kube_context=kube_context,
                 scopes=[parse_scope(s) for s in prune_scopes],
                 quiet=fmt != "text",
+                declared=declared,
             )
         else:
             result = check_objects(
@@ -205,6 +214,7 @@ def _check_live(
     kube_context: str | None,
     scopes: Sequence[PruneScope],
     quiet: bool,
+    declared: set[tuple[str, str]],
 ) -> CheckResult:
     """`gate check --live`: the same check, with the cluster's truth and the prune set."""
     from gate.kube.snapshot import ApiLister, read_live  # the kubernetes client is slow to import
@@ -216,6 +226,8 @@ def _check_live(
         if not quiet:
             pruned = f"; prune set: {len(read.prune_changes)} object(s)" if scopes else ""
             click.echo(f"live: {lister.host}: {read.snapshot.summary()}{pruned}", err=True)
+    served = {(c.group, c.kind) for c in read.snapshot.custom_kinds.values()}
+    check_guarded_kinds(policy.guarded_kinds, declared | served, live=True)
     return check_inventories(
         base,
         head,
@@ -235,13 +247,17 @@ def _read_git(
     paths: Sequence[str],
     render: str,
     config_path: str | None,
+    from_merge_base: bool = False,
 ) -> tuple[list[RawObject], list[RawObject], Policy, str, str]:
+    """Both sides from git. With `from_merge_base` (a pull request), the base side is the merge
+    base of base and head; the policy still comes from `base_rev`, the branch it merges into."""
     from gate.sources import gitsource  # git mode only: GitPython is slow to import
     from gate.sources import render as renderers
 
-    base_sha = gitsource.resolve_revision(repo, base_rev)
+    target_sha = gitsource.resolve_revision(repo, base_rev)
     head_sha = gitsource.resolve_revision(repo, head_rev)
-    policy = _base_policy(repo, base_sha, config_path)
+    policy = _base_policy(repo, target_sha, config_path)
+    base_sha = gitsource.merge_base(repo, target_sha, head_sha) if from_merge_base else target_sha
     if render == "kustomize":
         if not paths:
             raise InputError("--render kustomize needs at least one --path to build")
@@ -250,7 +266,12 @@ def _read_git(
     else:
         base_raw = gitsource.read_tree(repo, base_sha, paths)
         head_raw = gitsource.read_tree(repo, head_sha, paths)
-    base_label, head_label = _rev_label(base_rev, base_sha), _rev_label(head_rev, head_sha)
+    base_label = (
+        f"merge base {base_sha[:12]} of {_rev_label(base_rev, target_sha)} and head"
+        if from_merge_base
+        else _rev_label(base_rev, base_sha)
+    )
+    head_label = _rev_label(head_rev, head_sha)
     return base_raw, head_raw, policy, base_label, head_label
 
 

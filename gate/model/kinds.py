@@ -9,6 +9,10 @@ check can see. Pure data.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Collection, Iterable
+from typing import Any
+
+from gate.model.errors import ConfigError
 
 #: Kinds served by a v1.34 API server, by group (subresource kinds and List kinds left out).
 BUILTIN_KINDS: dict[str, frozenset[str]] = {
@@ -93,3 +97,54 @@ def unknown_kind(group: str, kind: str) -> str | None:
     near = difflib.get_close_matches(kind, sorted(known), n=1, cutoff=0.6)
     hint = f"; did you mean {near[0]}{'.' + group if group else ''}?" if near else ""
     return f"{kind} is no kind of {where}, so nothing would be guarded{hint}"
+
+
+def declared_custom_kinds(bodies: Iterable[dict[str, Any]]) -> set[tuple[str, str]]:
+    """(group, kind) of every CustomResourceDefinition among `bodies` (either side's objects)."""
+    out: set[tuple[str, str]] = set()
+    for body in bodies:
+        if body.get("kind") != "CustomResourceDefinition" or not str(
+            body.get("apiVersion", "")
+        ).startswith("apiextensions.k8s.io/"):
+            continue
+        spec = body.get("spec")
+        names = spec.get("names") if isinstance(spec, dict) else None
+        group = spec.get("group") if isinstance(spec, dict) else None
+        kind = names.get("kind") if isinstance(names, dict) else None
+        if isinstance(group, str) and isinstance(kind, str):
+            out.add((group, kind))
+    return out
+
+
+def unknown_guarded_kind(
+    group: str, kind: str, custom: Collection[tuple[str, str]], live: bool
+) -> str | None:
+    """Why a guarded kind names nothing gate check can see, with the nearest known kind; None
+    when it is built in, or a custom kind a CRD on either side (or, `live`, the API server)
+    declares. A kind nothing declares guards nothing: its objects could never be found."""
+    if group in BUILTIN_KINDS:
+        return unknown_kind(group, kind)
+    if (group, kind) in custom:
+        return None
+    name = f"{kind}.{group}" if group else kind
+    known = {f"{k}.{g}" if g else k for g, ks in BUILTIN_KINDS.items() for k in ks}
+    known.update(f"{k}.{g}" for g, k in custom)
+    near = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+    where = "either side" + (" nor the live API server" if live else "")
+    hint = f"; did you mean {near[0]}?" if near else ""
+    fix = "" if live else " (with --live, the kinds the cluster serves count too)"
+    return (
+        f"{name} is no built-in kind, and no CustomResourceDefinition on {where} declares it, "
+        f"so nothing would be guarded{hint}{fix}"
+    )
+
+
+def check_guarded_kinds(
+    kinds: Iterable[tuple[str, str]], custom: Collection[tuple[str, str]], live: bool
+) -> None:
+    """Refuse a policy whose `guardedKinds` names a kind nothing declares (a typo switches
+    protection off for the kind it meant)."""
+    for group, kind in sorted(kinds):
+        problem = unknown_guarded_kind(group, kind, custom, live)
+        if problem is not None:
+            raise ConfigError(f"policy guardedKinds: {problem}")

@@ -78,6 +78,35 @@ def resolve_revision(repo: str | Path, rev: str) -> str:
         return _resolve(r, rev)
 
 
+def merge_base(repo: str | Path, base: str, head: str) -> str:
+    """The commit `head` forked from `base` (`git merge-base`): what a pull request changes is
+    the difference from there to its head, not from the base branch's tip, which may have moved
+    on (a branch behind main would otherwise be judged for main's own changes, reversed).
+
+    No common ancestor is an error: in a shallow clone it is usually missing history, and the
+    message says how to fetch it.
+    """
+    with open_repo(repo) as r:
+        a, b = _resolve(r, base), _resolve(r, head)
+        try:
+            out = str(r.git.merge_base(a, b)).strip()
+        except git.GitCommandError:
+            out = ""
+        if out:
+            return out
+        if _is_shallow(r):
+            raise GitError(
+                f"no merge base of {base} and {head} in this clone: the repository is shallow, "
+                "so the commit the branch forked from is missing. In GitHub Actions give "
+                "actions/checkout `fetch-depth: 0` (or `git fetch --unshallow origin`) before "
+                "`gate check`"
+            )
+        raise GitError(
+            f"{base} and {head} have no common ancestor, so there is no merge base to compare "
+            "the head with: give --base and --head explicitly"
+        )
+
+
 def read_tree(repo: str | Path, rev: str, paths: Sequence[str] = ()) -> list[RawObject]:
     """Parse every .yaml/.yml/.json blob under `paths` (default: the whole tree) at `rev`.
 

@@ -60,7 +60,14 @@ CRD = {
     "spec": {"group": "example.com", "scope": "Namespaced", "names": {"kind": "Backup"}},
 }
 NS = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "app"}}
-OBJECTS = [CLAIM, DEPLOY, STS, PV, CRD, NS]
+#: A custom resource: opaque past its metadata, whatever shape its spec has.
+RGD = {
+    "apiVersion": "kro.run/v1alpha1",
+    "kind": "ResourceGraphDefinition",
+    "metadata": {"name": "webapp"},
+    "spec": {"resources": [{"id": "a", "template": {"kind": "Deployment"}}]},
+}
+OBJECTS = [CLAIM, DEPLOY, STS, PV, CRD, NS, RGD]
 PATHS = [
     ("metadata",),
     ("metadata", "annotations"),
