@@ -108,7 +108,7 @@ def _claim_diffs(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         va, vb = a.get(key), b.get(key)
         if va == vb or key == "volumeAttributesClassName":
             continue
-        if key in FILLED_IN and not va:
+        if key in FILLED_IN and _unset(key, va):
             continue  # unset -> set: allowed by the API server when the live claim has none
         if key == "volumeMode" and (va or "Filesystem") == (vb or "Filesystem"):
             continue  # unset is the default, Filesystem
@@ -125,6 +125,12 @@ def _claim_diffs(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 FILLED_IN = ("storageClassName", "volumeName")
 
 
+def _unset(key: str, value: Any) -> bool:
+    """Whether a claim field counts as unset: `storageClassName: ""` is set, to "no class" (the
+    API server neither defaults it nor lets it change); an empty `volumeName` is unbound."""
+    return value is None if key == "storageClassName" else not value
+
+
 def _filled_in_diffs(
     old: dict[str, Any], new: dict[str, Any], live: dict[str, str] | None, forced: bool
 ) -> list[str]:
@@ -134,7 +140,7 @@ def _filled_in_diffs(
     a, b = _spec(old), _spec(new)
     out: list[str] = []
     for key in FILLED_IN:
-        if a.get(key) or not b.get(key):
+        if not _unset(key, a.get(key)) or not b.get(key):
             continue
         if live is not None:
             held = live.get(key, "")

@@ -147,6 +147,9 @@ def test_claim_storage_class_unset_to_set_is_allowed_but_change_is_not() -> None
     assert run(claim(), with_class).decision.verdict is Verdict.ALLOW
     other_class = with_class.replace("fast", "slow")
     assert codes(run(with_class, other_class)) == {Code.IMMUTABLE_FIELD_CHANGE}
+    # `""` is a class, "none": the API server does not default it and refuses the change.
+    no_class = with_class.replace("fast", '""')
+    assert codes(run(no_class, with_class)) == {Code.IMMUTABLE_FIELD_CHANGE}
 
 
 def test_access_mode_change_with_flux_force_is_forced_replacement() -> None:
