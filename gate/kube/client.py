@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -183,6 +183,23 @@ def open_request(
     return resp
 
 
+def list_pages(
+    fetch: Callable[[list[tuple[str, Any]]], dict[str, Any]],
+    page_size: int,
+    query: Sequence[tuple[str, Any]] = (),
+) -> Iterator[dict[str, Any]]:
+    """Every page of a list as the API server answers it, `fetch(query)` by `fetch(query)`
+    (`limit`, then `continue` until it is empty): never one huge answer. The one pager of the
+    snapshot, the watch cache and `KubeClient.list_all`; each fetches in its own way."""
+    cont = ""
+    while True:
+        page = fetch([*query, ("limit", str(page_size)), *([("continue", cont)] if cont else [])])
+        yield page
+        cont = str((page.get("metadata") or {}).get("continue") or "")
+        if not cont:
+            return
+
+
 def request_json(
     api: Any,
     method: str,
@@ -317,15 +334,11 @@ class KubeClient:
     def list_all(
         self, path: str, what: str, page_size: int = 500, query: Sequence[tuple[str, str]] = ()
     ) -> Iterator[dict[str, Any]]:
-        """Every item of a list, page by page (`limit` and `continue`): never one huge answer."""
-        cont = ""
-        while True:
-            q = [*query, ("limit", str(page_size)), *([("continue", cont)] if cont else [])]
-            page = self.request_json("GET", path, what, query=q)
+        """Every item of a list, page by page (`list_pages`)."""
+        for page in list_pages(
+            lambda q: self.request_json("GET", path, what, query=q), page_size, query
+        ):
             yield from (i for i in page.get("items") or [] if isinstance(i, dict))
-            cont = str((page.get("metadata") or {}).get("continue") or "")
-            if not cont:
-                return
 
     def create(
         self, path: str, body: dict[str, Any], what: str, dry_run: bool = False

@@ -26,7 +26,7 @@ from gate.engine.livestate import CustomKind, LiveState, ref_of, served_custom_k
 from gate.engine.plan import Change
 from gate.engine.policy import Policy
 from gate.engine.scope import PruneScope, prune_changes, prune_set
-from gate.kube.client import KubeClient, NotFoundError
+from gate.kube.client import KubeClient, NotFoundError, list_pages
 from gate.kube.resources import RESOURCES, Resource
 from gate.model.errors import ClusterError
 from gate.model.objects import Inventory
@@ -81,23 +81,15 @@ class Snapshot:
 def list_items(
     lister: Lister, resource: Resource, page_size: int, path: str | None = None
 ) -> Iterator[list[Any]]:
-    """Yield the items of a list page by page, following `metadata.continue`."""
-    token = ""
+    """Yield the items of a list page by page (`list_pages`)."""
     what = f"list {resource.plural}" + (f".{resource.group}" if resource.group else "")
-    while True:
-        query = [("limit", str(page_size))]
-        if token:
-            query.append(("continue", token))
-        body = lister.get_json(path or resource.path, query, what)
+    for body in list_pages(lambda q: lister.get_json(path or resource.path, q, what), page_size):
         items = body.get("items")
         if not isinstance(items, list):
             raise ClusterError(
                 f"{what}: the API server answered a {body.get('kind')!r} without items"
             )
         yield items
-        token = str((body.get("metadata") or {}).get("continue") or "")
-        if not token:
-            return
 
 
 #: (kind, controller kind) whose pod template is a copy of the owner's, which is listed as well:

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gate.kube.client import JSON, GoneError, open_request, request_json
+from gate.kube.client import JSON, GoneError, list_pages, open_request, request_json
 from gate.model.errors import ClusterError
 
 #: Items per page of a list (`limit`): bounded answers, whatever the cluster's size.
@@ -50,15 +50,15 @@ def list_complete(
 ) -> tuple[list[dict[str, Any]], str]:
     """Every item of a list, page by page (`limit`, `continue`), and the list's resourceVersion."""
     items: list[dict[str, Any]] = []
-    cont = ""
-    while True:
-        q = [*query, ("limit", page_size), *([("continue", cont)] if cont else [])]
-        page = request_json(api, "GET", path, q, accept=accept, timeout=timeout)
+    version = ""
+
+    def fetch(q: list[tuple[str, Any]]) -> dict[str, Any]:
+        return request_json(api, "GET", path, q, accept=accept, timeout=timeout)
+
+    for page in list_pages(fetch, page_size, query):
         items.extend(i for i in page.get("items") or [] if isinstance(i, dict))
-        meta = page.get("metadata") or {}
-        cont = str(meta.get("continue") or "")
-        if not cont:
-            return items, str(meta.get("resourceVersion") or "")
+        version = str((page.get("metadata") or {}).get("resourceVersion") or "")
+    return items, version
 
 
 class WatchStream:
