@@ -6,7 +6,7 @@ server validates updates, for the kinds whose loss or wedge prune-gate guards ag
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -67,12 +67,10 @@ def compute_plan(
         # The controller reads force from the object it applies: the candidate's.
         force = "--force" if force_all else force_reason(other)
         check = IMMUTABLE_CHECKS.get((m.ref.group, m.ref.kind))
-        diffs = tuple(check(m.body, other.body)) if check else ()
-        if (m.ref.group, m.ref.kind) == ("", "PersistentVolumeClaim"):
-            filled = live.get(m.ref) if live is not None else None
-            diffs += tuple(
-                _filled_in_diffs(m.body, other.body, filled.facts if filled else None, bool(force))
-            )
+        live_obj = live.get(m.ref) if live is not None else None
+        facts = live_obj.facts if live_obj is not None else (None if live is None else {})
+        known = Known(facts, bool(force))
+        diffs = tuple(check(m.body, other.body, known)) if check else ()
         if not diffs:
             continue
         if force:
@@ -94,14 +92,25 @@ def force_reason(m: Manifest) -> str:
     return ""
 
 
+@dataclass(frozen=True, slots=True)
+class Known:
+    """What the plan knows of an object besides its two manifests."""
+
+    #: The live object's facts (`LiveObject.facts`); None without a live view, `{}` when the
+    #: live view has no such object.
+    live: Mapping[str, str] | None
+    #: Whether the deployer applies it with force (a changed immutable field replaces it).
+    forced: bool
+
+
 def _spec(body: dict[str, Any]) -> dict[str, Any]:
     spec = body.get("spec")
     return spec if isinstance(spec, dict) else {}
 
 
-def _claim_diffs(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+def _claim_diffs(old: dict[str, Any], new: dict[str, Any], known: Known) -> list[str]:
     """A claim's spec is immutable except storage growth, volumeAttributesClassName, and
-    volumeName / storageClassName going from unset to set."""
+    volumeName / storageClassName going from unset to set while the live claim has none."""
     a, b = _spec(old), _spec(new)
     out: list[str] = []
     for key in sorted(set(a) | set(b)):
@@ -109,7 +118,8 @@ def _claim_diffs(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         if va == vb or key == "volumeAttributesClassName":
             continue
         if key in FILLED_IN and _unset(key, va):
-            continue  # unset -> set: allowed by the API server when the live claim has none
+            out.extend(_filled_in(key, vb, known))
+            continue
         if key == "volumeMode" and (va or "Filesystem") == (vb or "Filesystem"):
             continue  # unset is the default, Filesystem
         if key == "resources":
@@ -131,27 +141,23 @@ def _unset(key: str, value: Any) -> bool:
     return value is None if key == "storageClassName" else not value
 
 
-def _filled_in_diffs(
-    old: dict[str, Any], new: dict[str, Any], live: dict[str, str] | None, forced: bool
-) -> list[str]:
-    """Base leaves a FILLED_IN field unset and the candidate sets it: an immutable change when
-    the live claim holds another value. Without a live view it cannot be told; under force (where
-    a wrong guess deletes the claim) it is reported, saying how to decide it."""
-    a, b = _spec(old), _spec(new)
-    out: list[str] = []
-    for key in FILLED_IN:
-        if not _unset(key, a.get(key)) or not b.get(key):
-            continue
-        if live is not None:
-            held = live.get(key, "")
-            if held and held != b[key]:
-                out.append(f"spec.{key} ({held} live, filled in by the API server -> {b[key]})")
-        elif forced:
-            out.append(
-                f"spec.{key} (unset in base -> {b[key]}: the API server may have filled in "
-                "another at creation; gate check --live compares with the live claim)"
-            )
-    return out
+def _filled_in(key: str, value: Any, known: Known) -> list[str]:
+    """Base leaves a FILLED_IN field unset and the candidate sets it to `value`: an immutable
+    change when the live claim holds another value. Without a live view it cannot be told;
+    under force (where a wrong guess deletes the claim) it is reported, saying how to decide it."""
+    if not value:
+        return []
+    if known.live is not None:
+        held = known.live.get(key, "")
+        if held and held != value:
+            return [f"spec.{key} ({held} live, filled in by the API server -> {value})"]
+        return []
+    if known.forced:
+        return [
+            f"spec.{key} (unset in base -> {value}: the API server may have filled in "
+            "another at creation; gate check --live compares with the live claim)"
+        ]
+    return []
 
 
 def _resources_diffs(a: Any, b: Any) -> list[str]:
@@ -206,7 +212,7 @@ _PV_NOT_SOURCE = frozenset(
 )
 
 
-def _statefulset_diffs(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+def _statefulset_diffs(old: dict[str, Any], new: dict[str, Any], _: Known) -> list[str]:
     a, b = _spec(old), _spec(new)
     return [
         f"spec.{k}"
@@ -215,7 +221,7 @@ def _statefulset_diffs(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     ]
 
 
-def _volume_diffs(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+def _volume_diffs(old: dict[str, Any], new: dict[str, Any], _: Known) -> list[str]:
     """A PersistentVolume's source (csi, nfs, hostPath, ...) is immutable."""
     a, b = _spec(old), _spec(new)
     return [
@@ -225,7 +231,8 @@ def _volume_diffs(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     ]
 
 
-IMMUTABLE_CHECKS: dict[tuple[str, str], Callable[[dict[str, Any], dict[str, Any]], list[str]]] = {
+ImmutableCheck = Callable[[dict[str, Any], dict[str, Any], Known], list[str]]
+IMMUTABLE_CHECKS: dict[tuple[str, str], ImmutableCheck] = {
     ("", "PersistentVolumeClaim"): _claim_diffs,
     ("apps", "StatefulSet"): _statefulset_diffs,
     ("", "PersistentVolume"): _volume_diffs,

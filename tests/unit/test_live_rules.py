@@ -258,3 +258,9 @@ def test_an_unset_volume_mode_is_the_default_filesystem() -> None:
     assert run(claim(), with_mode).decision.verdict is Verdict.ALLOW
     block = claim().replace("spec:\n", "spec:\n  volumeMode: Block\n", 1)
     assert codes(run(claim(), block)) == {Code.IMMUTABLE_FIELD_CHANGE}
+
+
+def test_a_claim_not_yet_live_may_be_given_a_class() -> None:
+    """With a live view that has no such claim, the deploy creates it: nothing was filled in."""
+    base = claim(extra_ann=FORCE)
+    assert run(base, _classed(base, "fast"), live=state()).decision.verdict is Verdict.ALLOW
