@@ -14,7 +14,7 @@ from typing import Any
 from gate.engine.fence import FenceState, FenceStatus
 from gate.engine.policy import Policy
 from gate.engine.updates import annotation_added, change_findings
-from gate.model.findings import Code, Finding, command, edit
+from gate.model.findings import Code, Finding, edit
 from gate.model.refs import ObjectRef
 
 
@@ -37,6 +37,7 @@ def retire_under_fence(
     if not annotation_added(old, new, key):
         return
     lease = f"{fence.lease.namespace}/{fence.lease.name}"
+    release = fence.lease.release_command()
     yield Finding(
         code=Code.SPECULATION_FENCE,
         ref=ref,
@@ -46,10 +47,10 @@ def retire_under_fence(
         evidence=(fence.describe(), f"cause: {cause}"),
         remediation=f"let the merged deploy apply the mark (the deployer retries after Lease "
         f"{lease} is released or expires); if candidate {fence.holder} is gone, release the "
-        f"fence: kubectl delete lease -n {fence.lease.namespace} {fence.lease.name}",
+        f"fence: {release.text}",
         actions=(
             edit("nothing to change: the merged deploy applies the mark once the fence is free"),
-            command(f"kubectl delete lease -n {fence.lease.namespace} {fence.lease.name}"),
+            release,
         ),
         api_version=str(new.get("apiVersion") or ""),
     )

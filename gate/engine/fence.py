@@ -21,7 +21,7 @@ from typing import Any
 
 from gate.engine.plan import Change
 from gate.engine.rules import World, is_guarded
-from gate.model.findings import Code, Finding, Severity, command, edit
+from gate.model.findings import Code, Finding, FixAction, Severity, command, edit
 
 #: The annotation `gate fence hold` writes on the Lease: the Kubernetes user that holds it. The
 #: webhook lets only that user clear, backdate or shorten a held fence (`webhook.guards`).
@@ -45,6 +45,10 @@ class Lease:
     holder: str | None
     renewed: dt.datetime | None
     duration_seconds: int | None
+
+    def release_command(self) -> FixAction:
+        """How a person frees a fence whose holder is gone: delete the Lease."""
+        return command(f"kubectl delete lease -n {self.namespace} {self.name}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +134,7 @@ def check_speculation_fence(change: Change, world: World, fence: FenceStatus) ->
         return
     m = change.base or change.head
     lease = f"{fence.lease.namespace}/{fence.lease.name}"
+    release = fence.lease.release_command()
     if fence.state is FenceState.HELD:
         yield Finding(
             code=Code.SPECULATION_FENCE,
@@ -140,11 +145,10 @@ def check_speculation_fence(change: Change, world: World, fence: FenceStatus) ->
             evidence=(fence.describe(), f"cause: {change.cause}"),
             remediation="let the deletion happen on the merged deploy (the deployer retries it "
             f"after Lease {lease} is released or expires); if candidate {fence.holder} is gone, "
-            f"release the fence: kubectl delete lease -n {fence.lease.namespace} "
-            f"{fence.lease.name}",
+            f"release the fence: {release.text}",
             actions=(
                 edit("nothing to change: the merged deploy deletes it once the fence is free"),
-                command(f"kubectl delete lease -n {fence.lease.namespace} {fence.lease.name}"),
+                release,
             ),
             api_version=m.api_version if m else "",
         )
@@ -156,11 +160,10 @@ def check_speculation_fence(change: Change, world: World, fence: FenceStatus) ->
         f"{_iso(fence.expires)} and was not obeyed for {change.ref.display()}",
         evidence=(fence.describe(), f"cause: {change.cause}"),
         remediation="check the CI job that holds the fence: it should renew the Lease while it "
-        f"deploys and release it after; remove a stale one: kubectl delete lease -n "
-        f"{fence.lease.namespace} {fence.lease.name}",
+        f"deploys and release it after; remove a stale one: {release.text}",
         actions=(
             edit("make the job that holds the fence renew it while it deploys, release it after"),
-            command(f"kubectl delete lease -n {fence.lease.namespace} {fence.lease.name}"),
+            release,
         ),
         api_version=m.api_version if m else "",
         suggested=Severity.WARN,

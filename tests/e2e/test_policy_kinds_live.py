@@ -37,24 +37,7 @@ def test_a_served_custom_kind_counts_and_its_typo_does_not(
 ) -> None:
     group = f"{k.unique('e2e')}.example.com"
     crd_name = f"widgets.{group}"
-    crd: dict[str, Any] = {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": crd_name},
-        "spec": {
-            "group": group,
-            "scope": "Namespaced",
-            "names": {"kind": "Widget", "plural": "widgets", "singular": "widget"},
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {"openAPIV3Schema": {"type": "object"}},
-                }
-            ],
-        },
-    }
+    crd = k.crd_body(group, "Widget", "widgets")
     ext: Any = client.ApiextensionsV1Api(kube.client)
     ext.create_custom_resource_definition(crd)
     try:
