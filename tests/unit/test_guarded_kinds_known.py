@@ -10,18 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.unit.test_cli import gate, write
-
-CRD = """\
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: backups.example.com}
-spec:
-  group: example.com
-  scope: Namespaced
-  names: {kind: Backup, plural: backups}
-  versions: [{name: v1, served: true, storage: true}]
-"""
-BACKUP = "apiVersion: example.com/v1\nkind: Backup\nmetadata: {name: nightly, namespace: app}\n"
+from tests.unit.test_rules import CR as BACKUP
+from tests.unit.test_rules import CRD
 
 
 def _check(tmp_path: Path, guarded: str, base: str, head: str) -> tuple[int, str, str]:
