@@ -13,6 +13,7 @@ from collections.abc import Collection, Iterable
 from typing import Any
 
 from gate.model.errors import ConfigError
+from gate.model.refs import crd_kind
 
 #: Kinds served by a v1.34 API server, by group (subresource kinds and List kinds left out).
 BUILTIN_KINDS: dict[str, frozenset[str]] = {
@@ -101,19 +102,7 @@ def unknown_kind(group: str, kind: str) -> str | None:
 
 def declared_custom_kinds(bodies: Iterable[dict[str, Any]]) -> set[tuple[str, str]]:
     """(group, kind) of every CustomResourceDefinition among `bodies` (either side's objects)."""
-    out: set[tuple[str, str]] = set()
-    for body in bodies:
-        if body.get("kind") != "CustomResourceDefinition" or not str(
-            body.get("apiVersion", "")
-        ).startswith("apiextensions.k8s.io/"):
-            continue
-        spec = body.get("spec")
-        names = spec.get("names") if isinstance(spec, dict) else None
-        group = spec.get("group") if isinstance(spec, dict) else None
-        kind = names.get("kind") if isinstance(names, dict) else None
-        if isinstance(group, str) and isinstance(kind, str):
-            out.add((group, kind))
-    return out
+    return {kind for body in bodies if (kind := crd_kind(body)) is not None}
 
 
 def unknown_guarded_kind(

@@ -110,12 +110,7 @@ def learn_scopes(scopes: Scopes, *sides: Iterable[RawObject]) -> None:
     """Teach `scopes` the CRDs declared on any side, before identities are computed."""
     for side in sides:
         for raw in side:
-            body = raw.body
-            if (
-                body.get("kind") == "CustomResourceDefinition"
-                and group_of(str(body.get("apiVersion"))) == "apiextensions.k8s.io"
-            ):
-                scopes.learn_crd(body)
+            scopes.learn_crd(raw.body)
 
 
 def to_manifest(raw: RawObject, scopes: Scopes, default_namespace: str = "default") -> Manifest:

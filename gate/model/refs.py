@@ -97,6 +97,19 @@ def parse_group_kind(text: str) -> tuple[str, str]:
     return group, kind
 
 
+def crd_kind(body: dict[str, Any]) -> tuple[str, str] | None:
+    """The (group, kind) a CustomResourceDefinition declares; None for any other object."""
+    if body.get("kind") != "CustomResourceDefinition":
+        return None
+    if group_of(str(body.get("apiVersion") or "")) != "apiextensions.k8s.io":
+        return None
+    spec = body.get("spec")
+    names = spec.get("names") if isinstance(spec, dict) else None
+    group = spec.get("group") if isinstance(spec, dict) else None
+    kind = names.get("kind") if isinstance(names, dict) else None
+    return (group, kind) if isinstance(group, str) and isinstance(kind, str) else None
+
+
 class Scopes:
     """Which kinds are cluster-scoped: the built-ins, plus CRDs seen on either side."""
 
@@ -106,11 +119,9 @@ class Scopes:
 
     def learn_crd(self, crd: dict[str, Any]) -> None:
         """Record the scope a CustomResourceDefinition declares for its kind."""
-        spec = crd.get("spec") or {}
-        names = spec.get("names") or {}
-        kind, group = names.get("kind"), spec.get("group")
-        if isinstance(kind, str) and isinstance(group, str) and spec.get("scope") == "Cluster":
-            self._cluster.add((group, kind))
+        declared = crd_kind(crd)
+        if declared is not None and (crd.get("spec") or {}).get("scope") == "Cluster":
+            self._cluster.add(declared)
 
     def is_cluster_scoped(self, group: str, kind: str) -> bool:
         """True when objects of this kind have no namespace."""
