@@ -80,6 +80,11 @@ class KindSpec:
     def label(self) -> str:
         return group_kind(self.group, self.kind)
 
+    @property
+    def selector(self) -> list[tuple[str, str]]:
+        """The query that narrows its list and its watch (one object, for the fence's Lease)."""
+        return [("fieldSelector", self.field_selector)] if self.field_selector else []
+
 
 #: The built-in kinds every admission rule may read: the table `gate.kube.resources.RESOURCES`, as
 #: `gate check --live` reads (the doors must see the same world). Custom kinds the policy guards,
@@ -371,8 +376,7 @@ class Watcher:
     def list_once(self) -> str:
         """One complete, paginated list into the sink; returns its resourceVersion."""
         accept = METADATA_LIST if self.spec.metadata_only else "application/json"
-        selector = [("fieldSelector", self.spec.field_selector)] if self.spec.field_selector else []
-        items, rv = list_complete(self.api, self.spec.path, selector, accept=accept)
+        items, rv = list_complete(self.api, self.spec.path, self.spec.selector, accept=accept)
         self.sink.replace(items)
         self.last_heard = self.clock()
         self.synced = True
@@ -390,9 +394,10 @@ class Watcher:
 
     def _watch_once(self, rv: str, seconds: int) -> str:
         """One watch the server ends after `seconds`; a read silent for longer raises."""
-        selector = [("fieldSelector", self.spec.field_selector)] if self.spec.field_selector else []
         accept = METADATA if self.spec.metadata_only else "application/json"
-        with open_watch(self.api, self.spec.path, rv, seconds, selector, accept) as stream:
+        with open_watch(
+            self.api, self.spec.path, rv, seconds, self.spec.selector, accept
+        ) as stream:
             with self._stream_lock:
                 self._stream = stream
             try:
