@@ -751,6 +751,18 @@ class _CacheLiveView:
     def ready_snapshots(self, namespace: str, claim: str) -> list[str]:
         return self._cache.live.ready_snapshots(namespace, claim)
 
+    def dependents(self, owner: ObjectRef) -> list[ObjectRef]:
+        return self._cache.live.dependents(owner)
+
+    def owners(self, ref: ObjectRef) -> list[ObjectRef]:
+        return self._cache.live.owners(ref)
+
+    def release_members(self, namespace: str, release: str) -> list[ObjectRef]:
+        return self._cache.live.release_members(namespace, release)
+
+    def applied_by(self, parent: ObjectRef) -> list[ObjectRef] | None:
+        return self._cache.live.applied_by(parent)
+
 
 class StaticCache:
     """A cache that is already full: for tests, benchmarks and golden cases."""

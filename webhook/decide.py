@@ -137,6 +137,18 @@ class _Overlay:
     def ready_snapshots(self, namespace: str, claim: str) -> list[str]:
         return self._live.ready_snapshots(namespace, claim)
 
+    def dependents(self, owner: ObjectRef) -> list[ObjectRef]:
+        return self._live.dependents(owner)
+
+    def owners(self, ref: ObjectRef) -> list[ObjectRef]:
+        return self._live.owners(ref)
+
+    def release_members(self, namespace: str, release: str) -> list[ObjectRef]:
+        return self._live.release_members(namespace, release)
+
+    def applied_by(self, parent: ObjectRef) -> list[ObjectRef] | None:
+        return self._live.applied_by(parent)
+
 
 def _metadata(req: AdmissionRequest) -> dict[str, Any]:
     """The metadata of the object the request is about: `oldObject` first for a DELETE (the

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from gate.engine.scope import HELM_RELEASE_NAME, HELM_RELEASE_NAMESPACE
 from gate.model.liveview import LiveObject, PodUse, Volume
 from gate.model.refs import CLUSTER_SCOPED, ObjectRef, group_of
 from gate.model.workloads import claim_names, ephemeral_volume_names, pod_spec_of
@@ -71,6 +72,50 @@ class PodRecord:
     claims: tuple[str, ...]
     ephemeral_claims: tuple[str, ...]
     shut_down: bool
+
+
+#: Parents whose live status lists what they applied: a Flux Kustomization and an Argo CD
+#: Application.
+FLUX_KUSTOMIZATION = ("kustomize.toolkit.fluxcd.io", "Kustomization")
+ARGO_APPLICATION = ("argoproj.io", "Application")
+
+
+def owner_refs(ref: ObjectRef, obj: dict[str, Any]) -> tuple[ObjectRef, ...]:
+    """The owners an object's ownerReferences name. The garbage collector looks a namespaced
+    dependent's owners up in the dependent's namespace, and a cluster-scoped one's among
+    cluster-scoped objects (an owner reference never crosses namespaces)."""
+    out = []
+    for o in _meta(obj).get("ownerReferences") or ():
+        if not isinstance(o, dict) or not o.get("kind") or not o.get("name"):
+            continue
+        group, kind = group_of(str(o.get("apiVersion", ""))), str(o["kind"])
+        ns = "" if (group, kind) in CLUSTER_SCOPED else ref.namespace
+        out.append(ObjectRef(group, kind, ns, str(o["name"])))
+    return tuple(out)
+
+
+def flux_inventory(obj: dict[str, Any]) -> tuple[ObjectRef, ...]:
+    """A Flux Kustomization's `status.inventory.entries`: ids `<namespace>_<name>_<group>_<kind>`
+    (none of the four may contain `_`)."""
+    entries = ((obj.get("status") or {}).get("inventory") or {}).get("entries") or ()
+    out = []
+    for e in entries:
+        parts = str(e.get("id", "")).split("_") if isinstance(e, dict) else []
+        if len(parts) == 4 and parts[1] and parts[3]:
+            ns, name, group, kind = parts
+            out.append(ObjectRef(group, kind, "" if (group, kind) in CLUSTER_SCOPED else ns, name))
+    return tuple(out)
+
+
+def argo_resources(obj: dict[str, Any]) -> tuple[ObjectRef, ...]:
+    """An Argo CD Application's `status.resources`: what it synced."""
+    out = []
+    for r in (obj.get("status") or {}).get("resources") or ():
+        if isinstance(r, dict) and r.get("kind") and r.get("name"):
+            group, kind = str(r.get("group") or ""), str(r["kind"])
+            ns = "" if (group, kind) in CLUSTER_SCOPED else str(r.get("namespace") or "")
+            out.append(ObjectRef(group, kind, ns, str(r["name"])))
+    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +209,11 @@ def template_claims(ref: ObjectRef, obj: dict[str, Any]) -> tuple[str, ...]:
     return tuple(claim_names(spec)) if spec else ()
 
 
+def _release_of(annotations: dict[str, str]) -> tuple[str, str] | None:
+    name, ns = annotations.get(HELM_RELEASE_NAME), annotations.get(HELM_RELEASE_NAMESPACE)
+    return (ns, name) if isinstance(name, str) and isinstance(ns, str) and name else None
+
+
 class LiveState:
     """The index. Not thread-safe by itself: the webhook guards it with a lock."""
 
@@ -177,6 +227,10 @@ class LiveState:
         self._in_namespace: dict[str, set[ObjectRef]] = defaultdict(set)
         self._snapshots: dict[ObjectRef, SnapshotRecord] = {}
         self._cr_counts: dict[tuple[str, str], int] = {}
+        self._owners: dict[ObjectRef, tuple[ObjectRef, ...]] = {}
+        self._dependents: dict[ObjectRef, set[ObjectRef]] = defaultdict(set)
+        self._releases: dict[tuple[str, str], set[ObjectRef]] = defaultdict(set)
+        self._applied: dict[ObjectRef, tuple[ObjectRef, ...]] = {}
 
     # --- applying API objects --------------------------------------------------------------
 
@@ -190,8 +244,12 @@ class LiveState:
             return
         self.delete(ref)
         self.objects[ref] = project_object(ref, obj, api_version or str(obj.get("apiVersion", "")))
-        if (ref.group, ref.kind) in self.guarded_kinds and ref.namespace:
-            self._in_namespace[ref.namespace].add(ref)
+        if (ref.group, ref.kind) in self.guarded_kinds:
+            self._index_guarded(ref, obj)
+        if (ref.group, ref.kind) == FLUX_KUSTOMIZATION:
+            self._applied[ref] = flux_inventory(obj)
+        elif (ref.group, ref.kind) == ARGO_APPLICATION:
+            self._applied[ref] = argo_resources(obj)
         if (ref.group, ref.kind) in WORKLOAD_KINDS:
             claims = template_claims(ref, obj)
             self._workload_claims[ref] = claims
@@ -208,11 +266,30 @@ class LiveState:
         if (ref.group, ref.kind) == ("", "Pod"):
             self._drop_pod((ref.namespace, ref.name))
             return
-        self.objects.pop(ref, None)
+        live = self.objects.pop(ref, None)
         self._in_namespace.get(ref.namespace, set()).discard(ref)
+        for owner in self._owners.pop(ref, ()):
+            self._dependents[owner].discard(ref)
+        if live is not None:
+            release = _release_of(live.annotations)
+            if release is not None:
+                self._releases[release].discard(ref)
+        self._applied.pop(ref, None)
         for c in self._workload_claims.pop(ref, ()):
             self._consumers[(ref.namespace, c)].discard(ref)
         self._snapshots.pop(ref, None)
+
+    def _index_guarded(self, ref: ObjectRef, obj: dict[str, Any]) -> None:
+        if ref.namespace:
+            self._in_namespace[ref.namespace].add(ref)
+        owners = owner_refs(ref, obj)
+        if owners:
+            self._owners[ref] = owners
+            for owner in owners:
+                self._dependents[owner].add(ref)
+        release = _release_of(self.objects[ref].annotations)
+        if release is not None:
+            self._releases[release].add(ref)
 
     def set_custom_resource_count(self, group: str, kind: str, count: int) -> None:
         """Record how many custom resources of a kind exist."""
@@ -286,6 +363,19 @@ class LiveState:
             for ref, snap in self._snapshots.items()
             if ref.namespace == namespace and snap.source_claim == claim and snap.ready
         )
+
+    def dependents(self, owner: ObjectRef) -> list[ObjectRef]:
+        return sorted(self._dependents.get(owner, ()))
+
+    def owners(self, ref: ObjectRef) -> list[ObjectRef]:
+        return list(self._owners.get(ref, ()))
+
+    def release_members(self, namespace: str, release: str) -> list[ObjectRef]:
+        return sorted(self._releases.get((namespace, release), ()))
+
+    def applied_by(self, parent: ObjectRef) -> list[ObjectRef] | None:
+        applied = self._applied.get(parent)
+        return None if applied is None else list(applied)
 
     def __len__(self) -> int:
         return len(self.objects) + len(self.pods)

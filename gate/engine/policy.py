@@ -33,6 +33,7 @@ DEFAULT_SEVERITY: dict[Code, dict[Context | None, Severity]] = {
     **{code: {None: Severity.BLOCK} for code in Code},
     Code.SPECULATIVE_PRUNE: {None: Severity.DEFER},
     Code.ORPHANED_BY_KEEP: {None: Severity.WARN},
+    Code.RELEASE_CONTENT_UNKNOWN: {None: Severity.WARN},
 }
 
 #: The least `webhook.maxCacheAge`: a watch ends and restarts every minute and a re-list of a

@@ -37,6 +37,12 @@ class Code(StrEnum):
     GUARD_TAMPERED = "GUARD_TAMPERED"
     RESOURCES_UNCOUNTED = "RESOURCES_UNCOUNTED"
     RECLAIM_SWITCHED_TO_DELETE = "RECLAIM_SWITCHED_TO_DELETE"
+    RELEASE_UNINSTALL_DELETES = "RELEASE_UNINSTALL_DELETES"
+    RELEASE_CONTENT_UNKNOWN = "RELEASE_CONTENT_UNKNOWN"
+    KUSTOMIZATION_PRUNES_GUARDED = "KUSTOMIZATION_PRUNES_GUARDED"
+    APPLICATION_DELETES_RESOURCES = "APPLICATION_DELETES_RESOURCES"
+    OWNER_DELETES_DEPENDENTS = "OWNER_DELETES_DEPENDENTS"
+    MASS_PRUNE = "MASS_PRUNE"
 
 
 #: One line per code: what it means. Reused in `gate codes`, the README and the JSON schema.
@@ -83,6 +89,18 @@ MEANING: dict[Code, str] = {
     "cannot be counted: refused rather than guessed",
     Code.RECLAIM_SWITCHED_TO_DELETE: "a PersistentVolume's reclaimPolicy is switched to Delete: "
     "its data is deleted with its claim",
+    Code.RELEASE_UNINSTALL_DELETES: "a removed Flux HelmRelease is uninstalled: the guarded "
+    "objects its release made are deleted with it",
+    Code.RELEASE_CONTENT_UNKNOWN: "a removed Flux HelmRelease is uninstalled, and nothing says "
+    "which guarded objects its release holds (no live view, chart not rendered)",
+    Code.KUSTOMIZATION_PRUNES_GUARDED: "a Flux Kustomization with prune on is removed or "
+    "re-pointed (path, targetNamespace, sourceRef): the guarded objects it applied are deleted",
+    Code.APPLICATION_DELETES_RESOURCES: "a removed Argo CD Application with the resources "
+    "finalizer deletes the guarded objects it synced",
+    Code.OWNER_DELETES_DEPENDENTS: "a removed object owns guarded objects (their "
+    "ownerReferences name it): the garbage collector deletes them with it",
+    Code.MASS_PRUNE: "a root loses all, or more than the policy's share, of its objects at once: "
+    "a broken path or render, not a deliberate removal",
 }
 
 

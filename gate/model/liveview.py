@@ -75,3 +75,20 @@ class LiveView(Protocol):
 
     def ready_snapshots(self, namespace: str, claim: str) -> list[str]:
         """Names of ready VolumeSnapshots taken of the claim."""
+
+    def dependents(self, owner: ObjectRef) -> list[ObjectRef]:
+        """Guarded objects whose ownerReferences name `owner` (same namespace, or any namespace
+        for a cluster-scoped owner): the garbage collector deletes them once all their owners
+        are gone."""
+
+    def owners(self, ref: ObjectRef) -> list[ObjectRef]:
+        """The owners a live object's ownerReferences name (namespace resolved as the garbage
+        collector resolves it)."""
+
+    def release_members(self, namespace: str, release: str) -> list[ObjectRef]:
+        """Guarded objects Helm installed as release `release` in `namespace` (its
+        `meta.helm.sh/release-name` and `-namespace` annotations)."""
+
+    def applied_by(self, parent: ObjectRef) -> list[ObjectRef] | None:
+        """What a live Flux Kustomization (`status.inventory`) or Argo CD Application
+        (`status.resources`) applied; None when the parent is not in the view."""
