@@ -53,9 +53,10 @@ from gate.sources.policyfile import (
 @click.option(
     "--render",
     type=click.Choice(["none", "kustomize"]),
-    default="none",
-    show_default=True,
-    help="Build each --path with kustomize at each revision.",
+    default=None,
+    help="kustomize: build each --path at each revision (a path without a kustomization is "
+    "built as Flux generates one). none: read the YAML files as they are. Unset: read them, "
+    "and stop (exit 2) if a kustomization file is among them.",
 )
 @click.option(
     "--context",
@@ -115,7 +116,7 @@ def check_command(
     head_rev: str | None,
     paths: Sequence[str],
     repo: str,
-    render: str,
+    render: str | None,
     context_name: str,
     config_path: str | None,
     namespace: str,
@@ -137,7 +138,7 @@ def check_command(
         context = ci.context if context_name == "auto" else Context(context_name)
         rendered = base_manifests is not None or head_manifests is not None
         if rendered:
-            if base_rev or head_rev or paths or render != "none":
+            if base_rev or head_rev or paths or render is not None:
                 fail("use either --base-manifests/--head-manifests or --base/--head, not both")
             if base_manifests is None or head_manifests is None:
                 fail("rendered mode needs both --base-manifests and --head-manifests")
@@ -245,7 +246,7 @@ def _read_git(
     base_rev: str,
     head_rev: str,
     paths: Sequence[str],
-    render: str,
+    render: str | None,
     config_path: str | None,
     from_merge_base: bool = False,
 ) -> tuple[list[RawObject], list[RawObject], Policy, str, str]:
@@ -264,6 +265,8 @@ def _read_git(
         base_raw = renderers.render_kustomize_paths(repo, base_sha, paths)
         head_raw = renderers.render_kustomize_paths(repo, head_sha, paths)
     else:
+        if render is None:
+            _refuse_kustomizations(repo, (base_sha, head_sha), paths)
         base_raw = gitsource.read_tree(repo, base_sha, paths)
         head_raw = gitsource.read_tree(repo, head_sha, paths)
     base_label = (
@@ -273,6 +276,28 @@ def _read_git(
     )
     head_label = _rev_label(head_rev, head_sha)
     return base_raw, head_raw, policy, base_label, head_label
+
+
+def _refuse_kustomizations(repo: str, shas: Sequence[str], paths: Sequence[str]) -> None:
+    """Plain git mode reads files one by one; beside a kustomization that gives wrong answers
+    (a claim dropped from `resources:`, a `$patch: delete`, a `namespace:` override all pass
+    unseen), so it stops unless `--render none` says to read the files anyway."""
+    from gate.sources import gitsource
+
+    for sha in shas:
+        found = gitsource.kustomization_files(repo, sha, paths)
+        if found:
+            roots = sorted({f.rpartition("/")[0] or "." for f in found})
+            more = f" and {len(found) - 3} more" if len(found) > 3 else ""
+            listed = ", ".join(found[:3]) + more
+            raise InputError(
+                f"{listed} at {sha[:12]} is kustomize input: what the deployer applies is its "
+                "build (resources: lists, $patch: delete, namespace: overrides), which reading "
+                "files one by one does not see. Build it: --render kustomize with a --path per "
+                f"root (the directories your Flux Kustomizations' spec.path name; here perhaps "
+                f"{' '.join('--path ' + r for r in roots[:3])}); or read the files anyway with "
+                "--render none"
+            )
 
 
 def _base_policy(repo: str, base_sha: str, config_path: str | None) -> Policy:

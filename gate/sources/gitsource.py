@@ -145,6 +145,14 @@ _PARSED: dict[tuple[str, str], list[RawObject]] = {}
 _PARSED_MAX = 200_000
 
 
+def kustomization_files(repo: str | Path, rev: str, paths: Sequence[str] = ()) -> list[str]:
+    """The kustomize configuration files (`kustomization.yaml`, ...) under `paths` at `rev`:
+    where reading files one by one differs from what a deployer applies."""
+    with open_repo(repo) as r:
+        selected = _select(r, _resolve(r, rev), rev, paths)
+        return sorted(e.path for e in selected if posixpath.basename(e.path) in KUSTOMIZATION_NAMES)
+
+
 def read_file(repo: str | Path, rev: str, path: str) -> str | None:
     """The text of one file at `rev`, or None when the file does not exist there."""
     with open_repo(repo) as r:

@@ -46,7 +46,7 @@ import yaml
 from gate.model.errors import GitError, InputError, RenderError
 from gate.model.objects import RawObject, Source
 from gate.sources import gitsource
-from gate.sources.manifests import parse_stream
+from gate.sources.manifests import KUSTOMIZATION_NAMES, parse_stream
 
 #: The annotation kustomize writes with `buildMetadata: [originAnnotations]`.
 ORIGIN_ANNOTATION = "config.kubernetes.io/origin"
@@ -124,6 +124,10 @@ def render_kustomize_paths(
                 what = "is not a directory" if target.exists() else "does not exist"
                 raise GitError(f"{rel} {what} at revision {rev} ({sha[:12]})")
             label = f"{rel} (kustomize build at {sha[:12]})"
+            generated = flux_generated_kustomization(target)
+            if generated is not None:
+                (target / "kustomization.yaml").write_text(generated, encoding="utf-8")
+                label = f"{rel} (kustomize build as Flux generates it, at {sha[:12]})"
             out.extend(
                 _build(
                     command,
@@ -137,6 +141,35 @@ def render_kustomize_paths(
                 )
             )
         return out
+
+
+def flux_generated_kustomization(target: Path) -> str | None:
+    """The kustomization Flux's kustomize-controller builds for a path that has none, or None.
+
+    Flux (fluxcd/pkg `kustomize.Generator`) lists every `.yaml`/`.yml` file below the path as a
+    resource, and a directory that has its own kustomization file as one resource, without
+    descending into it. So a Flux root without a kustomization builds here as in the cluster.
+    """
+    if any((target / name).is_file() for name in KUSTOMIZATION_NAMES):
+        return None
+    resources: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(target):
+        here = Path(dirpath)
+        dirnames.sort()
+        for d in list(dirnames):
+            if any((here / d / name).is_file() for name in KUSTOMIZATION_NAMES):
+                resources.append((here / d).relative_to(target).as_posix())
+                dirnames.remove(d)
+        resources.extend(
+            (here / f).relative_to(target).as_posix()
+            for f in sorted(filenames)
+            if f.endswith((".yaml", ".yml"))
+        )
+    return (
+        "apiVersion: kustomize.config.k8s.io/v1beta1\n"
+        "kind: Kustomization\n"
+        "resources:\n" + "".join(f"- {_yaml_scalar(r)}\n" for r in sorted(resources))
+    )
 
 
 # --- internals -------------------------------------------------------------------------------

@@ -308,13 +308,27 @@ def test_a_failed_build_carries_kustomizes_message(tmp_path: Path) -> None:
 
 
 @needs_kubectl
-def test_a_directory_without_a_kustomization_is_a_render_error(
+def test_a_directory_without_a_kustomization_builds_as_flux_generates_it(
     history: tuple[GitRepo, str, str],
 ) -> None:
+    """Flux builds a path with no kustomization from every YAML file below it, and a directory
+    with its own kustomization as one resource (built, not read file by file)."""
     repo, _, _ = history
-    repo.commit({"plain/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n"})
-    with pytest.raises(RenderError, match=r"unable to find one of 'kustomization\.yaml'"):
-        render.render_kustomize(repo.root, "HEAD", "plain")
+    sha = repo.commit(
+        {
+            "plain/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n",
+            "plain/deep/more/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: d}\n",
+            "plain/app/kustomization.yaml": "namePrefix: app-\nresources: [cm.yaml]\n",
+            "plain/app/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: e}\n",
+            "plain/app/unlisted.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: u}\n",
+        }
+    )
+    objects = render.render_kustomize(repo.root, sha, "plain")
+    names = sorted(o.body["metadata"]["name"] for o in objects)
+    assert names == ["app-e", "c", "d"]  # app/ built by its kustomization: unlisted is not in it
+    where = {o.body["metadata"]["name"]: str(o.source) for o in objects}
+    assert where["d"] == "plain/deep/more/cm.yaml:1"
+    assert where["app-e"] == "plain/app/cm.yaml:1"
 
 
 def test_a_path_missing_at_the_revision_is_a_git_error(history: tuple[GitRepo, str, str]) -> None:
