@@ -192,13 +192,16 @@ def _custom_resources(change: Change, world: World) -> tuple[list[ObjectRef], in
         group, kind = live.facts.get("group"), live.facts.get("kind")
     if not isinstance(group, str) or not isinstance(kind, str):
         return [], 0
-    declared = sorted(o.ref for o in world.base.of_kind(group, kind))
-    count = len(declared)
+    # What remains after the change: the resources the candidate still declares, and live ones
+    # this deploy does not delete. Those it deletes with the CRD are judged by their own change.
+    remaining = sorted(o.ref for o in world.head.of_kind(group, kind))
+    count = len(remaining)
     if world.live is not None:
         live_count = world.live.custom_resource_count(group, kind)
         if live_count is not None:
-            count = max(count, live_count)
-    return declared, count
+            going = sum(1 for r in world.deleting if (r.group, r.kind) == (group, kind))
+            count = max(count, live_count - going)
+    return remaining, count
 
 
 def is_guarded(change: Change, world: World) -> bool:

@@ -250,6 +250,16 @@ def test_removed_crd_with_resources() -> None:
     assert run(CRD, "").decision.verdict is Verdict.ALLOW
 
 
+def test_a_crd_removed_with_its_only_resources_holds_nothing() -> None:
+    """The count is of what remains after the change: resources removed with the CRD are
+    judged by their own removal, and one that stays still blocks."""
+    other = CR.replace("nightly", "weekly")
+    assert run(doc(CRD, CR), "").decision.verdict is Verdict.ALLOW
+    (f,) = run(doc(CRD, CR, other), other).decision.findings
+    assert f.code is Code.CRD_HOLDS_RESOURCES
+    assert f.evidence == ("Backup app/weekly exists",)
+
+
 # PV_BOUND ---------------------------------------------------------------------------------------
 
 PV = """\
