@@ -44,6 +44,21 @@ from gate.sources.policyfile import (
     help="Directory in the repository to read (repeatable; default: the whole tree).",
 )
 @click.option(
+    "--base-path",
+    "base_paths",
+    multiple=True,
+    metavar="DIR",
+    help="Directory to read at the base revision only, instead of --path (repeatable): for a "
+    "repository that moves its roots.",
+)
+@click.option(
+    "--head-path",
+    "head_paths",
+    multiple=True,
+    metavar="DIR",
+    help="Directory to read at the head revision only, instead of --path (repeatable).",
+)
+@click.option(
     "--repo",
     default=".",
     show_default=True,
@@ -115,6 +130,8 @@ def check_command(
     base_rev: str | None,
     head_rev: str | None,
     paths: Sequence[str],
+    base_paths: Sequence[str],
+    head_paths: Sequence[str],
     repo: str,
     render: str | None,
     context_name: str,
@@ -138,7 +155,7 @@ def check_command(
         context = ci.context if context_name == "auto" else Context(context_name)
         rendered = base_manifests is not None or head_manifests is not None
         if rendered:
-            if base_rev or head_rev or paths or render is not None:
+            if base_rev or head_rev or paths or base_paths or head_paths or render is not None:
                 fail("use either --base-manifests/--head-manifests or --base/--head, not both")
             if base_manifests is None or head_manifests is None:
                 fail("rendered mode needs both --base-manifests and --head-manifests")
@@ -161,7 +178,13 @@ def check_command(
             # A pull request's own changes: from where it forked, unless --base says otherwise.
             from_merge_base = ci.from_merge_base and not explicit_base
             base_raw, head_raw, policy, base_label, head_label = _read_git(
-                repo, base_rev, head_rev, paths, render, config_path, from_merge_base
+                repo,
+                base_rev,
+                head_rev,
+                (base_paths or paths, head_paths or paths),
+                render,
+                config_path,
+                from_merge_base,
             )
         if not base_raw and not head_raw:
             raise InputError(
@@ -199,6 +222,7 @@ def check_command(
             )
     except GateError as exc:
         fail(str(exc))
+    _warn_duplicates(result)
     _emit(result, fmt, context, base_label, head_label)
     sys.exit(result.decision.verdict.exit_code)
 
@@ -245,13 +269,14 @@ def _read_git(
     repo: str,
     base_rev: str,
     head_rev: str,
-    paths: Sequence[str],
+    paths: tuple[Sequence[str], Sequence[str]],
     render: str | None,
     config_path: str | None,
     from_merge_base: bool = False,
 ) -> tuple[list[RawObject], list[RawObject], Policy, str, str]:
-    """Both sides from git. With `from_merge_base` (a pull request), the base side is the merge
-    base of base and head; the policy still comes from `base_rev`, the branch it merges into."""
+    """Both sides from git, each from its own paths (base, head). With `from_merge_base` (a pull
+    request), the base side is the merge base of base and head; the policy still comes from
+    `base_rev`, the branch it merges into."""
     from gate.sources import gitsource  # git mode only: GitPython is slow to import
     from gate.sources import render as renderers
 
@@ -259,16 +284,18 @@ def _read_git(
     head_sha = gitsource.resolve_revision(repo, head_rev)
     policy = _base_policy(repo, target_sha, config_path)
     base_sha = gitsource.merge_base(repo, target_sha, head_sha) if from_merge_base else target_sha
+    base_paths, head_paths = paths
     if render == "kustomize":
-        if not paths:
-            raise InputError("--render kustomize needs at least one --path to build")
-        base_raw = renderers.render_kustomize_paths(repo, base_sha, paths)
-        head_raw = renderers.render_kustomize_paths(repo, head_sha, paths)
+        if not base_paths or not head_paths:
+            raise InputError("--render kustomize needs at least one --path to build (per side)")
+        base_raw = renderers.render_kustomize_paths(repo, base_sha, base_paths)
+        head_raw = renderers.render_kustomize_paths(repo, head_sha, head_paths)
     else:
         if render is None:
-            _refuse_kustomizations(repo, (base_sha, head_sha), paths)
-        base_raw = gitsource.read_tree(repo, base_sha, paths)
-        head_raw = gitsource.read_tree(repo, head_sha, paths)
+            _refuse_kustomizations(repo, base_sha, base_paths)
+            _refuse_kustomizations(repo, head_sha, head_paths)
+        base_raw = gitsource.read_tree(repo, base_sha, base_paths)
+        head_raw = gitsource.read_tree(repo, head_sha, head_paths)
     base_label = (
         f"merge base {base_sha[:12]} of {_rev_label(base_rev, target_sha)} and head"
         if from_merge_base
@@ -278,26 +305,38 @@ def _read_git(
     return base_raw, head_raw, policy, base_label, head_label
 
 
-def _refuse_kustomizations(repo: str, shas: Sequence[str], paths: Sequence[str]) -> None:
+def _warn_duplicates(result: CheckResult) -> None:
+    """Say where an object declared more than once (copies that agree) comes from: it is one
+    object, and a reader should know that removing one copy removes nothing."""
+    for side, inventory in (("base", result.base), ("head", result.head)):
+        for ref, places in sorted(inventory.duplicates.items()):
+            where = ", ".join(str(p) for p in places)
+            click.echo(
+                f"warning: {side}: {ref.display()} is declared {len(places)} times ({where}); "
+                "the copies agree, so it is one object",
+                err=True,
+            )
+
+
+def _refuse_kustomizations(repo: str, sha: str, paths: Sequence[str]) -> None:
     """Plain git mode reads files one by one; beside a kustomization that gives wrong answers
     (a claim dropped from `resources:`, a `$patch: delete`, a `namespace:` override all pass
     unseen), so it stops unless `--render none` says to read the files anyway."""
     from gate.sources import gitsource
 
-    for sha in shas:
-        found = gitsource.kustomization_files(repo, sha, paths)
-        if found:
-            roots = sorted({f.rpartition("/")[0] or "." for f in found})
-            more = f" and {len(found) - 3} more" if len(found) > 3 else ""
-            listed = ", ".join(found[:3]) + more
-            raise InputError(
-                f"{listed} at {sha[:12]} is kustomize input: what the deployer applies is its "
-                "build (resources: lists, $patch: delete, namespace: overrides), which reading "
-                "files one by one does not see. Build it: --render kustomize with a --path per "
-                f"root (the directories your Flux Kustomizations' spec.path name; here perhaps "
-                f"{' '.join('--path ' + r for r in roots[:3])}); or read the files anyway with "
-                "--render none"
-            )
+    found = gitsource.kustomization_files(repo, sha, paths)
+    if found:
+        dirs = sorted({f.rpartition("/")[0] or "." for f in found})
+        roots = [d for d in dirs if not any(d.startswith(o + "/") for o in dirs if o != ".")]
+        more = f" and {len(found) - 3} more" if len(found) > 3 else ""
+        raise InputError(
+            f"{', '.join(found[:3])}{more} at {sha[:12]} is kustomize input: what the deployer "
+            "applies is its build (resources: lists, $patch: delete, namespace: overrides), "
+            "which reading files one by one does not see. Build it: --render kustomize with a "
+            "--path per root (the directories your Flux Kustomizations' spec.path name; here "
+            f"perhaps {' '.join('--path ' + r for r in roots[:3])}); or read the files anyway "
+            "with --render none"
+        )
 
 
 def _base_policy(repo: str, base_sha: str, config_path: str | None) -> Policy:

@@ -69,18 +69,29 @@ class Inventory:
 
     def __init__(self, manifests: Iterable[Manifest] = ()) -> None:
         self.objects: dict[ObjectRef, Manifest] = {}
+        #: Objects declared more than once with copies that agree: every place, in order.
+        self.duplicates: dict[ObjectRef, list[Source | None]] = {}
         self._by_kind: dict[tuple[str, str], list[Manifest]] = {}
         self._by_ns: dict[str, list[Manifest]] = {}
         for m in manifests:
             self.add(m)
 
     def add(self, m: Manifest) -> None:
-        """Add an object; a second object with the same identity is an error naming both."""
+        """Add an object. A second declaration of the same identity (two Flux roots that both
+        render a Namespace) is the same object when the copies agree in every field a rule
+        reads: it is recorded in `duplicates`; copies that differ there are an error naming
+        both places and the field, since which one the cluster gets depends on apply order."""
         prior = self.objects.get(m.ref)
         if prior is not None:
-            raise DuplicateObjectError(
-                f"{m.ref.display()} is declared twice (first at {prior.source})", str(m.source)
-            )
+            differs = _first_difference(prior, m)
+            if differs is not None:
+                raise DuplicateObjectError(
+                    f"{m.ref.display()} is declared twice, and the copies differ in {differs} "
+                    f"(first at {prior.source})",
+                    str(m.source),
+                )
+            self.duplicates.setdefault(m.ref, [prior.source]).append(m.source)
+            return
         self.objects[m.ref] = m
         self._by_kind.setdefault((m.ref.group, m.ref.kind), []).append(m)
         self._by_ns.setdefault(m.ref.namespace, []).append(m)
@@ -104,6 +115,41 @@ class Inventory:
     def in_namespace(self, namespace: str) -> list[Manifest]:
         """Objects in one namespace, in declaration order."""
         return self._by_ns.get(namespace, [])
+
+
+#: Kinds whose spec a rule or the plan reads (claims, volumes, workloads, CRDs, the parents whose
+#: removal cascades): two copies of one of these must agree in spec too.
+SPEC_READ_KINDS = frozenset(
+    {
+        ("", "PersistentVolumeClaim"),
+        ("", "PersistentVolume"),
+        ("apps", "StatefulSet"),
+        ("apps", "Deployment"),
+        ("apps", "DaemonSet"),
+        ("apps", "ReplicaSet"),
+        ("batch", "Job"),
+        ("batch", "CronJob"),
+        ("", "Pod"),
+        ("", "ReplicationController"),
+        ("apiextensions.k8s.io", "CustomResourceDefinition"),
+        ("kustomize.toolkit.fluxcd.io", "Kustomization"),
+        ("helm.toolkit.fluxcd.io", "HelmRelease"),
+        ("argoproj.io", "Application"),
+    }
+)
+_META_READ = ("annotations", "labels", "ownerReferences", "finalizers")
+
+
+def _first_difference(a: Manifest, b: Manifest) -> str | None:
+    """The first field a rule reads in which two copies of one object differ, or None."""
+    if a.api_version != b.api_version:
+        return "apiVersion"
+    for key in _META_READ:
+        if (a.metadata.get(key) or None) != (b.metadata.get(key) or None):
+            return f"metadata.{key}"
+    if (a.ref.group, a.ref.kind) in SPEC_READ_KINDS and a.body.get("spec") != b.body.get("spec"):
+        return "spec"
+    return None
 
 
 def learn_scopes(scopes: Scopes, *sides: Iterable[RawObject]) -> None:

@@ -165,10 +165,10 @@ def flux_generated_kustomization(target: Path) -> str | None:
             for f in sorted(filenames)
             if f.endswith((".yaml", ".yml"))
         )
-    return (
-        "apiVersion: kustomize.config.k8s.io/v1beta1\n"
-        "kind: Kustomization\n"
+    return "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n" + (
         "resources:\n" + "".join(f"- {_yaml_scalar(r)}\n" for r in sorted(resources))
+        if resources
+        else "resources: []\n"
     )
 
 

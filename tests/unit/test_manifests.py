@@ -98,14 +98,31 @@ def test_cluster_scoped_builtin_and_crd_scopes() -> None:
     assert ObjectRef("", "PersistentVolume", "", "pv") in refs
 
 
-def test_duplicate_identity_names_both_locations() -> None:
+def test_copies_that_differ_in_a_field_a_rule_reads_name_both_locations() -> None:
     text = (
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\n"
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: default}\n"
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: default, labels: {x: y}}\n"
     )
     with pytest.raises(DuplicateObjectError) as err:
         build_inventory(parse_stream(text, "d.yaml"), Scopes())
     assert "d.yaml:5" in str(err.value) and "d.yaml:1" in str(err.value)
+    assert "differ in metadata.labels" in str(err.value)
+
+
+def test_copies_that_agree_are_one_object_with_every_place() -> None:
+    """Two Flux roots that both render a Namespace: Flux applies both, nothing is deleted."""
+    ns = "apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n"
+    raws = [*parse_stream(ns, "apps/ns.yaml"), *parse_stream(ns, "infra/ns.yaml")]
+    inventory = build_inventory(raws, Scopes())
+    ref = ObjectRef("", "Namespace", "", "shop")
+    assert len(inventory) == 1 and ref in inventory
+    assert [str(s) for s in inventory.duplicates[ref]] == ["apps/ns.yaml:1", "infra/ns.yaml:1"]
+    # Not for a claim whose spec differs: which copy the cluster gets depends on apply order.
+    claim = "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: d, namespace: a}\n"
+    a = parse_stream(claim + "spec: {storageClassName: fast}\n", "a.yaml")
+    b = parse_stream(claim + "spec: {storageClassName: slow}\n", "b.yaml")
+    with pytest.raises(DuplicateObjectError, match=r"differ in spec \(first at a\.yaml:1\)"):
+        build_inventory([*a, *b], Scopes())
 
 
 def test_directories_skip_yaml_that_is_not_a_manifest(tmp_path: Path) -> None:

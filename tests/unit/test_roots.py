@@ -1,0 +1,190 @@
+"""Several roots on one side, and roots that move: what the whole deploy holds decides.
+
+Real git repositories, the real CLI, `--render kustomize` over two Flux roots (directories
+without a kustomization, built as Flux generates one).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.unit.helpers import GitRepo, claim
+from tests.unit.test_cli import gate
+from tests.unit.test_kustomize_trees import needs_renderer
+
+NS = "apiVersion: v1\nkind: Namespace\nmetadata: {name: app}\n"
+RELEASE = """\
+apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: {name: db, namespace: app}
+spec:
+  interval: 1h
+  chart: {spec: {chart: postgresql, sourceRef: {kind: HelmRepository, name: bitnami}}}
+"""
+CRD = """\
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: backups.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {kind: Backup, plural: backups}
+  versions: [{name: v1, served: true, storage: true}]
+"""
+BACKUP = "apiVersion: example.com/v1\nkind: Backup\nmetadata: {{name: {name}, namespace: app}}\n"
+ROOTS = ("--path", "apps", "--path", "infra")
+
+
+def check(repo: GitRepo, *args: str) -> tuple[int, dict[str, object], str]:
+    result = gate(
+        "check",
+        "--base",
+        "HEAD~1",
+        "--head",
+        "HEAD",
+        "--render",
+        "kustomize",
+        "-o",
+        "json",
+        *args,
+        cwd=repo.root,
+    )
+    data = json.loads(result.stdout) if result.stdout else {}
+    return result.returncode, data, result.stderr
+
+
+def codes(data: dict[str, object]) -> set[str]:
+    findings = data.get("findings")
+    assert isinstance(findings, list)
+    return {f["code"] for f in findings}
+
+
+@needs_renderer
+def test_two_roots_declaring_one_namespace_is_one_object_and_a_warning(tmp_path: Path) -> None:
+    repo = GitRepo(tmp_path / "repo")
+    repo.commit({"apps/ns.yaml": NS, "apps/claim.yaml": claim(), "infra/README.md": "x"}, "base")
+    repo.commit({"infra/ns.yaml": NS}, "infrastructure renders the namespace too")
+    rc, data, stderr = check(repo, *ROOTS)
+    assert rc == 0, (data, stderr)
+    assert "Namespace app is declared 2 times (apps/ns.yaml:1, infra/ns.yaml:1)" in stderr
+    # And when one root stops declaring it, the other still does: nothing is deleted.
+    repo.commit({"apps/ns.yaml": None}, "apps hands the namespace over")
+    rc, data, stderr = check(repo, *ROOTS)
+    assert rc == 0 and not data["findings"], (data, stderr)
+
+
+@needs_renderer
+def test_copies_with_conflicting_specs_are_an_error_naming_both(tmp_path: Path) -> None:
+    repo = GitRepo(tmp_path / "repo")
+    repo.commit({"apps/claim.yaml": claim(), "infra/README.md": "x"}, "base")
+    repo.commit({"infra/claim.yaml": claim(size="20Gi")}, "a second, different copy")
+    rc, _, stderr = check(repo, *ROOTS)
+    assert rc == 2
+    assert "PersistentVolumeClaim app/data is declared twice, and the copies differ in spec" in (
+        stderr
+    )
+    assert "apps/claim.yaml:1" in stderr and "infra/claim.yaml:1" in stderr
+
+
+@needs_renderer
+def test_objects_moved_between_roots_are_not_removed(tmp_path: Path) -> None:
+    repo = GitRepo(tmp_path / "repo")
+    repo.commit(
+        {
+            "apps/db.yaml": RELEASE,
+            "apps/claim.yaml": claim(),
+            "apps/README.md": "x",
+            "infra/README.md": "x",
+        },
+        "base",
+    )
+    repo.commit(
+        {
+            "apps/db.yaml": None,
+            "apps/claim.yaml": None,
+            "infra/db.yaml": RELEASE,
+            "infra/claim.yaml": claim(),
+        },
+        "move the database to infrastructure",
+    )
+    rc, data, stderr = check(repo, *ROOTS)
+    assert rc == 0 and not data["findings"], (data, stderr)
+    # Root by root, the same move reads as a removal: the claim is blocked.
+    rc, data, _ = check(repo, "--path", "apps")
+    assert rc == 1 and "NOT_RETIRED" in codes(data)
+
+
+@needs_renderer
+def test_a_crd_removed_with_its_only_resources_is_not_blocked(tmp_path: Path) -> None:
+    repo = GitRepo(tmp_path / "repo")
+    repo.commit(
+        {
+            "infra/crd.yaml": CRD,
+            "apps/nightly.yaml": BACKUP.format(name="nightly"),
+            "apps/weekly.yaml": BACKUP.format(name="weekly"),
+            "apps/README.md": "x",
+            "infra/README.md": "x",
+        },
+        "base",
+    )
+    repo.commit({"infra/crd.yaml": None, "apps/nightly.yaml": None}, "one backup stays")
+    rc, data, _ = check(repo, *ROOTS)
+    assert rc == 1 and codes(data) == {"CRD_HOLDS_RESOURCES"}
+    assert data["findings"][0]["evidence"] == ["Backup app/weekly exists"]  # type: ignore[index]
+    repo.commit({"apps/weekly.yaml": None}, "the last one goes too")
+    rc, data, _ = gate_range(repo, "HEAD~2", "HEAD")
+    assert rc == 0 and not data["findings"], data
+
+
+def gate_range(repo: GitRepo, base: str, head: str) -> tuple[int, dict[str, object], str]:
+    result = gate(
+        "check",
+        "--base",
+        base,
+        "--head",
+        head,
+        "--render",
+        "kustomize",
+        "-o",
+        "json",
+        *ROOTS,
+        cwd=repo.root,
+    )
+    return result.returncode, json.loads(result.stdout) if result.stdout else {}, result.stderr
+
+
+@needs_renderer
+def test_roots_that_move_between_revisions_are_compared_by_per_side_paths(
+    tmp_path: Path,
+) -> None:
+    repo = GitRepo(tmp_path / "repo")
+    repo.commit({"clusters/old/claim.yaml": claim()}, "base")
+    repo.commit(
+        {"clusters/old/claim.yaml": None, "kubernetes/apps/claim.yaml": claim()},
+        "provider migration moves the root",
+    )
+    rc, data, stderr = check(repo, "--base-path", "clusters/old", "--head-path", "kubernetes/apps")
+    assert rc == 0 and not data["findings"], (data, stderr)
+    # One --path for both sides cannot even be built at the base.
+    rc, _, stderr = check(repo, "--path", "kubernetes/apps")
+    assert rc == 2 and "kubernetes/apps does not exist at revision" in stderr
+    # And a real removal across the move is still found.
+    repo.commit({"kubernetes/apps/claim.yaml": None, "kubernetes/apps/x.md": "x"}, "drop it")
+    result = gate(
+        "check",
+        "--base",
+        "HEAD~2",
+        "--head",
+        "HEAD",
+        "--render",
+        "kustomize",
+        "-o",
+        "json",
+        "--base-path",
+        "clusters/old",
+        "--head-path",
+        "kubernetes/apps",
+        cwd=repo.root,
+    )
+    assert result.returncode == 1 and "NOT_RETIRED" in codes(json.loads(result.stdout))
