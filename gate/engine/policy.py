@@ -113,6 +113,12 @@ class Policy:
     allow_delete_annotation: str = "prune-gate.io/allow-delete"
     live_timeout_seconds: float = 30.0
     live_page_size: int = 500
+    #: MASS_PRUNE: a root with at least `mass_prune_min_objects` objects that loses more than
+    #: this share of them at once, or one with at least `mass_prune_empty_min_objects` that
+    #: loses every object (renders to nothing: a broken path or build).
+    mass_prune_fraction: float = 0.5
+    mass_prune_min_objects: int = 20
+    mass_prune_empty_min_objects: int = 5
     webhook: WebhookSettings = field(
         default_factory=lambda: WebhookSettings(
             frozenset(parse_group_kind(k) for k in DEFAULT_WEBHOOK_GUARDED)

@@ -16,7 +16,7 @@ from gate.engine.plan import Action, Change
 from gate.engine.policy import Policy
 from gate.engine.updates import change_findings
 from gate.model.errors import UncountedError
-from gate.model.findings import Code, Finding, FixAction, Severity, command, edit
+from gate.model.findings import Code, Finding, FixAction, Runner, Severity, command, edit
 from gate.model.liveview import LiveView
 from gate.model.objects import Inventory, Manifest, Source
 from gate.model.refs import ObjectRef
@@ -759,7 +759,64 @@ def run_rules(changes: Iterable[Change], world: World) -> list[Finding]:
     findings.extend(check_candidate_updates(world))
     findings.extend(check_already_terminating(changes, world))
     findings.extend(check_guard_tampered(world))
+    findings.extend(check_mass_prune(world))
     return [_with_live_api_version(f, world) for f in findings]
+
+
+def check_mass_prune(world: World) -> Iterator[Finding]:
+    """MASS_PRUNE: a root that loses all, or more than the policy's share, of its objects at once.
+
+    That is the signature of a broken render or a wrong path, not of a change someone meant;
+    judged one removal at a time it would pass wherever nothing guarded is among them. Counted
+    against the whole candidate: an object that moves to another root is not lost."""
+    roots: dict[str, list[Manifest]] = {}
+    for m in world.base:
+        roots.setdefault(m.root, []).append(m)
+    kept = {m.root for m in world.head}
+    policy = world.policy
+    for root, objects in sorted(roots.items()):
+        lost = sorted((m for m in objects if m.ref not in world.head), key=lambda m: m.ref)
+        if not lost:
+            continue
+        everything = (
+            len(lost) == len(objects)
+            and root not in kept
+            and len(objects) >= policy.mass_prune_empty_min_objects
+        )
+        share = len(lost) / len(objects)
+        if not everything and not (
+            len(objects) >= policy.mass_prune_min_objects and share > policy.mass_prune_fraction
+        ):
+            continue
+        where = f"root {root}" if root else "the input"
+        how = (
+            "every one of its objects"
+            if everything
+            else f"{len(lost)} of its {len(objects)} objects ({share:.0%})"
+        )
+        first = lost[0]
+        yield Finding(
+            code=Code.MASS_PRUNE,
+            ref=first.ref,
+            message=f"{where} loses {how} at once: a broken path or render looks like this, "
+            "and the deployer would prune them all",
+            evidence=(
+                f"base: {len(objects)} object(s) in {where}; candidate: "
+                f"{len(objects) - len(lost)} of them remain",
+                *(f"{m.ref.display()} is removed" for m in lost[:10]),
+            ),
+            remediation=f"check that {where} still builds what it should (the --path given, "
+            "its kustomization, the renderer's output); if the removal is meant, make it in "
+            "smaller changes, or exempt this one (exemptions with codes: [MASS_PRUNE])",
+            api_version=first.api_version,
+            source=first.source,
+            actions=(
+                command(f"kustomize build {root}", Runner.CI)
+                if root and root != "."
+                else edit(f"check what the renderer produced for {where}"),
+                edit("if the removal is meant: make it in smaller changes, or exempt this one"),
+            ),
+        )
 
 
 def _with_live_api_version(f: Finding, world: World) -> Finding:

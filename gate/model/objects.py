@@ -32,6 +32,8 @@ class Manifest:
     api_version: str
     body: dict[str, Any] = field(compare=False, repr=False)
     source: Source | None = None
+    #: The root it was read from (a --path, a rendered input): what a mass prune is counted by.
+    root: str = field(default="", compare=False)
 
     @property
     def metadata(self) -> dict[str, Any]:
@@ -60,6 +62,7 @@ class RawObject:
 
     body: dict[str, Any]
     source: Source
+    root: str = ""
 
 
 class Inventory:
@@ -171,7 +174,8 @@ def to_manifest(raw: RawObject, scopes: Scopes, default_namespace: str = "defaul
     else:
         ns = meta.get("namespace")
         namespace = ns if isinstance(ns, str) and ns else default_namespace
-    return Manifest(ObjectRef(group, kind, namespace, meta["name"]), api_version, body, raw.source)
+    ref = ObjectRef(group, kind, namespace, meta["name"])
+    return Manifest(ref, api_version, body, raw.source, raw.root)
 
 
 def build_inventory(

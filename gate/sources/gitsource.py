@@ -20,7 +20,7 @@ import posixpath
 import stat
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import git
@@ -131,9 +131,13 @@ def read_tree(repo: str | Path, rev: str, paths: Sequence[str] = ()) -> list[Raw
         for entry, data in _blobs(r, todo):
             parsed = parse_stream(_decode(data, entry.path), entry.path, only_objects=True)
             _PARSED[(entry.sha, entry.path)] = parsed
+        wanted = [_normalise(r, p) for p in paths] or ["."]
         out: list[RawObject] = []
         for e in entries:
-            out.extend(_PARSED[(e.sha, e.path)])
+            root = next(
+                (w for w in wanted if w == "." or e.path == w or e.path.startswith(w + "/")), "."
+            )
+            out.extend(replace(o, root=root) for o in _PARSED[(e.sha, e.path)])
         if len(_PARSED) > _PARSED_MAX:
             _PARSED.clear()
         return out

@@ -233,6 +233,7 @@ def _build(data: dict[str, Any], label: str) -> Policy:
         )
     ann = data.get("annotations") or {}
     live = data.get("live") or {}
+    mass = data.get("massPrune") or {}
     wh = data.get("webhook") or {}
     fence = wh.get("fence")
     webhook = WebhookSettings(
@@ -260,5 +261,10 @@ def _build(data: dict[str, Any], label: str) -> Policy:
         if "timeout" in live
         else base.live_timeout_seconds,
         live_page_size=live.get("pageSize", base.live_page_size),
+        mass_prune_fraction=float(mass.get("fraction", base.mass_prune_fraction)),
+        mass_prune_min_objects=int(mass.get("minObjects", base.mass_prune_min_objects)),
+        mass_prune_empty_min_objects=int(
+            mass.get("emptyMinObjects", base.mass_prune_empty_min_objects)
+        ),
         webhook=webhook,
     )

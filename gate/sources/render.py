@@ -38,6 +38,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -128,18 +129,17 @@ def render_kustomize_paths(
             if generated is not None:
                 (target / "kustomization.yaml").write_text(generated, encoding="utf-8")
                 label = f"{rel} (kustomize build as Flux generates it, at {sha[:12]})"
-            out.extend(
-                _build(
-                    command,
-                    target,
-                    tmp / _WRAPPER_DIR,
-                    root=tree,
-                    label=label,
-                    label_file=lambda f: _under(f, tree),
-                    scrub=str(tree),
-                    timeout=timeout,
-                )
+            built = _build(
+                command,
+                target,
+                tmp / _WRAPPER_DIR,
+                root=tree,
+                label=label,
+                label_file=lambda f: _under(f, tree),
+                scrub=str(tree),
+                timeout=timeout,
             )
+            out.extend(replace(o, root=rel) for o in built)
         return out
 
 

@@ -188,3 +188,77 @@ def test_roots_that_move_between_revisions_are_compared_by_per_side_paths(
         cwd=repo.root,
     )
     assert result.returncode == 1 and "NOT_RETIRED" in codes(json.loads(result.stdout))
+
+
+def _configmaps(root: str, n: int) -> dict[str, str | None]:
+    return {
+        f"{root}/cm-{i}.yaml": f"apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: cm-{i}}}\n"
+        for i in range(n)
+    }
+
+
+@needs_renderer
+def test_a_root_whose_build_loses_everything_is_one_mass_prune(tmp_path: Path) -> None:
+    repo = GitRepo(tmp_path / "repo")
+    files = _configmaps("apps/web", 6)
+    files["apps/web/kustomization.yaml"] = "resources:\n" + "".join(
+        f"  - cm-{i}.yaml\n" for i in range(6)
+    )
+    repo.commit({**files, "infra/README.md": "x"}, "base")
+    # A wrong path in the kustomization: the files stay, and it now builds an empty directory.
+    repo.commit(
+        {
+            "apps/web/kustomization.yaml": "resources:\n  - ../empty\n",
+            "apps/empty/kustomization.yaml": "resources: []\n",
+        },
+        "broken path",
+    )
+    rc, data, stderr = check(repo, "--path", "apps/web", "--path", "infra")
+    assert rc == 1, (data, stderr)
+    findings = data["findings"]
+    assert isinstance(findings, list) and len(findings) == 1
+    finding = findings[0]
+    assert finding["code"] == "MASS_PRUNE"
+    assert "root apps/web loses every one of its objects at once" in finding["message"]
+    # Moving all of them to another root is no prune at all.
+    repo.commit({**_configmaps("infra", 6)}, "move instead")
+    rc, data, _ = gate_range_paths(repo, "HEAD~2", "HEAD", "apps/web", "infra")
+    assert rc == 0 and not data["findings"], data
+
+
+def gate_range_paths(
+    repo: GitRepo, base: str, head: str, *paths: str
+) -> tuple[int, dict[str, object], str]:
+    args = [a for p in paths for a in ("--path", p)]
+    result = gate(
+        "check",
+        "--base",
+        base,
+        "--head",
+        head,
+        "--render",
+        "kustomize",
+        "-o",
+        "json",
+        *args,
+        cwd=repo.root,
+    )
+    return result.returncode, json.loads(result.stdout) if result.stdout else {}, result.stderr
+
+
+def test_the_share_comes_from_the_policy_file(tmp_path: Path) -> None:
+    repo = GitRepo(tmp_path / "repo")
+    repo.commit(
+        {
+            **_configmaps("apps", 20),
+            "apps/README.md": "x",
+            "prune-gate.yaml": "massPrune: {fraction: 0.9}\n",
+        }
+    )
+    repo.commit({f"apps/cm-{i}.yaml": None for i in range(12)}, "remove 12 of 20")
+    lenient = gate("check", "--base", "HEAD~1", "--head", "HEAD", "--path", "apps", cwd=repo.root)
+    assert lenient.returncode == 0, lenient.stdout + lenient.stderr
+    repo.commit({"prune-gate.yaml": "massPrune: {fraction: 0.5}\n"}, "strict")
+    repo.commit({f"apps/cm-{i}.yaml": None for i in range(12, 20)}, "and the rest")
+    strict = gate("check", "--base", "HEAD~3", "--head", "HEAD", "--path", "apps", cwd=repo.root)
+    assert strict.returncode == 1 and "MASS_PRUNE" in strict.stdout, strict.stderr

@@ -362,3 +362,32 @@ def test_statefulset_immutable_change_offers_the_orphan_delete() -> None:
     sts = STS.replace("WHEN", "Retain")
     (f,) = run(sts, sts.replace("serviceName: db", "serviceName: db2")).decision.findings
     assert "kubectl delete -n app statefulset.apps/db --cascade=orphan" in f.remediation
+
+
+# MASS_PRUNE -------------------------------------------------------------------------------------
+
+
+def _configmaps(*names: str) -> str:
+    return doc(*(f"apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {n}}}\n" for n in names))
+
+
+def test_a_root_that_renders_to_nothing_is_a_mass_prune() -> None:
+    names = [f"c{i}" for i in range(5)]
+    (f,) = run(_configmaps(*names), "").decision.findings
+    assert f.code is Code.MASS_PRUNE and f.severity is Severity.BLOCK
+    assert "the input loses every one of its objects at once" in f.message
+    assert f.evidence[0] == "base: 5 object(s) in the input; candidate: 0 of them remain"
+    # Below the floor, an emptied input is a few removals, judged one by one.
+    assert run(_configmaps(*names[:4]), "").decision.verdict is Verdict.ALLOW
+
+
+def test_more_than_the_share_of_a_big_root_is_a_mass_prune() -> None:
+    names = [f"c{i}" for i in range(20)]
+    (f,) = run(_configmaps(*names), _configmaps(*names[:9])).decision.findings
+    assert f.code is Code.MASS_PRUNE and "11 of its 20 objects (55%)" in f.message
+    assert run(_configmaps(*names), _configmaps(*names[:10])).decision.verdict is Verdict.ALLOW
+    lenient = Policy(mass_prune_fraction=0.9)
+    assert (
+        run(_configmaps(*names), _configmaps(*names[:9]), policy=lenient).decision.verdict
+        is Verdict.ALLOW
+    )
