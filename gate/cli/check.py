@@ -285,6 +285,7 @@ def _read_git(
     policy = _base_policy(repo, target_sha, config_path)
     base_sha = gitsource.merge_base(repo, target_sha, head_sha) if from_merge_base else target_sha
     base_paths, head_paths = paths
+    _refuse_changed_submodules(repo, (base_sha, base_paths), (head_sha, head_paths))
     if render == "kustomize":
         if not base_paths or not head_paths:
             raise InputError("--render kustomize needs at least one --path to build (per side)")
@@ -303,6 +304,28 @@ def _read_git(
     )
     head_label = _rev_label(head_rev, head_sha)
     return base_raw, head_raw, policy, base_label, head_label
+
+
+def _refuse_changed_submodules(
+    repo: str, base: tuple[str, Sequence[str]], head: tuple[str, Sequence[str]]
+) -> None:
+    """A submodule bumped (or added, or removed) under the paths changes what is deployed in a
+    way prune-gate cannot read: stop (exit 2) rather than pass it unseen."""
+    from gate.sources import gitsource
+
+    before = gitsource.submodules(repo, *base)
+    after = gitsource.submodules(repo, *head)
+    changed = sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
+    if changed:
+        path = changed[0]
+        old, new = before.get(path, "none")[:12], after.get(path, "none")[:12]
+        raise InputError(
+            f"submodule {path} changes ({old} -> {new}): its manifests are another "
+            "repository's, which prune-gate does not read, so what the change deletes is "
+            "unknown. Check that repository's change on its own (gate check --repo "
+            f"{path} --base {old} --head {new}); to compare the rest without it, give --path "
+            "for the directories beside it"
+        )
 
 
 def _warn_duplicates(result: CheckResult) -> None:

@@ -269,8 +269,18 @@ def _normalise(r: git.Repo, path: str) -> str:
     return norm
 
 
-def _ls_tree(r: git.Repo, sha: str, paths: Sequence[str]) -> list[TreeEntry]:
-    """Every blob (and symlink) under `paths` (normalised; none or `.` for all) in one process."""
+def submodules(repo: str | Path, rev: str, paths: Sequence[str] = ()) -> dict[str, str]:
+    """The submodules (gitlinks) under `paths` at `rev`: path -> the commit it pins. Their
+    content is another repository's, which prune-gate does not read."""
+    with open_repo(repo) as r:
+        sha = _resolve(r, rev)
+        wanted = [_normalise(r, p) for p in paths] or ["."]
+        return {e.path: e.sha for e in _ls_tree(r, sha, wanted, kind="commit")}
+
+
+def _ls_tree(r: git.Repo, sha: str, paths: Sequence[str], kind: str = "blob") -> list[TreeEntry]:
+    """Every blob (and symlink) under `paths` (normalised; none or `.` for all) in one process;
+    with `kind="commit"`, every submodule instead."""
     args = ["-r", "-z", "--full-tree", sha, "--"]
     args.extend(p for p in paths if p != ".")
     try:
@@ -282,8 +292,8 @@ def _ls_tree(r: git.Repo, sha: str, paths: Sequence[str]) -> list[TreeEntry]:
         if not record:
             continue
         meta, _, path = record.partition("\t")
-        mode, kind, obj = meta.split(" ")
-        if kind == "blob":  # skips submodules ("commit")
+        mode, what, obj = meta.split(" ")
+        if what == kind:  # blobs skip submodules ("commit")
             entries.append(TreeEntry(path, mode, obj))
     return entries
 

@@ -262,3 +262,23 @@ def test_the_share_comes_from_the_policy_file(tmp_path: Path) -> None:
     repo.commit({f"apps/cm-{i}.yaml": None for i in range(12, 20)}, "and the rest")
     strict = gate("check", "--base", "HEAD~3", "--head", "HEAD", "--path", "apps", cwd=repo.root)
     assert strict.returncode == 1 and "MASS_PRUNE" in strict.stdout, strict.stderr
+
+
+def test_a_bumped_submodule_is_not_passed_unseen(tmp_path: Path) -> None:
+    """The manifests of a submodule are another repository's: a bump changes what is deployed
+    in a way the gate cannot read, so it stops (an adversarial review passed a claim this way)."""
+    repo = GitRepo(tmp_path / "repo")
+    other = claim().replace("name: data", "name: other")
+    repo.commit({"apps/claim.yaml": claim(), "other/x.yaml": other}, "base")
+    first, second = "1" * 40, "2" * 40
+    for pin in (first, second):
+        repo.git("update-index", "--add", "--cacheinfo", f"160000,{pin},apps/vendor")
+        repo.git("commit", "-q", "-m", f"pin {pin[:4]}")
+    result = gate("check", "--base", "HEAD~1", "--head", "HEAD", cwd=repo.root)
+    assert result.returncode == 2
+    assert f"submodule apps/vendor changes ({first[:12]} -> {second[:12]})" in result.stderr
+    # A submodule that does not change is no reason to stop; one outside the paths neither.
+    same = gate("check", "--base", "HEAD", "--head", "HEAD", cwd=repo.root)
+    assert same.returncode == 0, same.stderr
+    beside = gate("check", "--base", "HEAD~1", "--head", "HEAD", "--path", "other", cwd=repo.root)
+    assert beside.returncode == 0, beside.stderr
