@@ -112,35 +112,60 @@ def render_kustomize_paths(
     repo: str | Path, rev: str, paths: Sequence[str], *, timeout: float = DEFAULT_TIMEOUT
 ) -> list[RawObject]:
     """Build several kustomizations at one revision, materialising the tree once."""
-    command = find_kustomize()
-    with tempfile.TemporaryDirectory(prefix="prune-gate-") as tmp_name:
-        tmp = Path(tmp_name).resolve()  # kustomize resolves symlinks; origins are relative
-        tree = tmp / _TREE_DIR
-        sha = gitsource.export_tree(repo, rev, tree)
-        out: list[RawObject] = []
-        for path in paths:
-            rel = _relative(path, repo)
-            target = tree / rel
-            if not target.is_dir():
-                what = "is not a directory" if target.exists() else "does not exist"
-                raise GitError(f"{rel} {what} at revision {rev} ({sha[:12]})")
-            label = f"{rel} (kustomize build at {sha[:12]})"
-            generated = flux_generated_kustomization(target)
-            if generated is not None:
-                (target / "kustomization.yaml").write_text(generated, encoding="utf-8")
-                label = f"{rel} (kustomize build as Flux generates it, at {sha[:12]})"
-            built = _build(
-                command,
-                target,
-                tmp / _WRAPPER_DIR,
-                root=tree,
-                label=label,
-                label_file=lambda f: _under(f, tree),
-                scrub=str(tree),
-                timeout=timeout,
-            )
-            out.extend(replace(o, root=rel) for o in built)
-        return out
+    with ExportedTree(repo, rev, timeout=timeout) as tree:
+        return [o for path in paths for o in tree.build(_relative(path, repo))]
+
+
+class ExportedTree:
+    """One revision materialised in a temporary directory, to build any of its paths.
+
+    The tree is exported once from the object database; each `build` runs the confined
+    renderer on one path (generating the kustomization Flux would, where there is none)."""
+
+    def __init__(self, repo: str | Path, rev: str, *, timeout: float = DEFAULT_TIMEOUT) -> None:
+        self.repo, self.rev, self.timeout = repo, rev, timeout
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self.sha = ""
+
+    def __enter__(self) -> ExportedTree:
+        self.command = find_kustomize()
+        self._tmp = tempfile.TemporaryDirectory(prefix="prune-gate-")
+        self.root = Path(self._tmp.name).resolve()  # kustomize resolves symlinks
+        self.tree = self.root / _TREE_DIR
+        self.sha = gitsource.export_tree(self.repo, self.rev, self.tree)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+    def exists(self, rel: str) -> bool:
+        """True when `rel` (from the repository root) is a directory at this revision."""
+        return (self.tree / rel).is_dir()
+
+    def build(self, rel: str, root: str | None = None) -> list[RawObject]:
+        """The objects `rel` builds to, each tagged with `root` (default: `rel`)."""
+        target = self.tree / rel
+        if not target.is_dir():
+            what = "is not a directory" if target.exists() else "does not exist"
+            raise GitError(f"{rel} {what} at revision {self.rev} ({self.sha[:12]})")
+        label = f"{rel} (kustomize build at {self.sha[:12]})"
+        generated = flux_generated_kustomization(target)
+        if generated is not None:
+            (target / "kustomization.yaml").write_text(generated, encoding="utf-8")
+            label = f"{rel} (kustomize build as Flux generates it, at {self.sha[:12]})"
+        tree = self.tree
+        built = _build(
+            self.command,
+            target,
+            self.root / _WRAPPER_DIR,
+            root=tree,
+            label=label,
+            label_file=lambda f: _under(f, tree),
+            scrub=str(tree),
+            timeout=self.timeout,
+        )
+        return [replace(o, root=rel if root is None else root) for o in built]
 
 
 def flux_generated_kustomization(target: Path) -> str | None:
