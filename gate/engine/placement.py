@@ -64,9 +64,8 @@ def removal_line(base_text: str, head_text: str, first: int, last: int) -> tuple
     """
     base_lines, head_lines = base_text.splitlines(), head_text.splitlines()
     lo, hi = first - 1, last  # 0-based, half-open
-    matcher = difflib.SequenceMatcher(None, base_lines, head_lines, autojunk=False)
     unchanged: int | None = None
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+    for tag, i1, i2, j1, j2 in _opcodes(base_lines, head_lines):
         if tag == "equal":
             if i1 <= lo < i2 and unchanged is None:
                 unchanged = j1 + (lo - i1)
@@ -79,6 +78,26 @@ def removal_line(base_text: str, head_text: str, first: int, last: int) -> tuple
         offset = min(max(lo - i1, 0), max(j2 - j1 - 1, 0))
         return _clamp(j1 + offset + 1, head_lines), True
     return _clamp((unchanged if unchanged is not None else lo) + 1, head_lines), False
+
+
+def _opcodes(a: Sequence[str], b: Sequence[str]) -> list[tuple[str, int, int, int, int]]:
+    """`difflib` opcodes of `a` -> `b`, with the common head and tail cut off first: an object
+    removed from a 20,000-line bundle is then one small diff, not a quadratic one (popular lines
+    such as `type: string` make `SequenceMatcher` slow on the whole files)."""
+    limit = min(len(a), len(b))
+    start = 0
+    while start < limit and a[start] == b[start]:
+        start += 1
+    end = 0
+    while end < limit - start and a[len(a) - 1 - end] == b[len(b) - 1 - end]:
+        end += 1
+    middle = difflib.SequenceMatcher(None, a[start : len(a) - end], b[start : len(b) - end])
+    out = [("equal", 0, start, 0, start)] if start else []
+    for tag, i1, i2, j1, j2 in middle.get_opcodes():
+        out.append((tag, i1 + start, i2 + start, j1 + start, j2 + start))
+    if end:
+        out.append(("equal", len(a) - end, len(a), len(b) - end, len(b)))
+    return out
 
 
 def _settle(base: Sequence[str], head: Sequence[str], i1: int, i2: int, j: int) -> int:

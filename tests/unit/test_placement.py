@@ -173,3 +173,18 @@ def test_document_span_ends_before_the_next_separator() -> None:
 def test_removal_line_says_when_the_lines_are_all_still_there() -> None:
     assert removal_line(CLAIM, CLAIM, 1, 5) == (1, False)
     assert removal_line(CLAIM, "", 1, 5) == (1, True)
+
+
+def test_an_object_removed_from_a_large_bundle_of_alike_documents() -> None:
+    """A CRD bundle repeats the same lines thousands of times; the removed one is still found
+    where it was (the common head and tail are cut before the line diff)."""
+    body = "spec:\n  versions:\n" + "  - type: string\n    description: a field\n" * 300
+
+    def crd(i: int) -> str:
+        return _object("CustomResourceDefinition", f"crd{i}") + body
+
+    base = _stream(*(crd(i) for i in range(20)))
+    head = _stream(*(crd(i) for i in range(20) if i != 10))
+    at = place_removal(Source("crds.yaml", _line_of(base, "crd10")), "crds.yaml", base, head)
+    assert head.splitlines()[at.line - 1] == "---"
+    assert _line_of(head, "crd9") < at.line < _line_of(head, "crd11")
