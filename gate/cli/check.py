@@ -22,6 +22,7 @@ from gate.report.github import step_summary
 from gate.sources.clock import utc_today
 from gate.sources.github import detect_ci_context
 from gate.sources.manifests import read_path
+from gate.sources.placement import git_files, place_findings, rendered_files
 from gate.sources.policyfile import (
     POLICY_FILE,
     decode_policy,
@@ -220,6 +221,16 @@ def check_command(
                 default_namespace=namespace,
                 force=force,
             )
+        # Where the candidate shows each finding, for annotations: read after the check.
+        files = (
+            rendered_files(
+                _workspace_relative(base_manifests or "-"),
+                _workspace_relative(head_manifests or "-"),
+            )
+            if rendered
+            else git_files(repo, base_rev, head_rev, merge_base=from_merge_base)
+        )
+        result = place_findings(result, files)
     except GateError as exc:
         fail(str(exc))
     _warn_duplicates(result)

@@ -172,6 +172,8 @@ class Finding:
     suggested: Severity | None = field(default=None, compare=False)
     #: The fix as steps, in order; every finding a rule makes has at least one.
     actions: tuple[FixAction, ...] = ()
+    #: Where the candidate shows it, for annotations (`gate.engine.placement`); None: `source`.
+    head_source: Source | None = None
 
     def commands(self) -> list[str]:
         """The fix's command lines, in order."""

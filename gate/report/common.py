@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterable
 
 from gate.engine.context import Context
+from gate.engine.placement import FILE_LEVEL
 from gate.engine.verdict import Decision, Verdict
 from gate.model.findings import Finding, Severity
 
@@ -72,8 +73,22 @@ def exit_hint(verdict: Verdict) -> str:
 
 
 def where(finding: Finding) -> str:
-    """`path:line` of the object (in base when it is there), or `` when unknown."""
-    return str(finding.source) if finding.source is not None else ""
+    """`path:line` of the object (in base when it is there), or `` when unknown; then where the
+    candidate shows it, when that is elsewhere: `a.yaml:12, head a.yaml:9`."""
+    src = str(finding.source) if finding.source is not None else ""
+    head = head_note(finding)
+    return f"{src}, {head}" if src and head else src
+
+
+def head_note(finding: Finding) -> str:
+    """`head a.yaml:9`, or `removed with its file` when the candidate has no line to show;
+    `` when the candidate shows the object where `source` says."""
+    head, src = finding.head_source, finding.source
+    if head is None or head == src:
+        return ""
+    if head.line == FILE_LEVEL:
+        return "removed with its file"
+    return f"head {head}"
 
 
 def _n(n: int, noun: str) -> str:

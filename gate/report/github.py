@@ -1,11 +1,12 @@
-"""GitHub Actions: workflow-command annotations on the object's file and line, and the step
-summary.
+"""GitHub Actions: workflow-command annotations on the object's file and line in the candidate
+(`Finding.head_source`, else where base declares it), and the step summary.
 """
 
 from __future__ import annotations
 
 from gate.engine.check import CheckResult
 from gate.engine.context import Context
+from gate.engine.placement import FILE_LEVEL
 from gate.engine.verdict import Decision
 from gate.model.findings import Finding, Severity
 from gate.report.common import exit_hint, plain_line, verdict_line, visible
@@ -67,12 +68,14 @@ def escape_property(text: str) -> str:
 def annotation(finding: Finding) -> str:
     """`::error file=PATH,line=N,title=CODE Kind ns/name::message%0A- evidence%0Afix: ...`."""
     props: list[tuple[str, str]] = []
-    src = finding.source
+    # The candidate's file and line when known: GitHub shows annotations on the head commit.
+    src = finding.head_source or finding.source
     if src is not None and not src.path.startswith("<"):  # `<stdin>` is no file in the repo
-        path = src.path.removeprefix("./")
-        props += [("file", path), ("line", str(src.line))]
+        props.append(("file", src.path.removeprefix("./")))
+        if src.line != FILE_LEVEL:
+            props.append(("line", str(src.line)))
     props.append(("title", f"{finding.code.value} {finding.ref.display()}"))
-    body = [finding.message, *(f"- {e}" for e in finding.evidence)]
+    body = [finding.message, *_was_at(finding), *(f"- {e}" for e in finding.evidence)]
     if finding.remediation:
         body.append(f"fix: {finding.remediation}")
     level = ANNOTATION_LEVEL[finding.severity]
@@ -80,6 +83,16 @@ def annotation(finding: Finding) -> str:
     # annotation are the ones between its parts, and no escape sequence reaches the log viewer.
     joined = ",".join(f"{k}={escape_property(visible(v))}" for k, v in props)
     return f"::{level} {joined}::{escape_data(chr(10).join(visible(b) for b in body))}"
+
+
+def _was_at(finding: Finding) -> list[str]:
+    """Where base declared the object, when the annotation stands elsewhere."""
+    head, src = finding.head_source, finding.source
+    if head is None or src is None or head == src:
+        return []
+    if head.line == FILE_LEVEL:
+        return [f"was at {src} (removed with its file)"]
+    return [f"was at {src} in base"]
 
 
 def render_github(decision: Decision, *, context: Context, base: str, head: str) -> str:

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from gate.engine.context import Context
+from gate.engine.placement import FILE_LEVEL
 from gate.engine.verdict import Decision
 from gate.model.findings import Finding
 from gate.model.objects import Source
@@ -61,11 +62,17 @@ def finding_data(finding: Finding) -> dict[str, Any]:
             for a in finding.actions
         ],
         "source": _source(source),
+        **({"headSource": _head_source(finding.head_source)} if finding.head_source else {}),
     }
 
 
 def _source(source: Source | None) -> dict[str, Any] | None:
     return {"path": source.path, "line": source.line} if source is not None else None
+
+
+def _head_source(source: Source) -> dict[str, Any]:
+    """Where the candidate shows the finding; `line` null for the file as a whole."""
+    return {"path": source.path, "line": None if source.line == FILE_LEVEL else source.line}
 
 
 def render_json(decision: Decision, *, context: Context, base: str, head: str) -> str:

@@ -1,0 +1,190 @@
+"""Where the candidate shows a removal (gate.engine.placement): pure, from file texts.
+
+Base's `path:line` of a removed object is another object in the candidate, or a file that is
+gone; GitHub annotates the candidate's files. These pin the head-side line for each way an
+object leaves: from the middle of a file, from its end, with its file (a kustomization entry
+dropped, or none), and with the file rewritten entirely.
+"""
+
+from __future__ import annotations
+
+from gate.engine.placement import (
+    FILE_LEVEL,
+    KustomizationTexts,
+    document_span,
+    dropped_entry_line,
+    place_removal,
+    removal_line,
+    resource_entries,
+)
+from gate.model.objects import Source
+from gate.sources.manifests import parse_stream
+
+
+def _object(kind: str, name: str) -> str:
+    return f"apiVersion: v1\nkind: {kind}\nmetadata:\n  name: {name}\n  namespace: app\n"
+
+
+def _stream(*docs: str) -> str:
+    return "---\n".join(docs)
+
+
+def _line_of(text: str, name: str) -> int:
+    """The line `parse_stream` gives the object `name` (what base's finding would say)."""
+    return next(
+        o.source.line for o in parse_stream(text, "x.yaml") if o.body["metadata"]["name"] == name
+    )
+
+
+CM_A, CLAIM, CM_B = (
+    _object("ConfigMap", "a"),
+    _object("PersistentVolumeClaim", "data"),
+    _object("ConfigMap", "b"),
+)
+
+
+def test_an_object_removed_from_the_middle_points_at_the_line_now_in_its_place() -> None:
+    base = _stream(CM_A, CLAIM, CM_B)
+    head = _stream(CM_A, CM_B)
+    at = place_removal(Source("x.yaml", _line_of(base, "data")), "x.yaml", base, head)
+    # Where the claim's text was: the separator between a and b in the candidate.
+    assert at == Source("x.yaml", 6)
+    assert head.splitlines()[at.line - 1] == "---"
+
+
+def test_the_base_line_is_another_object_in_the_candidate_but_the_head_line_is_not() -> None:
+    base = _stream(CM_A, CLAIM, CM_B, _object("Secret", "s"))
+    head = _stream(CM_A, CM_B, _object("Secret", "s"))
+    base_line = _line_of(base, "data")
+    at = place_removal(Source("x.yaml", base_line), "x.yaml", base, head)
+    # Base's line is where ConfigMap b starts in the candidate; the place is just before it.
+    assert base_line == _line_of(head, "b")
+    assert at == Source("x.yaml", base_line - 1)
+
+
+def test_an_object_removed_from_the_end_points_at_the_last_line() -> None:
+    base = _stream(CM_A, CM_B, CLAIM)
+    head = _stream(CM_A, CM_B)
+    at = place_removal(Source("x.yaml", _line_of(base, "data")), "x.yaml", base, head)
+    assert at == Source("x.yaml", len(head.splitlines()))
+
+
+def test_the_only_object_removed_leaves_an_empty_file_at_line_one() -> None:
+    at = place_removal(Source("x.yaml", 1), "x.yaml", CLAIM, "")
+    assert at == Source("x.yaml", 1)
+
+
+def test_a_file_rewritten_entirely_points_into_the_new_text() -> None:
+    base = _stream(CM_A, CLAIM)
+    head = "# nothing alike\nkind: Secret\nstringData: {}\n"
+    at = place_removal(Source("x.yaml", _line_of(base, "data")), "x.yaml", base, head)
+    # Nothing is left of base: the same offset into the new text, clamped to it (its last line).
+    assert at == Source("x.yaml", 3)
+
+
+def test_a_renamed_object_points_at_its_changed_name_line() -> None:
+    base = _stream(CM_A, CLAIM)
+    head = _stream(CM_A, CLAIM.replace("name: data", "name: data2"))
+    at = place_removal(Source("x.yaml", _line_of(base, "data")), "x.yaml", base, head)
+    assert head.splitlines()[at.line - 1] == "  name: data2"
+
+
+KUSTOMIZATION = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+
+
+def test_a_gone_file_points_at_the_kustomization_entry_that_dropped_it() -> None:
+    base_k = KUSTOMIZATION + "resources:\n  - cm.yaml\n  - claim.yaml # data\n  - web.yaml\n"
+    head_k = KUSTOMIZATION + "resources:\n  - cm.yaml\n  - web.yaml\n"
+    k = KustomizationTexts("apps/kustomization.yaml", "apps/kustomization.yaml", base_k, head_k)
+    at = place_removal(Source("apps/claim.yaml", 1), "apps/claim.yaml", CLAIM, None, [k])
+    assert at.path == "apps/kustomization.yaml"
+    assert head_k.splitlines()[at.line - 1] == "  - web.yaml"  # where `- claim.yaml` was
+
+
+def test_a_gone_directory_points_at_the_parent_entry_that_named_it() -> None:
+    gone = KustomizationTexts("apps/db/kustomization.yaml", "apps/db/kustomization.yaml", "x", None)
+    parent = KustomizationTexts(
+        "kustomization.yaml",
+        "kustomization.yaml",
+        KUSTOMIZATION + "resources: [apps/web, ./apps/db]\n",
+        KUSTOMIZATION + "resources: [apps/web]\n",
+    )
+    at = place_removal(
+        Source("apps/db/claim.yaml", 3), "apps/db/claim.yaml", CLAIM, None, [gone, parent]
+    )
+    assert at == Source("kustomization.yaml", 3)
+
+
+def test_a_gone_file_without_a_dropped_entry_is_a_file_level_place_on_its_base_path() -> None:
+    same = KUSTOMIZATION + "resources:\n  - other.yaml\n"
+    k = KustomizationTexts("apps/kustomization.yaml", "apps/kustomization.yaml", same, same)
+    at = place_removal(Source("apps/claim.yaml", 12), "apps/claim.yaml", CLAIM, None, [k])
+    assert at == Source("apps/claim.yaml", FILE_LEVEL)
+    assert place_removal(Source("claim.yaml", 4), "claim.yaml", CLAIM, None) == Source(
+        "claim.yaml", FILE_LEVEL
+    )
+
+
+def test_an_unchanged_file_a_render_dropped_points_at_the_entry_not_the_same_line() -> None:
+    base_k = KUSTOMIZATION + "resources:\n- claim.yaml\n- cm.yaml\n"
+    head_k = KUSTOMIZATION + "resources:\n- cm.yaml\n"
+    k = KustomizationTexts("kustomization.yaml", "kustomization.yaml", base_k, head_k)
+    at = place_removal(Source("claim.yaml", 1), "claim.yaml", CLAIM, CLAIM, [k])
+    assert at == Source("kustomization.yaml", 4)
+    assert head_k.splitlines()[at.line - 1] == "- cm.yaml"  # where `- claim.yaml` was
+    # With no kustomization to blame, the same text's line in the candidate.
+    assert place_removal(Source("claim.yaml", 1), "claim.yaml", CLAIM, CLAIM) == Source(
+        "claim.yaml", 1
+    )
+
+
+def test_a_still_listed_or_remote_entry_is_not_blamed() -> None:
+    base_k = KUSTOMIZATION + "resources:\n- https://example.com/x.yaml\n- claim.yaml\n"
+    k = KustomizationTexts("kustomization.yaml", "kustomization.yaml", base_k, base_k)
+    assert dropped_entry_line(k, "claim.yaml") is None
+    remote_only = KustomizationTexts(
+        "kustomization.yaml", "kustomization.yaml", base_k, KUSTOMIZATION + "resources: []\n"
+    )
+    assert dropped_entry_line(remote_only, "x.yaml") is None
+    assert dropped_entry_line(remote_only, "claim.yaml") == 3
+
+
+def test_resource_entries_read_block_and_flow_lists_with_lines() -> None:
+    text = (
+        "namespace: app\n"
+        "resources:\n"
+        "# a comment\n"
+        "- a.yaml\n"
+        '  - "b.yaml"  # quoted\n'
+        "bases: [../base,\n"
+        "  'c']\n"
+        "patches:\n"
+        "- path: p.yaml\n"
+    )
+    assert resource_entries(text) == [("a.yaml", 4), ("b.yaml", 5), ("../base", 6), ("c", 7)]
+
+
+def test_document_span_ends_before_the_next_separator() -> None:
+    text = _stream(CM_A, CLAIM)
+    assert document_span(text, 1) == (1, 5)
+    assert document_span(text, 7) == (7, 11)
+
+
+def test_removal_line_says_when_the_lines_are_all_still_there() -> None:
+    assert removal_line(CLAIM, CLAIM, 1, 5) == (1, False)
+    assert removal_line(CLAIM, "", 1, 5) == (1, True)
+
+
+def test_an_object_removed_from_a_large_bundle_of_alike_documents() -> None:
+    """A CRD bundle repeats the same lines thousands of times; the removed one is still found
+    where it was (the common head and tail are cut before the line diff)."""
+    body = "spec:\n  versions:\n" + "  - type: string\n    description: a field\n" * 300
+
+    def crd(i: int) -> str:
+        return _object("CustomResourceDefinition", f"crd{i}") + body
+
+    base = _stream(*(crd(i) for i in range(20)))
+    head = _stream(*(crd(i) for i in range(20) if i != 10))
+    at = place_removal(Source("crds.yaml", _line_of(base, "crd10")), "crds.yaml", base, head)
+    assert head.splitlines()[at.line - 1] == "---"
+    assert _line_of(head, "crd9") < at.line < _line_of(head, "crd11")
