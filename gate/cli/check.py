@@ -60,6 +60,23 @@ from gate.sources.policyfile import (
     help="Directory to read at the head revision only, instead of --path (repeatable).",
 )
 @click.option(
+    "--flux-root",
+    "flux_roots",
+    multiple=True,
+    metavar="DIR",
+    help="A Flux cluster entry point (e.g. clusters/prod; repeatable): at each revision, build "
+    "it and every Kustomization it reaches in this repository, as Flux would apply them "
+    "(instead of --path; implies --render kustomize).",
+)
+@click.option(
+    "--flux-source",
+    "flux_sources",
+    multiple=True,
+    metavar="NAMESPACE/NAME",
+    help="A GitRepository that is this repository, for --flux-root (repeatable; default: the one "
+    "the entry point's own Kustomization reads, else flux-system/flux-system).",
+)
+@click.option(
     "--repo",
     default=".",
     show_default=True,
@@ -133,6 +150,8 @@ def check_command(
     paths: Sequence[str],
     base_paths: Sequence[str],
     head_paths: Sequence[str],
+    flux_roots: Sequence[str],
+    flux_sources: Sequence[str],
     repo: str,
     render: str | None,
     context_name: str,
@@ -156,7 +175,7 @@ def check_command(
         context = ci.context if context_name == "auto" else Context(context_name)
         rendered = base_manifests is not None or head_manifests is not None
         if rendered:
-            if base_rev or head_rev or paths or base_paths or head_paths or render is not None:
+            if base_rev or head_rev or paths or base_paths or head_paths or flux_roots or render:
                 fail("use either --base-manifests/--head-manifests or --base/--head, not both")
             if base_manifests is None or head_manifests is None:
                 fail("rendered mode needs both --base-manifests and --head-manifests")
@@ -186,6 +205,7 @@ def check_command(
                 render,
                 config_path,
                 from_merge_base,
+                flux=(flux_roots, [_flux_source(s) for s in flux_sources]),
             )
         if not base_raw and not head_raw:
             raise InputError(
@@ -284,6 +304,7 @@ def _read_git(
     render: str | None,
     config_path: str | None,
     from_merge_base: bool = False,
+    flux: tuple[Sequence[str], Sequence[tuple[str, str]]] = ((), ()),
 ) -> tuple[list[RawObject], list[RawObject], Policy, str, str]:
     """Both sides from git, each from its own paths (base, head). With `from_merge_base` (a pull
     request), the base side is the merge base of base and head; the policy still comes from
@@ -297,7 +318,19 @@ def _read_git(
     base_sha = gitsource.merge_base(repo, target_sha, head_sha) if from_merge_base else target_sha
     base_paths, head_paths = paths
     _refuse_changed_submodules(repo, (base_sha, base_paths), (head_sha, head_paths))
-    if render == "kustomize":
+    flux_roots, flux_sources = flux
+    if flux_roots:
+        from gate.sources.flux import render_flux
+
+        if base_paths or head_paths or render == "none":
+            raise InputError("--flux-root builds what Flux applies: leave out --path and --render")
+        base_raw = [
+            o for r in flux_roots for o in render_flux(repo, base_sha, r, sources=flux_sources)
+        ]
+        head_raw = [
+            o for r in flux_roots for o in render_flux(repo, head_sha, r, sources=flux_sources)
+        ]
+    elif render == "kustomize":
         if not base_paths or not head_paths:
             raise InputError("--render kustomize needs at least one --path to build (per side)")
         base_raw = renderers.render_kustomize_paths(repo, base_sha, base_paths)
@@ -315,6 +348,13 @@ def _read_git(
     )
     head_label = _rev_label(head_rev, head_sha)
     return base_raw, head_raw, policy, base_label, head_label
+
+
+def _flux_source(text: str) -> tuple[str, str]:
+    ns, slash, name = text.partition("/")
+    if not slash or not ns or not name or "/" in name:
+        raise InputError(f"--flux-source {text!r}: give NAMESPACE/NAME of a GitRepository")
+    return ns, name
 
 
 def _refuse_changed_submodules(

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from gate.engine.context import Context
+from gate.engine.flux import explain_removals
 from gate.engine.plan import Change, compute_plan
 from gate.engine.policy import Policy
 from gate.engine.rules import World, run_rules
@@ -80,7 +81,7 @@ def check_inventories(
     extra_changes: Sequence[Change] = (),
 ) -> CheckResult:
     """Plan, run the rules, apply the policy, decide."""
-    changes = compute_plan(base, head, force_all=force, live=live)
+    changes = explain_removals(compute_plan(base, head, force_all=force, live=live), base, head)
     known = {c.ref for c in changes}
     changes.extend(c for c in extra_changes if c.ref not in known)
     world = World(base=base, head=head, context=context, policy=policy, live=live)

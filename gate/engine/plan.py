@@ -41,6 +41,9 @@ class Change:
     immutable: tuple[str, ...] = ()
     #: What turned force on, for REPLACE.
     force: str = ""
+    #: For a DELETE the deployer will not carry out (its Flux Kustomization does not prune):
+    #: why the object stays, unmanaged.
+    orphaned: str = ""
 
     @property
     def deletes(self) -> bool:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from gate.engine.context import Context
+from gate.engine.flux import root_removed
 from gate.engine.plan import Action, Change
 from gate.engine.policy import Policy
 from gate.engine.updates import change_findings
@@ -254,6 +255,21 @@ def _retire_fix(ref: ObjectRef, world: World, source: Source | None) -> tuple[st
 def check_orphaned_by_keep(change: Change, world: World) -> Iterator[Finding]:
     """ORPHANED_BY_KEEP: the tool will not delete it; it stays, unmanaged."""
     if change.action is not Action.DELETE:
+        return
+    if change.orphaned:
+        yield _finding(
+            Code.ORPHANED_BY_KEEP,
+            change,
+            f"{change.ref.display()} leaves the manifests but {change.orphaned}: it stays in the "
+            "cluster, unmanaged",
+            [change.orphaned],
+            f"if the object should go, delete it by hand after checking it: kubectl delete "
+            f"{change.ref.kubectl()}; if it should stay, keep it in the manifests",
+            [
+                command(f"kubectl get {change.ref.kubectl()} -o yaml"),
+                command(f"kubectl delete {change.ref.kubectl()}"),
+            ],
+        )
         return
     keep, where = _keep_of(change, world)
     if keep:
@@ -775,6 +791,8 @@ def check_mass_prune(world: World) -> Iterator[Finding]:
     kept = {m.root for m in world.head}
     policy = world.policy
     for root, objects in sorted(roots.items()):
+        if root_removed(root, world.base, world.head):
+            continue  # a Kustomization removed on purpose: its objects go with it
         lost = sorted((m for m in objects if m.ref not in world.head), key=lambda m: m.ref)
         if not lost:
             continue

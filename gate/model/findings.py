@@ -65,8 +65,8 @@ MEANING: dict[Code, str] = {
     Code.CRD_HOLDS_RESOURCES: "a removed CustomResourceDefinition still has custom resources, "
     "which die with it",
     Code.PV_BOUND: "a removed PersistentVolume is bound to a claim that stays",
-    Code.ORPHANED_BY_KEEP: "a removed object carries a keep annotation: it stays in the cluster, "
-    "unmanaged",
+    Code.ORPHANED_BY_KEEP: "a removed object stays in the cluster, unmanaged: it carries a keep "
+    "annotation, or its Flux Kustomization does not prune",
     Code.CLAIM_MOUNTED: "a pod still uses the claim: the deletion would stick Terminating behind "
     "kubernetes.io/pvc-protection",
     Code.RECLAIM_DELETE_LOSES_DATA: "the claim's volume has reclaimPolicy Delete and no ready "

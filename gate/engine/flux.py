@@ -1,0 +1,92 @@
+"""Which Flux Kustomization applies an object, and what it does when it stops applying it.
+
+`--flux-root` tags every object with the Kustomization that applies it (`flux:NS/NAME`, see
+`gate.sources.flux`). An object that leaves the candidate is then deleted only if that
+Kustomization prunes: with `spec.prune: false` it stays, unmanaged; a removed Kustomization
+deletes what it applied unless `spec.prune` is off or `spec.deletionPolicy: Orphan`
+(kustomize-controller's finalizer; `Delete` and `WaitForTermination` delete even without prune).
+The cause a finding shows says which Kustomization, and what about it changed. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+
+from gate.engine.plan import Action, Change
+from gate.model.objects import Inventory, Manifest
+from gate.model.refs import ObjectRef
+
+FLUX_GROUP = "kustomize.toolkit.fluxcd.io"
+ROOT_PREFIX = "flux:"
+#: The fields of a Kustomization that decide what it applies.
+POINTING = ("path", "targetNamespace", "sourceRef")
+
+
+def parent_ref(root: str) -> ObjectRef | None:
+    """The Kustomization a root tag names (`flux:NS/NAME`), or None for any other root."""
+    if not root.startswith(ROOT_PREFIX):
+        return None
+    ns, _, name = root.removeprefix(ROOT_PREFIX).partition("/")
+    return ObjectRef(FLUX_GROUP, "Kustomization", ns, name)
+
+
+def _prunes(k: Manifest) -> bool:
+    return k.spec.get("prune") is True
+
+
+def _deletes_when_removed(k: Manifest) -> bool:
+    policy = str(k.spec.get("deletionPolicy") or "MirrorPrune")
+    if policy == "Orphan":
+        return False
+    return policy in ("Delete", "WaitForTermination") or _prunes(k)
+
+
+def root_removed(root: str, base: Inventory, head: Inventory) -> bool:
+    """True when the root is a Kustomization the candidate removes: its objects go on purpose."""
+    ref = parent_ref(root)
+    return ref is not None and ref in base and ref not in head
+
+
+def explain_removals(changes: Iterable[Change], base: Inventory, head: Inventory) -> list[Change]:
+    """Each DELETE of an object a Kustomization applied, with the cause in that Kustomization's
+    terms, or marked `orphaned` when Flux will leave it in the cluster."""
+    return [_explained(c, base, head) for c in changes]
+
+
+def _explained(change: Change, base: Inventory, head: Inventory) -> Change:
+    if change.action is not Action.DELETE or change.base is None:
+        return change
+    ref = parent_ref(change.base.root)
+    parent = base.get(ref) if ref is not None else None
+    if ref is None or parent is None:
+        return change
+    name = f"Kustomization {ref.namespace}/{ref.name}"
+    now = head.get(ref)
+    if now is None:
+        if not _deletes_when_removed(parent):
+            why = (
+                "spec.deletionPolicy: Orphan"
+                if parent.spec.get("deletionPolicy") == "Orphan"
+                else "spec.prune off"
+            )
+            return replace(change, orphaned=f"{name} is removed with {why}: Flux leaves it")
+        return replace(change, cause=f"{name} is removed (prune on): Flux deletes what it applied")
+    if not _prunes(now):
+        return replace(change, orphaned=f"{name} has spec.prune off: Flux leaves it")
+    moved = [f for f in POINTING if parent.spec.get(f) != now.spec.get(f)]
+    if moved:
+        what = "; ".join(
+            f"spec.{f} changes from {_show(parent.spec.get(f))} to {_show(now.spec.get(f))}"
+            for f in moved
+        )
+        unread = " (a source prune-gate does not read)" if "sourceRef" in moved else ""
+        return replace(change, cause=f"{name} no longer applies it and prunes it: {what}{unread}")
+    return replace(change, cause=f"{name} no longer applies it, and prunes it")
+
+
+def _show(value: object) -> str:
+    if isinstance(value, dict):
+        kind, ns, nm = value.get("kind", ""), value.get("namespace", ""), value.get("name", "")
+        return f"{kind} {ns + '/' if ns else ''}{nm}".strip()
+    return "unset" if value in (None, "") else str(value)

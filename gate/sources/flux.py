@@ -1,0 +1,268 @@
+"""What a Flux cluster is told to hold at one revision, found from the repository itself.
+
+A Flux repository says which directories reach the cluster: the entry point (`clusters/prod`,
+applied by the `flux-system` Kustomization) holds Kustomization objects, each naming a
+`spec.path` in a source; those hold more. `--flux-root DIR` follows that graph at each revision,
+so a Kustomization that is removed, or whose `spec.path`, `targetNamespace` or `sourceRef`
+changes, is compared as what the cluster will be told to hold, and a repository that moves its
+roots needs no flags per revision.
+
+Each path is built as kustomize-controller builds it (`gate.sources.render.ExportedTree`: a
+generated kustomization where there is none), then given what the Kustomization adds:
+`spec.targetNamespace` on namespaced objects and `spec.postBuild` variable substitution (inline
+`substitute`, and `substituteFrom` ConfigMaps and plain Secrets found in the same revision; a
+variable with no known value keeps its `${VAR}` text, so identities stay stable between the two
+revisions). Every object is tagged with the Kustomization that applies it (`flux:NS/NAME`), which
+the engine reads (`gate.engine.flux`) to tell a prune from an orphaning.
+
+Only Kustomizations whose `sourceRef` is this repository are followed: the GitRepository the
+entry point's own Kustomization reads (else `flux-system/flux-system`), or those named with
+`--flux-source`. Others read a source prune-gate does not have; what they apply is unknown and
+stays out of both sides (a Kustomization re-pointed to one is a change the engine names).
+"""
+
+from __future__ import annotations
+
+import base64
+import posixpath
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from gate.model.errors import GitError, InputError
+from gate.model.objects import RawObject
+from gate.model.refs import CLUSTER_SCOPED, crd_kind, group_of
+from gate.sources.render import DEFAULT_TIMEOUT, ExportedTree
+
+FLUX_GROUP = "kustomize.toolkit.fluxcd.io"
+#: The root tag of the objects a Kustomization applies; the entry point's are tagged with its path.
+ROOT_PREFIX = "flux:"
+DEFAULT_SOURCE = ("flux-system", "flux-system")
+#: An object that opts out of substitution (kustomize-controller honours it).
+SUBSTITUTE_ANNOTATION = "kustomize.toolkit.fluxcd.io/substitute"
+#: How many Kustomizations one revision may chain before it is called a loop.
+MAX_KUSTOMIZATIONS = 2000
+
+_VAR = re.compile(r"\$(\$)?\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?=|:?-)([^}]*))?\}")
+
+
+@dataclass(frozen=True, slots=True)
+class _Job:
+    path: str
+    root: str
+    namespace: str
+    target_namespace: str
+    substitute: dict[str, str]
+    substitute_from: tuple[dict[str, Any], ...]
+
+
+def root_of(namespace: str, name: str) -> str:
+    """The root tag of the objects Kustomization `namespace/name` applies."""
+    return f"{ROOT_PREFIX}{namespace}/{name}"
+
+
+def render_flux(
+    repo: str | Path,
+    rev: str,
+    entry: str,
+    *,
+    sources: Sequence[tuple[str, str]] = (),
+    timeout: float = DEFAULT_TIMEOUT,
+) -> list[RawObject]:
+    """Every object the Kustomizations reachable from `entry` apply at `rev`, tagged by root."""
+    with ExportedTree(repo, rev, timeout=timeout) as tree:
+        entry = _clean(entry)
+        if not tree.exists(entry):
+            raise GitError(
+                f"--flux-root {entry} does not exist at revision {rev} ({tree.sha[:12]})"
+            )
+        out: list[RawObject] = []
+        queue = [_Job(entry, entry, "", "", {}, ())]
+        seen: set[str] = set()
+        own = set(sources)
+        while queue:
+            job = queue.pop(0)
+            objects = [_finish(o, job, out) for o in tree.build(job.path, job.root)]
+            out.extend(objects)
+            kustomizations = [o for o in objects if _is_kustomization(o.body)]
+            if not own:
+                own = _own_sources(kustomizations, entry)
+            for k in kustomizations:
+                job_for = _job_for(k, own)
+                if job_for is None or job_for.root in seen:
+                    continue
+                seen.add(job_for.root)
+                if len(seen) > MAX_KUSTOMIZATIONS:
+                    raise InputError(
+                        f"more than {MAX_KUSTOMIZATIONS} Kustomizations reachable from "
+                        f"{entry}: a loop in spec.path?"
+                    )
+                if not tree.exists(job_for.path):
+                    raise GitError(
+                        f"Kustomization {job_for.root.removeprefix(ROOT_PREFIX)} names spec.path "
+                        f"{job_for.path}, which does not exist at revision {rev} "
+                        f"({tree.sha[:12]}): Flux would fail to build it",
+                        str(k.source),
+                    )
+                queue.append(job_for)
+        return out
+
+
+def _clean(path: str) -> str:
+    norm = posixpath.normpath(path.strip().lstrip("/")) if path.strip() else "."
+    if norm == ".." or norm.startswith("../"):
+        raise InputError(f"{path} is outside the repository")
+    return norm
+
+
+def _is_kustomization(body: dict[str, Any]) -> bool:
+    return group_of(str(body.get("apiVersion", ""))) == FLUX_GROUP and body.get("kind") == (
+        "Kustomization"
+    )
+
+
+def _meta(body: dict[str, Any]) -> dict[str, Any]:
+    meta = body.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def _spec(body: dict[str, Any]) -> dict[str, Any]:
+    spec = body.get("spec")
+    return spec if isinstance(spec, dict) else {}
+
+
+def _source_of(body: dict[str, Any]) -> tuple[str, str, str]:
+    """(kind, namespace, name) of a Kustomization's sourceRef (namespace defaults to its own)."""
+    ref = _spec(body).get("sourceRef")
+    ref = ref if isinstance(ref, dict) else {}
+    ns = str(ref.get("namespace") or _meta(body).get("namespace") or "")
+    return str(ref.get("kind", "")), ns, str(ref.get("name", ""))
+
+
+def _own_sources(kustomizations: Iterable[RawObject], entry: str) -> set[tuple[str, str]]:
+    """The GitRepository that is this repository: the one the Kustomization applying the entry
+    point reads, else flux-system/flux-system."""
+    for k in kustomizations:
+        kind, ns, name = _source_of(k.body)
+        if kind == "GitRepository" and _clean(str(_spec(k.body).get("path") or ".")) == entry:
+            return {(ns, name)}
+    return {DEFAULT_SOURCE}
+
+
+def _job_for(k: RawObject, own: set[tuple[str, str]]) -> _Job | None:
+    """What to build for one Kustomization, or None when its source is not this repository."""
+    kind, ns, name = _source_of(k.body)
+    if kind != "GitRepository" or (ns, name) not in own:
+        return None
+    spec, meta = _spec(k.body), _meta(k.body)
+    post = spec.get("postBuild") if isinstance(spec.get("postBuild"), dict) else {}
+    assert isinstance(post, dict)
+    inline = post.get("substitute") if isinstance(post.get("substitute"), dict) else {}
+    assert isinstance(inline, dict)
+    sources = post.get("substituteFrom") if isinstance(post.get("substituteFrom"), list) else []
+    assert isinstance(sources, list)
+    own_ns = str(meta.get("namespace") or "")
+    return _Job(
+        path=_clean(str(spec.get("path") or ".")),
+        root=root_of(own_ns, str(meta.get("name", ""))),
+        namespace=own_ns,
+        target_namespace=str(spec.get("targetNamespace") or ""),
+        substitute={str(k): str(v) for k, v in inline.items()},
+        substitute_from=tuple(s for s in sources if isinstance(s, dict)),
+    )
+
+
+def _finish(raw: RawObject, job: _Job, known: Sequence[RawObject]) -> RawObject:
+    """One built object as the Kustomization applies it: substituted, then its namespace set."""
+    body = raw.body
+    if job.substitute or job.substitute_from:
+        annotations = _meta(body).get("annotations")
+        disabled = isinstance(annotations, dict) and (
+            str(annotations.get(SUBSTITUTE_ANNOTATION, "")).lower() == "disabled"
+        )
+        if not disabled:
+            body = _substitute(body, _variables(job, known))
+    if job.target_namespace and not _cluster_scoped(body, known):
+        meta = dict(_meta(body))
+        meta["namespace"] = job.target_namespace
+        body = {**body, "metadata": meta}
+    return replace(raw, body=body) if body is not raw.body else raw
+
+
+def _cluster_scoped(body: dict[str, Any], known: Sequence[RawObject]) -> bool:
+    key = (group_of(str(body.get("apiVersion", ""))), str(body.get("kind", "")))
+    if key in CLUSTER_SCOPED:
+        return True
+    for o in known:
+        declared = crd_kind(o.body)
+        if declared == key:
+            return str(_spec(o.body).get("scope", "")) == "Cluster"
+    return False
+
+
+def _variables(job: _Job, known: Sequence[RawObject]) -> dict[str, str]:
+    """substituteFrom in order (later wins), then substitute inline (wins over all)."""
+    values: dict[str, str] = {}
+    for src in job.substitute_from:
+        kind, name = str(src.get("kind", "")), str(src.get("name", ""))
+        for o in known:
+            meta = _meta(o.body)
+            if (
+                o.body.get("kind") == kind
+                and meta.get("name") == name
+                and str(meta.get("namespace") or "") == job.namespace
+            ):
+                values.update(_data_of(o.body))
+                break
+    values.update(job.substitute)
+    return values
+
+
+def _data_of(body: dict[str, Any]) -> dict[str, str]:
+    """A ConfigMap's data, or a plain Secret's (stringData, base64 data); SOPS-encrypted Secrets
+    are not readable and give nothing."""
+    if "sops" in body:
+        return {}
+    out: dict[str, str] = {}
+    data = body.get("data") if isinstance(body.get("data"), dict) else {}
+    assert isinstance(data, dict)
+    for k, v in data.items():
+        if body.get("kind") == "Secret":
+            try:
+                out[str(k)] = base64.b64decode(str(v), validate=True).decode("utf-8")
+            except ValueError:
+                continue
+        else:
+            out[str(k)] = str(v)
+    string_data = body.get("stringData")
+    if isinstance(string_data, dict):
+        out.update({str(k): str(v) for k, v in string_data.items()})
+    return out
+
+
+def _substitute(value: Any, variables: dict[str, str]) -> Any:
+    """`${VAR}`, `${VAR:=default}` and `${VAR:-default}` in every string; `$${VAR}` is a literal
+    `${VAR}`. A variable with no value and no default keeps its text."""
+    if isinstance(value, str):
+        if "${" not in value:
+            return value
+        return _VAR.sub(lambda m: _one(m, variables), value)
+    if isinstance(value, dict):
+        return {_substitute(k, variables): _substitute(v, variables) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_substitute(v, variables) for v in value]
+    return value
+
+
+def _one(m: re.Match[str], variables: dict[str, str]) -> str:
+    escaped, name, op, default = m.group(1), m.group(2), m.group(3), m.group(4)
+    if escaped:
+        return m.group(0)[1:]
+    value = variables.get(name)
+    if value is not None and (value != "" or not (op or "").startswith(":")):
+        return value
+    if op is not None:
+        return default or ""
+    return m.group(0)

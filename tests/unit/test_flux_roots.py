@@ -1,0 +1,238 @@
+"""`--flux-root`: the Kustomizations a repository declares decide what each revision deploys.
+
+Real git repositories, the real CLI. The cluster entry point holds the flux-system sync and an
+`apps` Kustomization whose `spec.path` holds a claim; each test changes the Kustomization, not
+the claim's file, which is how a claim gets past a gate that reads directories.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.unit.helpers import GitRepo
+from tests.unit.test_cli import gate
+from tests.unit.test_kustomize_trees import needs_renderer
+
+SYNC = """\
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata: {name: flux-system, namespace: flux-system}
+spec: {interval: 1m, url: "https://example.com/repo", ref: {branch: main}}
+---
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: flux-system, namespace: flux-system}
+spec:
+  interval: 10m
+  path: ./clusters/prod
+  prune: true
+  sourceRef: {kind: GitRepository, name: flux-system}
+"""
+APPS = """\
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {{name: apps, namespace: flux-system}}
+spec:
+  interval: 10m
+  path: {path}
+  prune: {prune}
+  targetNamespace: {namespace}
+  sourceRef: {{kind: {source}, name: flux-system}}
+  postBuild:
+    substitute: {{APP: web}}
+"""
+CLAIM = """\
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: "${APP}-data"}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 1Gi}}
+"""
+
+
+def apps(
+    path: str = "./apps/prod",
+    prune: str = "true",
+    namespace: str = "shop",
+    source: str = "GitRepository",
+) -> str:
+    return APPS.format(path=path, prune=prune, namespace=namespace, source=source)
+
+
+def repo_with(tmp_path: Path, head: dict[str, str | None]) -> GitRepo:
+    repo = GitRepo(tmp_path / "repo")
+    repo.commit(
+        {
+            "clusters/prod/flux-system/gotk-sync.yaml": SYNC,
+            "clusters/prod/apps.yaml": apps(),
+            "apps/prod/claim.yaml": CLAIM,
+            "apps/staging/README.md": "nothing here yet",
+        },
+        "base",
+    )
+    repo.commit(head, "candidate")
+    return repo
+
+
+def check(repo: GitRepo, *extra: str) -> tuple[int, dict[str, Any], str]:
+    result = gate(
+        "check",
+        "--base",
+        "HEAD~1",
+        "--head",
+        "HEAD",
+        "--flux-root",
+        "clusters/prod",
+        "-o",
+        "json",
+        *extra,
+        cwd=repo.root,
+    )
+    return result.returncode, json.loads(result.stdout) if result.stdout else {}, result.stderr
+
+
+def only(data: dict[str, Any]) -> dict[str, Any]:
+    (finding,) = data["findings"]
+    assert isinstance(finding, dict)
+    return finding
+
+
+CASES: dict[str, tuple[dict[str, str | None], str]] = {
+    "the Kustomization is removed": (
+        {"clusters/prod/apps.yaml": None},
+        "Kustomization flux-system/apps is removed (prune on): Flux deletes what it applied",
+    ),
+    "its spec.path changes": (
+        {"clusters/prod/apps.yaml": apps(path="./apps/staging")},
+        "spec.path changes from ./apps/prod to ./apps/staging",
+    ),
+    "its targetNamespace changes": (
+        {"clusters/prod/apps.yaml": apps(namespace="store")},
+        "spec.targetNamespace changes from shop to store",
+    ),
+    "its sourceRef changes to a source prune-gate does not read": (
+        {"clusters/prod/apps.yaml": apps(source="OCIRepository")},
+        "spec.sourceRef changes from GitRepository flux-system to OCIRepository flux-system "
+        "(a source prune-gate does not read)",
+    ),
+}
+
+
+@needs_renderer
+@pytest.mark.parametrize("how", sorted(CASES))
+def test_a_claim_deleted_through_its_kustomization_is_found(tmp_path: Path, how: str) -> None:
+    change, cause = CASES[how]
+    repo = repo_with(tmp_path, change)
+    rc, data, stderr = check(repo)
+    assert rc == 1, (data, stderr)
+    finding = only(data)
+    assert finding["code"] == "NOT_RETIRED"
+    assert finding["object"]["namespace"] == "shop" and finding["object"]["name"] == "web-data"
+    assert finding["evidence"][0].startswith("cause: ") and cause in finding["evidence"][0]
+    # Reading the entry point as one more directory sees only a Kustomization change: a pass.
+    plain = gate(
+        "check",
+        "--base",
+        "HEAD~1",
+        "--head",
+        "HEAD",
+        "--render",
+        "kustomize",
+        "--path",
+        "clusters/prod",
+        cwd=repo.root,
+    )
+    assert plain.returncode == 0, plain.stdout + plain.stderr
+
+
+@needs_renderer
+@pytest.mark.parametrize(
+    "apps_yaml",
+    [apps(prune="false"), apps().replace("prune: true", "prune: true\n  deletionPolicy: Orphan")],
+)
+def test_a_kustomization_that_does_not_prune_orphans(tmp_path: Path, apps_yaml: str) -> None:
+    repo = GitRepo(tmp_path / "repo")
+    repo.commit(
+        {
+            "clusters/prod/flux-system/gotk-sync.yaml": SYNC,
+            "clusters/prod/apps.yaml": apps_yaml,
+            "apps/prod/claim.yaml": CLAIM,
+        },
+        "base",
+    )
+    repo.commit({"clusters/prod/apps.yaml": None}, "remove the Kustomization")
+    rc, data, stderr = check(repo)
+    assert rc == 0, (data, stderr)
+    finding = only(data)
+    assert finding["code"] == "ORPHANED_BY_KEEP" and finding["severity"] == "warn"
+    assert "Flux leaves it" in finding["message"]
+
+
+@needs_renderer
+def test_a_kustomization_whose_path_moves_with_its_files_removes_nothing(tmp_path: Path) -> None:
+    repo = repo_with(
+        tmp_path,
+        {
+            "apps/prod/claim.yaml": None,
+            "kubernetes/apps/prod/claim.yaml": CLAIM,
+            "clusters/prod/apps.yaml": apps(path="./kubernetes/apps/prod"),
+        },
+    )
+    rc, data, stderr = check(repo)
+    assert rc == 0 and not data["findings"], (data, stderr)
+
+
+@needs_renderer
+def test_errors_name_what_to_fix(tmp_path: Path) -> None:
+    repo = repo_with(tmp_path, {"clusters/prod/apps.yaml": apps(path="./apps/nowhere")})
+    rc, _, stderr = check(repo)
+    assert rc == 2
+    assert "Kustomization flux-system/apps names spec.path apps/nowhere" in stderr
+    assert "clusters/prod/apps.yaml:1" in stderr
+    rc, _, stderr = check(repo, "--path", "apps")
+    assert rc == 2 and "leave out --path" in stderr
+    rc, _, stderr = check(repo, "--flux-source", "flux-system")
+    assert rc == 2 and "NAMESPACE/NAME" in stderr
+
+
+def test_substitution_reads_as_kustomize_controller_does() -> None:
+    from gate.sources.flux import _substitute
+
+    values = {"APP": "web", "EMPTY": ""}
+    assert _substitute("${APP}-data", values) == "web-data"
+    assert _substitute("$${APP}", values) == "${APP}"  # escaped: a literal
+    assert _substitute("${SIZE:=1Gi}", values) == "1Gi"
+    assert _substitute("${EMPTY:=x}", values) == "x" and _substitute("${EMPTY=x}", values) == ""
+    assert _substitute("${UNKNOWN}", values) == "${UNKNOWN}"  # no value: the text stays
+    assert _substitute({"k": ["${APP}"], "n": 3}, values) == {"k": ["web"], "n": 3}
+
+
+@needs_renderer
+def test_variables_come_from_configmaps_of_the_same_revision(tmp_path: Path) -> None:
+    settings = (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: flux-system}\n"
+        "data: {APP: shop}\n"
+    )
+    from_settings = apps().replace(
+        "    substitute: {APP: web}\n",
+        "    substituteFrom: [{kind: ConfigMap, name: settings}]\n",
+    )
+    repo = GitRepo(tmp_path / "repo")
+    repo.commit(
+        {
+            "clusters/prod/flux-system/gotk-sync.yaml": SYNC,
+            "clusters/prod/settings.yaml": settings,
+            "clusters/prod/apps.yaml": from_settings,
+            "apps/prod/claim.yaml": CLAIM,
+            "apps/prod/README.md": "x",
+        },
+        "base",
+    )
+    repo.commit({"apps/prod/claim.yaml": None}, "drop the claim")
+    rc, data, _ = check(repo)
+    assert rc == 1 and only(data)["object"]["name"] == "shop-data"
