@@ -19,16 +19,23 @@ from gate.model.refs import ObjectRef
 
 FLUX_GROUP = "kustomize.toolkit.fluxcd.io"
 ROOT_PREFIX = "flux:"
+HELM_GROUP = "helm.toolkit.fluxcd.io"
+HELM_PREFIX = "helm:"
 #: The fields of a Kustomization that decide what it applies.
 POINTING = ("path", "targetNamespace", "sourceRef")
 
 
 def parent_ref(root: str) -> ObjectRef | None:
-    """The Kustomization a root tag names (`flux:NS/NAME`), or None for any other root."""
-    if not root.startswith(ROOT_PREFIX):
-        return None
-    ns, _, name = root.removeprefix(ROOT_PREFIX).partition("/")
-    return ObjectRef(FLUX_GROUP, "Kustomization", ns, name)
+    """The Kustomization (`flux:NS/NAME`) or HelmRelease (`helm:NS/NAME`) a root tag names, or
+    None for any other root."""
+    for prefix, group, kind in (
+        (ROOT_PREFIX, FLUX_GROUP, "Kustomization"),
+        (HELM_PREFIX, HELM_GROUP, "HelmRelease"),
+    ):
+        if root.startswith(prefix):
+            ns, _, name = root.removeprefix(prefix).partition("/")
+            return ObjectRef(group, kind, ns, name)
+    return None
 
 
 def _prunes(k: Manifest) -> bool:
@@ -61,8 +68,16 @@ def _explained(change: Change, base: Inventory, head: Inventory) -> Change:
     parent = base.get(ref) if ref is not None else None
     if ref is None or parent is None:
         return change
-    name = f"Kustomization {ref.namespace}/{ref.name}"
+    name = f"{ref.kind} {ref.namespace}/{ref.name}"
     now = head.get(ref)
+    if ref.kind == "HelmRelease":
+        if now is None:
+            return replace(
+                change,
+                cause=f"{name} is removed: helm-controller uninstalls the "
+                "release, which deletes what its chart made",
+            )
+        return replace(change, cause=f"{name}'s chart no longer makes it: the upgrade deletes it")
     if now is None:
         if not _deletes_when_removed(parent):
             why = (

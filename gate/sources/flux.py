@@ -24,19 +24,29 @@ stays out of both sides (a Kustomization re-pointed to one is a change the engin
 from __future__ import annotations
 
 import base64
+import json
+import os
 import posixpath
 import re
+import shutil
+import subprocess
+import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from gate.model.errors import GitError, InputError
+from gate.model.errors import GitError, InputError, RenderError
 from gate.model.objects import RawObject
 from gate.model.refs import CLUSTER_SCOPED, crd_kind, group_of
+from gate.sources.manifests import parse_stream
 from gate.sources.render import DEFAULT_TIMEOUT, ExportedTree
 
 FLUX_GROUP = "kustomize.toolkit.fluxcd.io"
+HELM_GROUP = "helm.toolkit.fluxcd.io"
+HELM_PREFIX = "helm:"
+#: The helm binary for HelmReleases (`helm` on PATH by default).
+HELM_ENV = "PRUNE_GATE_HELM"
 #: The root tag of the objects a Kustomization applies; the entry point's are tagged with its path.
 ROOT_PREFIX = "flux:"
 DEFAULT_SOURCE = ("flux-system", "flux-system")
@@ -89,6 +99,8 @@ def render_flux(
             kustomizations = [o for o in objects if _is_kustomization(o.body)]
             if not own:
                 own = _own_sources(kustomizations, entry)
+            for hr in (o for o in objects if _is_helm_release(o.body)):
+                out.extend(render_helm_release(tree, hr, own, timeout))
             for k in kustomizations:
                 job_for = _job_for(k, own)
                 if job_for is None or job_for.root in seen:
@@ -108,6 +120,86 @@ def render_flux(
                     )
                 queue.append(job_for)
         return out
+
+
+def _is_helm_release(body: dict[str, Any]) -> bool:
+    return group_of(str(body.get("apiVersion", ""))) == HELM_GROUP and body.get("kind") == (
+        "HelmRelease"
+    )
+
+
+def release_identity(body: dict[str, Any]) -> tuple[str, str]:
+    """(release namespace, release name) of a Flux HelmRelease, as helm-controller names it:
+    `spec.releaseName`, else `<targetNamespace>-<name>` with a targetNamespace, else its name;
+    installed in `spec.targetNamespace`, else its own namespace."""
+    spec, meta = _spec(body), _meta(body)
+    name, ns = str(meta.get("name", "")), str(meta.get("namespace") or "")
+    target = str(spec.get("targetNamespace") or "")
+    release = str(spec.get("releaseName") or (f"{target}-{name}" if target else name))
+    return target or ns, release
+
+
+def helm_root(namespace: str, name: str) -> str:
+    """The root tag of the objects HelmRelease `namespace/name` installs."""
+    return f"{HELM_PREFIX}{namespace}/{name}"
+
+
+def render_helm_release(
+    tree: ExportedTree, hr: RawObject, own: set[tuple[str, str]], timeout: float
+) -> list[RawObject]:
+    """What a HelmRelease installs, when its chart is a directory of this repository
+    (`spec.chart.spec.chart: ./charts/x` from our GitRepository) and helm is on PATH: `helm
+    template` with its inline `spec.values`, each object tagged `helm:NS/NAME` and placed at the
+    HelmRelease's own line (where a reader edits). Anything else (a HelmRepository, OCI, a
+    chartRef, valuesFrom) is not rendered: the engine says the release's content is unknown."""
+    spec, meta = _spec(hr.body), _meta(hr.body)
+    chart = (
+        ((spec.get("chart") or {}).get("spec") or {}) if isinstance(spec.get("chart"), dict) else {}
+    )
+    if not isinstance(chart, dict) or spec.get("valuesFrom"):
+        return []
+    source = chart.get("sourceRef") if isinstance(chart.get("sourceRef"), dict) else {}
+    assert isinstance(source, dict)
+    src_ns = str(source.get("namespace") or meta.get("namespace") or "")
+    if source.get("kind") != "GitRepository" or (src_ns, str(source.get("name", ""))) not in own:
+        return []
+    helm = shutil.which(os.environ.get(HELM_ENV, "helm"))
+    path = _clean(str(chart.get("chart") or ""))
+    if helm is None or not (tree.tree / path / "Chart.yaml").is_file():
+        return []
+    namespace, release = release_identity(hr.body)
+    values = spec.get("values") if isinstance(spec.get("values"), dict) else {}
+    with tempfile.TemporaryDirectory(prefix="prune-gate-helm-") as home:
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": home,
+            "HELM_CACHE_HOME": f"{home}/cache",
+            "HELM_CONFIG_HOME": f"{home}/config",
+            "HELM_DATA_HOME": f"{home}/data",
+        }
+        values_file = Path(home) / "values.json"
+        values_file.write_text(json.dumps(values), encoding="utf-8")
+        argv = [helm, "template", release, str(tree.tree / path), "--namespace", namespace]
+        argv += ["--include-crds", "--values", str(values_file)]
+        try:
+            done = subprocess.run(
+                argv, capture_output=True, text=True, timeout=timeout, env=env, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise RenderError(f"{hr.source}: helm template {path}: {exc}") from None
+    if done.returncode != 0:
+        raise RenderError(
+            f"{hr.source}: HelmRelease {meta.get('namespace')}/{meta.get('name')}: "
+            f"`helm template {path}` failed: {done.stderr.strip()}"
+        )
+    root = helm_root(str(meta.get("namespace") or ""), str(meta.get("name", "")))
+    out = []
+    for o in parse_stream(done.stdout, f"{path} (helm template)"):
+        body = o.body
+        if not _meta(body).get("namespace") and not _cluster_scoped(body, ()):
+            body = {**body, "metadata": {**_meta(body), "namespace": namespace}}
+        out.append(RawObject(body, hr.source, root))
+    return out
 
 
 def _clean(path: str) -> str:

@@ -8,6 +8,7 @@ the claim's file, which is how a claim gets past a gate that reads directories.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -236,3 +237,78 @@ def test_variables_come_from_configmaps_of_the_same_revision(tmp_path: Path) -> 
     repo.commit({"apps/prod/claim.yaml": None}, "drop the claim")
     rc, data, _ = check(repo)
     assert rc == 1 and only(data)["object"]["name"] == "shop-data"
+
+
+CHART = {
+    "charts/db/Chart.yaml": "apiVersion: v2\nname: db\nversion: 0.1.0\n",
+    "charts/db/templates/pvc.yaml": """\
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: {{ .Release.Name }}-data
+  {{- if .Values.keep }}
+  annotations: {helm.sh/resource-policy: keep}
+  {{- end }}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: {{ .Values.size }}}}
+""",
+}
+RELEASE = """\
+apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: {{name: db, namespace: shop}}
+spec:
+  interval: 1h
+  chart:
+    spec:
+      chart: ./charts/db
+      sourceRef: {{kind: GitRepository, name: flux-system, namespace: flux-system}}
+  values: {{size: 20Gi, keep: {keep}}}
+"""
+
+
+def release_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keep: str) -> GitRepo:
+    from tests.unit.test_chart import helm
+
+    monkeypatch.setenv("PATH", f"{Path(helm()).parent}{os.pathsep}{os.environ['PATH']}")
+    repo = GitRepo(tmp_path / "repo")
+    repo.commit(
+        {
+            "clusters/prod/flux-system/gotk-sync.yaml": SYNC,
+            "clusters/prod/apps.yaml": apps(),
+            "apps/prod/db.yaml": RELEASE.format(keep=keep),
+            "apps/prod/README.md": "x",
+            **CHART,
+        },
+        "base",
+    )
+    repo.commit({"apps/prod/db.yaml": None}, "remove the database release")
+    return repo
+
+
+@needs_renderer
+def test_a_removed_helm_release_uninstalls_the_claims_its_chart_makes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = release_repo(tmp_path, monkeypatch, keep="false")
+    rc, data, stderr = check(repo)
+    assert rc == 1, (data, stderr)
+    finding = only(data)
+    assert finding["code"] == "NOT_RETIRED"
+    assert (finding["object"]["namespace"], finding["object"]["name"]) == ("shop", "db-data")
+    assert (
+        "HelmRelease shop/db is removed: helm-controller uninstalls the release"
+        in (finding["evidence"][0])
+    )
+    assert finding["source"]["path"] == "apps/prod/db.yaml"  # where a reader edits
+
+
+@needs_renderer
+def test_a_claim_the_chart_keeps_is_an_orphan_not_a_deletion(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = release_repo(tmp_path, monkeypatch, keep="true")
+    rc, data, stderr = check(repo)
+    assert rc == 0, (data, stderr)
+    assert only(data)["code"] == "ORPHANED_BY_KEEP"
