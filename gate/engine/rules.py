@@ -761,7 +761,10 @@ def check_candidate_updates(world: World) -> Iterator[Finding]:
 def run_rules(changes: Iterable[Change], world: World) -> list[Finding]:
     """Every finding the rules make for these changes, before policy is applied."""
     changes = list(changes)
-    world = replace(world, deleting=frozenset(c.ref for c in changes if c.action is Action.DELETE))
+    world = replace(
+        world,
+        deleting=frozenset(c.ref for c in changes if c.action is Action.DELETE and not c.orphaned),
+    )
     findings: list[Finding] = []
     for change in changes:
         if change.action is Action.DELETE:
@@ -793,7 +796,7 @@ def check_mass_prune(world: World) -> Iterator[Finding]:
     for root, objects in sorted(roots.items()):
         if root_removed(root, world.base, world.head):
             continue  # a Kustomization removed on purpose: its objects go with it
-        lost = sorted((m for m in objects if m.ref not in world.head), key=lambda m: m.ref)
+        lost = sorted((m for m in objects if m.ref in world.deleting), key=lambda m: m.ref)
         if not lost:
             continue
         everything = (
@@ -830,8 +833,8 @@ def check_mass_prune(world: World) -> Iterator[Finding]:
             source=first.source,
             actions=(
                 command(f"kustomize build {root}", Runner.CI)
-                if root and root != "."
-                else edit(f"check what the renderer produced for {where}"),
+                if root and ":" not in root
+                else edit(f"check what {where} builds to"),
                 edit("if the removal is meant: make it in smaller changes, or exempt this one"),
             ),
         )
