@@ -169,6 +169,11 @@ def project_object(ref: ObjectRef, obj: dict[str, Any], api_version: str = "") -
     elif (ref.group, ref.kind) == ("apiextensions.k8s.io", "CustomResourceDefinition"):
         facts["group"] = str(spec.get("group", ""))
         facts["kind"] = str((spec.get("names") or {}).get("kind", ""))
+    elif (ref.group, ref.kind) == FLUX_KUSTOMIZATION:
+        # What kustomize-controller's finalizer reads to decide whether it deletes its inventory.
+        facts["prune"] = "true" if spec.get("prune") is True else "false"
+        facts["suspend"] = "true" if spec.get("suspend") is True else "false"
+        facts["deletionPolicy"] = str(spec.get("deletionPolicy") or "MirrorPrune")
     return LiveObject(
         ref=ref,
         annotations=dict(meta.get("annotations") or {}),
@@ -229,6 +234,9 @@ class LiveState:
         self._cr_counts: dict[tuple[str, str], int] = {}
         self._owners: dict[ObjectRef, tuple[ObjectRef, ...]] = {}
         self._dependents: dict[ObjectRef, set[ObjectRef]] = defaultdict(set)
+        #: The same by (group, kind, name): an owner of a custom cluster-scoped kind is resolved
+        #: into the dependent's namespace by `owner_refs`, which cannot know its scope.
+        self._dependents_by_name: dict[tuple[str, str, str], set[ObjectRef]] = defaultdict(set)
         self._releases: dict[tuple[str, str], set[ObjectRef]] = defaultdict(set)
         self._applied: dict[ObjectRef, tuple[ObjectRef, ...]] = {}
 
@@ -270,6 +278,7 @@ class LiveState:
         self._in_namespace.get(ref.namespace, set()).discard(ref)
         for owner in self._owners.pop(ref, ()):
             self._dependents[owner].discard(ref)
+            self._dependents_by_name[(owner.group, owner.kind, owner.name)].discard(ref)
         if live is not None:
             release = _release_of(live.annotations)
             if release is not None:
@@ -287,6 +296,7 @@ class LiveState:
             self._owners[ref] = owners
             for owner in owners:
                 self._dependents[owner].add(ref)
+                self._dependents_by_name[(owner.group, owner.kind, owner.name)].add(ref)
         release = _release_of(self.objects[ref].annotations)
         if release is not None:
             self._releases[release].add(ref)
@@ -365,7 +375,10 @@ class LiveState:
         )
 
     def dependents(self, owner: ObjectRef) -> list[ObjectRef]:
-        return sorted(self._dependents.get(owner, ()))
+        if owner.namespace:
+            return sorted(self._dependents.get(owner, ()))
+        # A cluster-scoped owner owns namespaced dependents in any namespace.
+        return sorted(self._dependents_by_name.get((owner.group, owner.kind, owner.name), ()))
 
     def owners(self, ref: ObjectRef) -> list[ObjectRef]:
         return list(self._owners.get(ref, ()))
