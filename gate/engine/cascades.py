@@ -24,7 +24,7 @@ from typing import Any
 from gate.engine.context import Context
 from gate.engine.livestate import ARGO_APPLICATION, FLUX_KUSTOMIZATION
 from gate.engine.plan import Action, Change
-from gate.engine.rules import World, _finding, _source, keep_annotation, retirement
+from gate.engine.rules import NAMESPACE, World, _finding, _source, keep_annotation, retirement
 from gate.model.findings import Code, Finding, FixAction, command, edit
 from gate.model.objects import Manifest
 from gate.model.refs import ObjectRef
@@ -33,6 +33,9 @@ HELM_RELEASE = ("helm.toolkit.fluxcd.io", "HelmRelease")
 #: Owners whose dependents other rules judge: a StatefulSet's claims (STATEFULSET_DELETES_CLAIMS)
 #: and a pod's generic ephemeral claims, which are meant to go with it.
 SKIPPED_OWNERS = frozenset({("apps", "StatefulSet"), ("", "Pod")})
+#: Further down a cascade, a StatefulSet's dependents are no change of their own: only a pod's
+#: ephemeral claims, meant to go with it, are left out.
+SKIPPED_CHAIN_OWNERS = frozenset({("", "Pod")})
 #: The finalizers with which Argo CD deletes an Application's resources (foreground by default).
 ARGO_FINALIZERS = frozenset(
     {
@@ -112,26 +115,82 @@ def _parent_kept(change: Change, world: World) -> bool:
     return live is not None and keep_annotation(live.annotations) is not None
 
 
+Keeps = Callable[[dict[str, str]], str | None]
+
+
+def _retired(ref: ObjectRef, world: World) -> bool:
+    stage_1 = Change(ref, Action.DELETE, world.base.get(ref), world.head.get(ref), "parent removed")
+    return retirement(stage_1, world).reason is not None
+
+
+def _flux_owned(parent: ObjectRef, child: ObjectRef, world: World) -> bool:
+    """The finalizer skips an object whose Flux labels now name another Kustomization."""
+    obj = world.live.get(child) if world.live is not None else None
+    labels = obj.labels if obj is not None else {}
+    name, ns = labels.get(FLUX_NAME), labels.get(FLUX_NAMESPACE)
+    return name is None or (name, ns) == (parent.name, parent.namespace)
+
+
 def _applied_children(
-    parent: ObjectRef,
-    world: World,
-    what: str,
-    keeps: Callable[[dict[str, str]], str | None],
-    owned: Callable[[ObjectRef], bool],
+    parent: ObjectRef, world: World, seen: set[ObjectRef], chain: str = ""
 ) -> list[Child]:
-    """The guarded objects a live Kustomization or Application applied that die with it: not
-    declared by the candidate (moved to another root), not owned by another parent now."""
-    applied = world.live.applied_by(parent) if world.live is not None else None
+    """The guarded objects that die with a live Kustomization or Application whose deletion
+    deletes what it applied (the caller decided that it does): what it applied, unless the
+    candidate still declares it (moved to another root), another Kustomization owns it now, or
+    it carries the deployer's keep mark; and what dies with those (a Namespace's content, a
+    nested Kustomization's or Application's, an owner's dependents)."""
+    assert world.live is not None
+    flux = _kind(parent) == FLUX_KUSTOMIZATION
+    what, keeps = ("status.inventory", _flux_keeps) if flux else ("status.resources", _argo_keeps)
     out: list[Child] = []
-    for child in sorted(set(applied or ())):
-        if child in world.head or not owned(child) or not _dies(child, world, keeps):
+    for child in sorted(set(world.live.applied_by(parent) or ())):
+        if child in seen or child in world.head or child in world.deleting:
             continue
-        state = (
-            "" if world.live is not None and world.live.get(child) else " (not in the live view)"
-        )
-        out.append(
-            Child(child, f"{child.display()} is listed in {what} of {parent.display()}{state}")
-        )
+        if flux and not _flux_owned(parent, child, world):
+            continue
+        live = world.live.get(child)
+        if live is not None and keeps(live.annotations):
+            continue
+        seen.add(child)
+        state = "" if live is not None else " (not in the live view)"
+        why = f"{child.display()} is listed in {what} of {parent.display()}{state}{chain}"
+        out.extend(_with_descendants(child, why, world, seen))
+    return out
+
+
+def _deletes_what_it_applied(ref: ObjectRef, world: World) -> bool:
+    """A live Kustomization or Application (further down a cascade) that deletes what it applied
+    when it is deleted itself."""
+    m = world.base.get(ref)
+    if _kind(ref) == FLUX_KUSTOMIZATION:
+        return _kustomization_deletes(ref, m, world)[0]
+    return _kind(ref) == ARGO_APPLICATION and _argo_finalizer(ref, m, world) is not None
+
+
+def _with_descendants(ref: ObjectRef, why: str, world: World, seen: set[ObjectRef]) -> list[Child]:
+    """`ref` if it is guarded and not retired, and what its own deletion deletes in turn."""
+    assert world.live is not None
+    out = []
+    if world.policy.is_guarded_kind(*_kind(ref)) and not _retired(ref, world):
+        out.append(Child(ref, why))
+    via = f", which dies with it: {why}"
+    if _kind(ref) == NAMESPACE:
+        for g in world.live.guarded_in_namespace(ref.name):
+            if g not in seen and g not in world.deleting:
+                seen.add(g)
+                out.extend(
+                    _with_descendants(g, f"{g.display()} is in {ref.display()}{via}", world, seen)
+                )
+    elif _deletes_what_it_applied(ref, world):
+        out.extend(_applied_children(ref, world, seen, f" ({ref.display()}: {why})"))
+    if _kind(ref) not in SKIPPED_CHAIN_OWNERS:
+        for d in world.live.dependents(ref):
+            if d in seen or d in world.deleting or _other_owner_stays(d, ref, world):
+                continue
+            seen.add(d)
+            out.extend(
+                _with_descendants(d, f"{d.display()} is owned by {ref.display()}{via}", world, seen)
+            )
     return out
 
 
@@ -209,16 +268,16 @@ def check_release_uninstall(change: Change, world: World) -> Iterator[Finding]:
     )
 
 
-def _kustomization_deletes(change: Change, world: World) -> tuple[bool, str]:
+def _kustomization_deletes(ref: ObjectRef, m: Manifest | None, world: World) -> tuple[bool, str]:
     """Whether kustomize-controller's finalizer deletes the inventory, and the evidence: not
     suspended, and deletionPolicy Delete or WaitForTermination, or MirrorPrune (the default) with
-    prune on. Live facts when the Kustomization is live, else the base manifest."""
-    live = world.live.get(change.ref) if world.live is not None else None
+    prune on. Live facts when the Kustomization is live, else its manifest `m`."""
+    live = world.live.get(ref) if world.live is not None else None
     if live is not None and "deletionPolicy" in live.facts:
         prune, suspend = live.facts["prune"] == "true", live.facts["suspend"] == "true"
         policy, where = live.facts["deletionPolicy"], "live"
     else:
-        spec = _spec_of(change.base or change.head)
+        spec = _spec_of(m)
         prune, suspend = spec.get("prune") is True, spec.get("suspend") is True
         policy, where = str(spec.get("deletionPolicy") or "MirrorPrune"), "base manifest"
     deletes = not suspend and (
@@ -232,19 +291,11 @@ def check_kustomization_prune(change: Change, world: World) -> Iterator[Finding]
     """KUSTOMIZATION_PRUNES_GUARDED: a removed Kustomization's finalizer deletes its inventory."""
     if _kind(change.ref) != FLUX_KUSTOMIZATION or world.live is None:
         return
-    deletes, evidence = _kustomization_deletes(change, world)
+    deletes, evidence = _kustomization_deletes(change.ref, change.base or change.head, world)
     if not deletes:
         return
-    ref, live = change.ref, world.live
-
-    def owned(child: ObjectRef) -> bool:
-        """The finalizer skips an object whose Flux labels now name another Kustomization."""
-        obj = live.get(child)
-        labels = obj.labels if obj is not None else {}
-        name, ns = labels.get(FLUX_NAME), labels.get(FLUX_NAMESPACE)
-        return name is None or (name, ns) == (ref.name, ref.namespace)
-
-    children = _applied_children(ref, world, "status.inventory", _flux_keeps, owned)
+    ref = change.ref
+    children = _applied_children(ref, world, {ref})
     if not children:
         return
     orphan = '{"spec":{"deletionPolicy":"Orphan"}}'
@@ -270,10 +321,9 @@ def check_kustomization_prune(change: Change, world: World) -> Iterator[Finding]
     )
 
 
-def _argo_finalizer(change: Change, world: World) -> str | None:
-    """The resources finalizer on the Application and where it was read (live, else base)."""
-    live = world.live.get(change.ref) if world.live is not None else None
-    m = change.base or change.head
+def _argo_finalizer(ref: ObjectRef, m: Manifest | None, world: World) -> str | None:
+    """The resources finalizer on the Application and where it was read (live, else `m`)."""
+    live = world.live.get(ref) if world.live is not None else None
     if live is not None:
         finalizers, where = live.finalizers, "live"
     else:
@@ -288,12 +338,10 @@ def check_application_finalizer(change: Change, world: World) -> Iterator[Findin
     what it synced."""
     if _kind(change.ref) != ARGO_APPLICATION or world.live is None:
         return
-    finalizer = _argo_finalizer(change, world)
+    finalizer = _argo_finalizer(change.ref, change.base or change.head, world)
     if finalizer is None:
         return
-    children = _applied_children(
-        change.ref, world, "status.resources", _argo_keeps, lambda _child: True
-    )
+    children = _applied_children(change.ref, world, {change.ref})
     if not children:
         return
     ref = change.ref
@@ -347,14 +395,16 @@ def check_owner_dependents(change: Change, world: World) -> Iterator[Finding]:
     if world.live is None or _kind(change.ref) in SKIPPED_OWNERS:
         return
     ref = change.ref
-    children = [
-        Child(
-            d,
-            f"{d.display()} has an ownerReference to {ref.display()} and no other owner that stays",
+    seen = {ref}
+    children: list[Child] = []
+    for d in world.live.dependents(ref):
+        if d in world.deleting or _other_owner_stays(d, ref, world) is not None:
+            continue
+        seen.add(d)
+        why = (
+            f"{d.display()} has an ownerReference to {ref.display()} and no other owner that stays"
         )
-        for d in world.live.dependents(ref)
-        if _dies(d, world, lambda _a: None) and _other_owner_stays(d, ref, world) is None
-    ]
+        children.extend(_with_descendants(d, why, world, seen))
     if not children:
         return
     first = children[0].ref

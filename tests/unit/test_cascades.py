@@ -262,6 +262,7 @@ def test_kustomization_without_live_view_is_not_judged_here() -> None:
 # --- Application ---------------------------------------------------------------------------
 
 APP_API = "argoproj.io/v1alpha1"
+ARGO_FIN = "resources-finalizer.argocd.argoproj.io"
 
 
 def application(finalizer: str | None = "resources-finalizer.argocd.argoproj.io") -> str:
@@ -277,7 +278,9 @@ spec:
 """
 
 
-def live_application(finalizers: list[str] | None = None) -> tuple[str, str, dict[str, Any]]:
+def live_application(
+    finalizers: list[str] | None = None, namespace_too: bool = False
+) -> tuple[str, str, dict[str, Any]]:
     resources = [
         {
             "group": "",
@@ -286,8 +289,9 @@ def live_application(finalizers: list[str] | None = None) -> tuple[str, str, dic
             "namespace": "app",
             "name": "data",
         },
-        {"group": "", "version": "v1", "kind": "Namespace", "name": "app"},
     ]
+    if namespace_too:
+        resources.append({"group": "", "version": "v1", "kind": "Namespace", "name": "app"})
     meta: dict[str, Any] = {"name": "shop", "namespace": "argocd"}
     if finalizers is not None:
         meta["finalizers"] = finalizers
@@ -316,14 +320,71 @@ def test_application_without_the_finalizer_or_with_delete_false() -> None:
     assert run(application(), CONFIGMAP, live=kept).decision.verdict is Verdict.ALLOW
 
 
-def test_application_finalizer_from_base_when_the_application_is_not_live() -> None:
-    """status.resources known (say, from a cache) but no live object facts: base decides."""
-    live = state(live_application(None), flux_claim())
-    ref = ObjectRef("argoproj.io", "Application", "argocd", "shop")
-    live.objects[ref] = type(live.objects[ref])(ref)  # a projection without finalizers
-    assert Code.APPLICATION_DELETES_RESOURCES not in codes(
-        run(application(None), CONFIGMAP, live=live)
+def test_the_live_finalizers_decide_over_the_base_manifest() -> None:
+    """Base declares the finalizer, the live Application has none (removed by hand): nothing."""
+    live = state(live_application([]), flux_claim())
+    assert run(application(), CONFIGMAP, live=live).decision.verdict is Verdict.ALLOW
+
+
+def test_a_namespace_the_application_synced_takes_its_claims_despite_their_keep_mark() -> None:
+    """Argo CD deletes the Namespace; the namespace controller deletes what is in it, whatever
+    Argo CD's own marks on the claims say."""
+    kept = flux_claim(annotations={"argocd.argoproj.io/sync-options": "Delete=false"})
+    live = state(live_application([ARGO_FIN], namespace_too=True), kept)
+    f = one(run(application(), CONFIGMAP, live=live), Code.APPLICATION_DELETES_RESOURCES)
+    assert any(
+        e.startswith("PersistentVolumeClaim app/data is in Namespace app, which dies with it: ")
+        for e in f.evidence
     )
+
+
+# --- cascades of cascades --------------------------------------------------------------------
+
+
+def nested(name: str, entries: list[str], **spec: Any) -> tuple[str, str, dict[str, Any]]:
+    api, kind, obj = live_kustomization(entries, **spec)
+    obj["metadata"]["name"] = name
+    return (api, kind, obj)
+
+
+def test_a_root_kustomization_takes_what_its_child_kustomizations_applied() -> None:
+    child_id = "flux-system_db_kustomize.toolkit.fluxcd.io_Kustomization"
+    live = state(live_kustomization([child_id]), nested("db", [CLAIM_ID]), flux_claim())
+    f = one(run(kustomization(), CONFIGMAP, live=live), Code.KUSTOMIZATION_PRUNES_GUARDED)
+    assert "PersistentVolumeClaim app/data" in f.message
+    assert any("(Kustomization flux-system/db: " in e for e in f.evidence)
+    # A child that orphans what it applied stops the cascade.
+    orphan = state(
+        live_kustomization([child_id]),
+        nested("db", [CLAIM_ID], deletionPolicy="Orphan"),
+        flux_claim(),
+    )
+    assert run(kustomization(), CONFIGMAP, live=orphan).decision.verdict is Verdict.ALLOW
+
+
+def test_a_statefulset_it_applied_takes_the_claims_it_owns() -> None:
+    sts_id = "app_db_apps_StatefulSet"
+    owned = (
+        "v1",
+        "PersistentVolumeClaim",
+        live_claim(
+            "data-db-0",
+            ownerReferences=[
+                {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "db", "uid": "u"}
+            ],
+        ),
+    )
+    sts = {"metadata": {"name": "db", "namespace": "app"}, "spec": {}}
+    live = state(live_kustomization([sts_id]), ("apps/v1", "StatefulSet", sts), owned)
+    f = one(run(kustomization(), CONFIGMAP, live=live), Code.KUSTOMIZATION_PRUNES_GUARDED)
+    assert "PersistentVolumeClaim app/data-db-0 is owned by StatefulSet app/db" in f.evidence[1]
+
+
+def test_a_kustomization_that_lists_itself_does_not_loop() -> None:
+    self_id = "flux-system_apps_kustomize.toolkit.fluxcd.io_Kustomization"
+    live = state(live_kustomization([self_id, CLAIM_ID]), flux_claim())
+    f = one(run(kustomization(), CONFIGMAP, live=live), Code.KUSTOMIZATION_PRUNES_GUARDED)
+    assert "1 guarded object(s)" in f.message
 
 
 # --- owners --------------------------------------------------------------------------------
