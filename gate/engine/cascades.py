@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gate.engine.context import Context
-from gate.engine.livestate import ARGO_APPLICATION, FLUX_KUSTOMIZATION
+from gate.engine.livestate import ARGO_APPLICATION, FLUX_KUSTOMIZATION, KEEP_MANAGERS
 from gate.engine.plan import Action, Change
 from gate.engine.rules import NAMESPACE, World, _finding, _source, keep_annotation, retirement
 from gate.model.findings import Code, Finding, FixAction, command, edit
@@ -73,23 +73,27 @@ def _spec_of(m: Manifest | None) -> dict[str, Any]:
 # --- which children die ------------------------------------------------------------------------
 
 
-def _dies(child: ObjectRef, world: World, keeps: Callable[[dict[str, str]], str | None]) -> bool:
-    """Whether a guarded child is counted: not judged by its own change, not retired, not kept."""
-    if child in world.deleting or not world.policy.is_guarded_kind(*_kind(child)):
-        return False
-    stage_1 = Change(
-        child, Action.DELETE, world.base.get(child), world.head.get(child), "parent removed"
+def _release_child(ref: ObjectRef, release: str, ns: str, world: World) -> Child | None:
+    """A guarded member of the release that Helm's uninstall deletes, with why; None when its own
+    change judges it, its retirement holds, or the release keeps it (`helm.sh/resource-policy:
+    keep`). Helm reads the mark from the stored release, not from the live object: a mark that
+    only kubectl put on the live object (its managedFields say so) keeps nothing."""
+    if ref in world.deleting or not world.policy.is_guarded_kind(*_kind(ref)):
+        return None
+    if _retired(ref, world):
+        return None
+    why = f"{ref.display()} carries meta.helm.sh/release-name: {release}, release-namespace: {ns}"
+    live = world.live.get(ref) if world.live is not None else None
+    if live is None or live.annotations.get(HELM_KEEP) != "keep":
+        return Child(ref, why)
+    by = [m for m in live.facts.get(KEEP_MANAGERS, "").split(",") if m]
+    if not by or not all(m == "kubectl" or m.startswith("kubectl-") for m in by):
+        return None
+    return Child(
+        ref,
+        f"{why}; its `{HELM_KEEP}: keep` was set by {', '.join(by)} on the live object, not by "
+        "the release: Helm reads the stored release when it uninstalls, so it keeps nothing",
     )
-    if retirement(stage_1, world).reason:
-        return False
-    live = world.live.get(child) if world.live is not None else None
-    return live is None or keeps(live.annotations) is None
-
-
-def _helm_keeps(annotations: dict[str, str]) -> str | None:
-    """`helm.sh/resource-policy: keep`: Helm uninstall leaves the object."""
-    value = annotations.get(HELM_KEEP)
-    return f"{HELM_KEEP}: keep" if value == "keep" else None
 
 
 def _flux_keeps(annotations: dict[str, str]) -> str | None:
@@ -238,14 +242,8 @@ def check_release_uninstall(change: Change, world: World) -> Iterator[Finding]:
             [get, edit("run gate check with --live and a kubeconfig that can read the cluster")],
         )
         return
-    children = [
-        Child(
-            r,
-            f"{r.display()} carries meta.helm.sh/release-name: {release}, release-namespace: {ns}",
-        )
-        for r in world.live.release_members(ns, release)
-        if _dies(r, world, _helm_keeps)
-    ]
+    found = (_release_child(r, release, ns, world) for r in world.live.release_members(ns, release))
+    children = [c for c in found if c is not None]
     if not children:
         return
     yield _cascade(

@@ -80,6 +80,24 @@ FLUX_KUSTOMIZATION = ("kustomize.toolkit.fluxcd.io", "Kustomization")
 ARGO_APPLICATION = ("argoproj.io", "Application")
 
 
+#: The fact naming the field managers of a live object's `helm.sh/resource-policy` annotation
+#: (comma-separated, from managedFields): Helm uninstall reads the stored release, so a keep
+#: mark that kubectl alone set on the live object keeps nothing.
+KEEP_MANAGERS = "resourcePolicyManagers"
+_HELM_KEEP_FIELD = "f:helm.sh/resource-policy"
+
+
+def keep_managers(meta: dict[str, Any]) -> str:
+    """Who set the object's `helm.sh/resource-policy` annotation, as managedFields record it."""
+    out = []
+    for entry in meta.get("managedFields") or ():
+        fields = entry.get("fieldsV1") if isinstance(entry, dict) else None
+        annotations = ((fields or {}).get("f:metadata") or {}).get("f:annotations") or {}
+        if isinstance(annotations, dict) and _HELM_KEEP_FIELD in annotations:
+            out.append(str(entry.get("manager") or "unknown"))
+    return ",".join(sorted(set(out)))
+
+
 def owner_refs(ref: ObjectRef, obj: dict[str, Any]) -> tuple[ObjectRef, ...]:
     """The owners an object's ownerReferences name. The garbage collector looks a namespaced
     dependent's owners up in the dependent's namespace, and a cluster-scoped one's among
@@ -174,6 +192,10 @@ def project_object(ref: ObjectRef, obj: dict[str, Any], api_version: str = "") -
         facts["prune"] = "true" if spec.get("prune") is True else "false"
         facts["suspend"] = "true" if spec.get("suspend") is True else "false"
         facts["deletionPolicy"] = str(spec.get("deletionPolicy") or "MirrorPrune")
+    if "helm.sh/resource-policy" in (meta.get("annotations") or {}):
+        managers = keep_managers(meta)
+        if managers:
+            facts[KEEP_MANAGERS] = managers
     return LiveObject(
         ref=ref,
         annotations=dict(meta.get("annotations") or {}),

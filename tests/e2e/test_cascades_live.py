@@ -136,6 +136,23 @@ def test_claims_the_release_keeps_pass(
     assert (code, report["findings"]) == (0, [])
 
 
+def test_a_keep_mark_only_kubectl_put_on_the_live_claim_keeps_nothing(
+    kube: Cluster, namespace: str, tmp_path: Path, parent_crds: None
+) -> None:
+    """Helm's uninstall reads the stored release, which never had the mark: the claim dies."""
+    claim_meta(kube, namespace, "data-db-0", **release_annotations(namespace))
+    kube.kubectl("annotate", "-n", namespace, "pvc/data-db-0", "helm.sh/resource-policy=keep")
+
+    code, report = check_live(
+        kube, tmp_path, helmrelease_yaml(namespace), configmap_yaml(namespace)
+    )
+
+    assert code == 1
+    (f,) = report["findings"]
+    assert f["code"] == "RELEASE_UNINSTALL_DELETES"
+    assert "set by kubectl-annotate on the live object, not by the release" in f["evidence"][1]
+
+
 # --- an owner by ownerReferences -------------------------------------------------------------
 
 

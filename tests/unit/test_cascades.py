@@ -111,6 +111,25 @@ def test_resource_policy_keep_claims_stay() -> None:
     assert result.decision.verdict is Verdict.ALLOW
 
 
+def keep_set_by(manager: str) -> dict[str, Any]:
+    """A release claim whose keep mark `manager` set (its managedFields say so)."""
+    obj = release_claim(**{"helm.sh/resource-policy": "keep"})
+    fields: dict[str, Any] = {"f:metadata": {"f:annotations": {"f:helm.sh/resource-policy": {}}}}
+    entry = {"manager": manager, "operation": "Update", "fieldsV1": fields}
+    obj["metadata"]["managedFields"] = [entry]
+    return obj
+
+
+def test_a_keep_mark_kubectl_put_on_the_live_claim_keeps_nothing() -> None:
+    """Helm's uninstall reads the stored release: a mark set by hand on the live claim only."""
+    for manager in ("kubectl-annotate", "kubectl"):
+        live = state(("v1", "PersistentVolumeClaim", keep_set_by(manager)))
+        f = one(run(helm_release(), CONFIGMAP, live=live), Code.RELEASE_UNINSTALL_DELETES)
+        assert f"was set by {manager} on the live object, not by the release" in f.evidence[1]
+    by_helm = state(("v1", "PersistentVolumeClaim", keep_set_by("helm-controller")))
+    assert run(helm_release(), CONFIGMAP, live=by_helm).decision.verdict is Verdict.ALLOW
+
+
 def test_another_release_claims_do_not_count() -> None:
     live = state(("v1", "PersistentVolumeClaim", release_claim("other")))
     assert run(helm_release(), CONFIGMAP, live=live).decision.verdict is Verdict.ALLOW
