@@ -119,10 +119,8 @@ def _parent_kept(change: Change, world: World) -> bool:
     return live is not None and keep_annotation(live.annotations) is not None
 
 
-Keeps = Callable[[dict[str, str]], str | None]
-
-
 def _retired(ref: ObjectRef, world: World) -> bool:
+    """Stage 1 holds for a child as `check_not_retired` decides it for the object itself."""
     stage_1 = Change(ref, Action.DELETE, world.base.get(ref), world.head.get(ref), "parent removed")
     return retirement(stage_1, world).reason is not None
 
