@@ -80,6 +80,24 @@ FLUX_KUSTOMIZATION = ("kustomize.toolkit.fluxcd.io", "Kustomization")
 ARGO_APPLICATION = ("argoproj.io", "Application")
 
 
+#: The fact naming the field managers of a live object's `helm.sh/resource-policy` annotation
+#: (comma-separated, from managedFields): Helm uninstall reads the stored release, so a keep
+#: mark that kubectl alone set on the live object keeps nothing.
+KEEP_MANAGERS = "resourcePolicyManagers"
+_HELM_KEEP_FIELD = "f:helm.sh/resource-policy"
+
+
+def keep_managers(meta: dict[str, Any]) -> str:
+    """Who set the object's `helm.sh/resource-policy` annotation, as managedFields record it."""
+    out = []
+    for entry in meta.get("managedFields") or ():
+        fields = entry.get("fieldsV1") if isinstance(entry, dict) else None
+        annotations = ((fields or {}).get("f:metadata") or {}).get("f:annotations") or {}
+        if isinstance(annotations, dict) and _HELM_KEEP_FIELD in annotations:
+            out.append(str(entry.get("manager") or "unknown"))
+    return ",".join(sorted(set(out)))
+
+
 def owner_refs(ref: ObjectRef, obj: dict[str, Any]) -> tuple[ObjectRef, ...]:
     """The owners an object's ownerReferences name. The garbage collector looks a namespaced
     dependent's owners up in the dependent's namespace, and a cluster-scoped one's among
@@ -169,6 +187,15 @@ def project_object(ref: ObjectRef, obj: dict[str, Any], api_version: str = "") -
     elif (ref.group, ref.kind) == ("apiextensions.k8s.io", "CustomResourceDefinition"):
         facts["group"] = str(spec.get("group", ""))
         facts["kind"] = str((spec.get("names") or {}).get("kind", ""))
+    elif (ref.group, ref.kind) == FLUX_KUSTOMIZATION:
+        # What kustomize-controller's finalizer reads to decide whether it deletes its inventory.
+        facts["prune"] = "true" if spec.get("prune") is True else "false"
+        facts["suspend"] = "true" if spec.get("suspend") is True else "false"
+        facts["deletionPolicy"] = str(spec.get("deletionPolicy") or "MirrorPrune")
+    if "helm.sh/resource-policy" in (meta.get("annotations") or {}):
+        managers = keep_managers(meta)
+        if managers:
+            facts[KEEP_MANAGERS] = managers
     return LiveObject(
         ref=ref,
         annotations=dict(meta.get("annotations") or {}),
@@ -229,6 +256,9 @@ class LiveState:
         self._cr_counts: dict[tuple[str, str], int] = {}
         self._owners: dict[ObjectRef, tuple[ObjectRef, ...]] = {}
         self._dependents: dict[ObjectRef, set[ObjectRef]] = defaultdict(set)
+        #: The same by (group, kind, name): an owner of a custom cluster-scoped kind is resolved
+        #: into the dependent's namespace by `owner_refs`, which cannot know its scope.
+        self._dependents_by_name: dict[tuple[str, str, str], set[ObjectRef]] = defaultdict(set)
         self._releases: dict[tuple[str, str], set[ObjectRef]] = defaultdict(set)
         self._applied: dict[ObjectRef, tuple[ObjectRef, ...]] = {}
 
@@ -270,6 +300,7 @@ class LiveState:
         self._in_namespace.get(ref.namespace, set()).discard(ref)
         for owner in self._owners.pop(ref, ()):
             self._dependents[owner].discard(ref)
+            self._dependents_by_name[(owner.group, owner.kind, owner.name)].discard(ref)
         if live is not None:
             release = _release_of(live.annotations)
             if release is not None:
@@ -287,6 +318,7 @@ class LiveState:
             self._owners[ref] = owners
             for owner in owners:
                 self._dependents[owner].add(ref)
+                self._dependents_by_name[(owner.group, owner.kind, owner.name)].add(ref)
         release = _release_of(self.objects[ref].annotations)
         if release is not None:
             self._releases[release].add(ref)
@@ -365,7 +397,10 @@ class LiveState:
         )
 
     def dependents(self, owner: ObjectRef) -> list[ObjectRef]:
-        return sorted(self._dependents.get(owner, ()))
+        if owner.namespace:
+            return sorted(self._dependents.get(owner, ()))
+        # A cluster-scoped owner owns namespaced dependents in any namespace.
+        return sorted(self._dependents_by_name.get((owner.group, owner.kind, owner.name), ()))
 
     def owners(self, ref: ObjectRef) -> list[ObjectRef]:
         return list(self._owners.get(ref, ()))

@@ -774,6 +774,9 @@ def run_rules(changes: Iterable[Change], world: World) -> list[Finding]:
                 continue
         for rule in CHANGE_RULES:
             findings.extend(rule(change, world))
+    from gate.engine.cascades import check_cascades  # cascades builds on this module's helpers
+
+    findings.extend(check_cascades(changes, world))
     findings.extend(check_retiring_consumers(world))
     findings.extend(check_candidate_updates(world))
     findings.extend(check_already_terminating(changes, world))

@@ -1,6 +1,6 @@
 """The one table of the API resources prune-gate reads or guards, with their plurals.
 
-`gate check --live` lists them (`gate.kube.snapshot`), the webhook watches them
+`gate check --live` lists them and the PARENTS (`gate.kube.snapshot`), the webhook watches them
 (`webhook.cache`) and registers for them (`webhook.register`), and the chart's rules name the same
 (a test renders the chart and compares). A kind outside the table is never given a guessed plural:
 `Ingress` -> `ingresss` would match nothing, and the kind would go unguarded without a word.
@@ -49,6 +49,15 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("batch", "v1", "Job", "jobs"),
     Resource("batch", "v1", "CronJob", "cronjobs"),
     Resource("snapshot.storage.k8s.io", "v1", "VolumeSnapshot", "volumesnapshots", optional=True),
+)
+
+#: Parents whose status lists what they applied (a Flux Kustomization's `status.inventory`, an
+#: Argo CD Application's `status.resources`): `gate check --live` lists them when they are served
+#: (a 404 skips them) to find what a removed parent deletes. The webhook neither watches nor
+#: registers them: it judges the children's own DELETEs.
+PARENTS: tuple[Resource, ...] = (
+    Resource("kustomize.toolkit.fluxcd.io", "v1", "Kustomization", "kustomizations", optional=True),
+    Resource("argoproj.io", "v1alpha1", "Application", "applications", optional=True),
 )
 
 _BY_KIND = {(r.group, r.kind): r for r in RESOURCES}

@@ -8,8 +8,8 @@ classes are skipped: building a `V1Pod` per pod costs more than the whole rest o
 
 Why loud errors: a gate that cannot see the cluster must not pass. An unreachable server, a TLS
 failure, 401/403 or a non-JSON answer is a `ClusterError` naming the list that failed and the fix;
-the CLI turns it into exit code 2. Only an optional API that is not installed (VolumeSnapshots: 404)
-is skipped, and the snapshot records that it was.
+the CLI turns it into exit code 2. Only an optional API that is not installed (VolumeSnapshots, Flux
+Kustomizations, Argo CD Applications: 404) is skipped, and the snapshot records that it was.
 
 The network sits behind the small `Lister` protocol, so the pagination and projection logic is
 tested without a cluster (tests/unit/test_snapshot.py) and against one (tests/e2e/test_live.py).
@@ -27,7 +27,7 @@ from gate.engine.plan import Change
 from gate.engine.policy import Policy
 from gate.engine.scope import PruneScope, prune_changes, prune_set
 from gate.kube.client import KubeClient, NotFoundError, list_pages
-from gate.kube.resources import RESOURCES, Resource
+from gate.kube.resources import PARENTS, RESOURCES, Resource
 from gate.model.errors import ClusterError
 from gate.model.objects import Inventory
 from gate.model.refs import ObjectRef
@@ -196,7 +196,9 @@ def read_live(
 ) -> LiveRead:
     """Snapshot the cluster, compute each scope's prune set, count the custom resources of every
     CustomResourceDefinition the deploy would delete (removed from base, or pruned)."""
-    snap = take_snapshot(lister, policy.guarded_kinds, policy.live_page_size)
+    snap = take_snapshot(
+        lister, policy.guarded_kinds, policy.live_page_size, resources=(*RESOURCES, *PARENTS)
+    )
     changes: list[Change] = []
     seen: set[ObjectRef] = set()
     for scope in scopes:
@@ -217,7 +219,9 @@ def read_live(
 LIVE_HINT = (
     "gate check --live needs get and list on pods, persistentvolumeclaims, persistentvolumes, "
     "namespaces, statefulsets, deployments, daemonsets, replicasets, jobs, cronjobs, "
-    "customresourcedefinitions and volumesnapshots (a read-only ClusterRole)"
+    "customresourcedefinitions and volumesnapshots, and where they are installed on "
+    "kustomizations.kustomize.toolkit.fluxcd.io and applications.argoproj.io (a read-only "
+    "ClusterRole: the chart's liveReader)"
 )
 
 

@@ -615,6 +615,8 @@ def test_live_reader_role_is_optional_and_read_only() -> None:
         ("batch", "cronjobs"),
         ("apiextensions.k8s.io", "customresourcedefinitions"),
         ("snapshot.storage.k8s.io", "volumesnapshots"),
+        ("kustomize.toolkit.fluxcd.io", "kustomizations"),
+        ("argoproj.io", "applications"),
     }
     binding = one(objs, "ClusterRoleBinding", f"{FULLNAME}-live-reader")
     assert binding["subjects"] == subjects

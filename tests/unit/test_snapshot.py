@@ -12,7 +12,7 @@ from gate.engine.policy import Policy
 from gate.engine.retire import Stage, render_json, render_text, retire_statuses
 from gate.engine.scope import FLUX_NAME, FLUX_NAMESPACE, parse_scope
 from gate.kube.client import status_error
-from gate.kube.resources import RESOURCES, Resource
+from gate.kube.resources import PARENTS, RESOURCES, Resource
 from gate.kube.snapshot import (
     LIVE_HINT,
     NotServedError,
@@ -160,6 +160,32 @@ def test_read_live_prunes_owned_objects_and_counts_pruned_crds() -> None:
     assert [c.ref.name for c in read.prune_changes] == ["orphan", "widgets.example.com"]
     assert all("flux:flux-system/apps" in c.cause for c in read.prune_changes)  # no duplicates
     assert read.snapshot.state.custom_resource_count("example.com", "Widget") == 1
+
+
+def test_read_live_lists_flux_and_argo_parents_when_served() -> None:
+    empty = build_inventory([], Scopes(), "default")
+    lists: dict[str, list[dict[str, Any]]] = {r.path: [] for r in RESOURCES if not r.optional}
+    absent = read_live(FakeLister(dict(lists)), Policy(), empty, empty)
+    assert absent.snapshot.skipped == [
+        f"{r.kind} ({r.group}): API not installed" for r in (*RESOURCES, *PARENTS) if r.optional
+    ]
+    inventory = {"entries": [{"id": "app_data__PersistentVolumeClaim", "v": "v1"}]}
+    lists["/apis/kustomize.toolkit.fluxcd.io/v1/kustomizations"] = [
+        {
+            "metadata": {"name": "apps", "namespace": "flux-system"},
+            "status": {"inventory": inventory},
+        }
+    ]
+    resources = [{"kind": "PersistentVolumeClaim", "namespace": "app", "name": "data"}]
+    lists["/apis/argoproj.io/v1alpha1/applications"] = [
+        {"metadata": {"name": "shop", "namespace": "argocd"}, "status": {"resources": resources}}
+    ]
+    state = read_live(FakeLister(lists), Policy(), empty, empty).snapshot.state
+    data = [ObjectRef("", "PersistentVolumeClaim", "app", "data")]
+    ks = ObjectRef("kustomize.toolkit.fluxcd.io", "Kustomization", "flux-system", "apps")
+    assert state.applied_by(ks) == data
+    assert state.applied_by(ObjectRef("argoproj.io", "Application", "argocd", "shop")) == data
+    assert "kustomizations.kustomize.toolkit.fluxcd.io" in LIVE_HINT
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,492 @@
+"""Parents and cascades: a removed object whose deletion deletes guarded objects it made.
+
+No DELETE of a claim ever reaches the manifests when a parent takes it: helm-controller
+uninstalls a removed HelmRelease's release, kustomize-controller's finalizer deletes what a
+removed Kustomization applied, Argo CD's resources finalizer deletes what an Application synced,
+and the garbage collector deletes the dependents of a removed owner. Each rule here makes one
+finding ON THE PARENT that names the guarded children dying with it, read from the live view
+(release annotations, `status.inventory`, `status.resources`, ownerReferences). Pure, like
+`gate.engine.rules`, whose helpers it reuses.
+
+A child is not counted when its own change already judges it (this deploy deletes it), when its
+retirement holds (stage 1 merged and deployed), when the tool that deletes it leaves it (its keep
+mark, read live as the tool reads it), or, for a Kustomization or an Application, when the
+candidate still declares it (a move to another root).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from gate.engine.context import Context
+from gate.engine.livestate import ARGO_APPLICATION, FLUX_KUSTOMIZATION, KEEP_MANAGERS
+from gate.engine.plan import Action, Change
+from gate.engine.rules import NAMESPACE, World, _finding, _source, keep_annotation, retirement
+from gate.model.findings import Code, Finding, FixAction, command, edit
+from gate.model.objects import Manifest
+from gate.model.refs import ObjectRef
+
+HELM_RELEASE = ("helm.toolkit.fluxcd.io", "HelmRelease")
+#: Owners whose dependents other rules judge: a StatefulSet's claims (STATEFULSET_DELETES_CLAIMS)
+#: and a pod's generic ephemeral claims, which are meant to go with it.
+SKIPPED_OWNERS = frozenset({("apps", "StatefulSet"), ("", "Pod")})
+#: Further down a cascade, a StatefulSet's dependents are no change of their own: only a pod's
+#: ephemeral claims, meant to go with it, are left out.
+SKIPPED_CHAIN_OWNERS = frozenset({("", "Pod")})
+#: The finalizers with which Argo CD deletes an Application's resources (foreground by default).
+ARGO_FINALIZERS = frozenset(
+    {
+        "resources-finalizer.argocd.argoproj.io",
+        "resources-finalizer.argocd.argoproj.io/background",
+        "resources-finalizer.argocd.argoproj.io/foreground",
+    }
+)
+FLUX_PRUNE = "kustomize.toolkit.fluxcd.io/prune"
+FLUX_NAME = "kustomize.toolkit.fluxcd.io/name"
+FLUX_NAMESPACE = "kustomize.toolkit.fluxcd.io/namespace"
+ARGO_SYNC_OPTIONS = "argocd.argoproj.io/sync-options"
+HELM_KEEP = "helm.sh/resource-policy"
+#: helm-controller shortens a composed release name longer than Helm's limit (53): the first 40
+#: characters, `-`, and 12 hex digits of its SHA-256.
+_RELEASE_NAME_MAX = 53
+
+
+@dataclass(frozen=True, slots=True)
+class Child:
+    """A guarded object that dies with its parent, and the evidence line that says why."""
+
+    ref: ObjectRef
+    why: str
+
+
+def _kind(ref: ObjectRef) -> tuple[str, str]:
+    return (ref.group, ref.kind)
+
+
+def _spec_of(m: Manifest | None) -> dict[str, Any]:
+    return m.spec if m is not None else {}
+
+
+# --- which children die ------------------------------------------------------------------------
+
+
+def _release_child(ref: ObjectRef, release: str, ns: str, world: World) -> Child | None:
+    """A guarded member of the release that Helm's uninstall deletes, with why; None when its own
+    change judges it, its retirement holds, or the release keeps it (`helm.sh/resource-policy:
+    keep`). Helm reads the mark from the stored release, not from the live object: a mark that
+    only kubectl put on the live object (its managedFields say so) keeps nothing."""
+    if ref in world.deleting or not world.policy.is_guarded_kind(*_kind(ref)):
+        return None
+    if _retired(ref, world):
+        return None
+    why = f"{ref.display()} carries meta.helm.sh/release-name: {release}, release-namespace: {ns}"
+    live = world.live.get(ref) if world.live is not None else None
+    if live is None or live.annotations.get(HELM_KEEP) != "keep":
+        return Child(ref, why)
+    by = [m for m in live.facts.get(KEEP_MANAGERS, "").split(",") if m]
+    if not by or not all(m == "kubectl" or m.startswith("kubectl-") for m in by):
+        return None
+    return Child(
+        ref,
+        f"{why}; its `{HELM_KEEP}: keep` was set by {', '.join(by)} on the live object, not by "
+        "the release: Helm reads the stored release when it uninstalls, so it keeps nothing",
+    )
+
+
+def _flux_keeps(annotations: dict[str, str]) -> str | None:
+    """`kustomize.toolkit.fluxcd.io/prune: disabled`: the finalizer leaves the object."""
+    value = annotations.get(FLUX_PRUNE)
+    return f"{FLUX_PRUNE}: disabled" if str(value).lower() == "disabled" else None
+
+
+def _argo_keeps(annotations: dict[str, str]) -> str | None:
+    """`argocd.argoproj.io/sync-options: Delete=false`: the app's deletion leaves the object."""
+    options = [o.strip() for o in str(annotations.get(ARGO_SYNC_OPTIONS, "")).split(",")]
+    return f"{ARGO_SYNC_OPTIONS}: Delete=false" if "Delete=false" in options else None
+
+
+def _parent_kept(change: Change, world: World) -> bool:
+    """The deployer orphans the parent itself (its keep mark, in base or live): nothing cascades.
+    ORPHANED_BY_KEEP reports it."""
+    if change.action is not Action.DELETE:
+        return False
+    if change.base is not None and keep_annotation(change.base.annotations):
+        return True
+    live = world.live.get(change.ref) if world.live is not None else None
+    return live is not None and keep_annotation(live.annotations) is not None
+
+
+def _retired(ref: ObjectRef, world: World) -> bool:
+    """Stage 1 holds for a child as `check_not_retired` decides it for the object itself."""
+    stage_1 = Change(ref, Action.DELETE, world.base.get(ref), world.head.get(ref), "parent removed")
+    return retirement(stage_1, world).reason is not None
+
+
+def _flux_owned(parent: ObjectRef, child: ObjectRef, world: World) -> bool:
+    """The finalizer skips an object whose Flux labels now name another Kustomization."""
+    obj = world.live.get(child) if world.live is not None else None
+    labels = obj.labels if obj is not None else {}
+    name, ns = labels.get(FLUX_NAME), labels.get(FLUX_NAMESPACE)
+    return name is None or (name, ns) == (parent.name, parent.namespace)
+
+
+def _applied_children(
+    parent: ObjectRef, world: World, seen: set[ObjectRef], chain: str = ""
+) -> list[Child]:
+    """The guarded objects that die with a live Kustomization or Application whose deletion
+    deletes what it applied (the caller decided that it does): what it applied, unless the
+    candidate still declares it (moved to another root), another Kustomization owns it now, or
+    it carries the deployer's keep mark; and what dies with those (a Namespace's content, a
+    nested Kustomization's or Application's, an owner's dependents)."""
+    assert world.live is not None
+    flux = _kind(parent) == FLUX_KUSTOMIZATION
+    what, keeps = ("status.inventory", _flux_keeps) if flux else ("status.resources", _argo_keeps)
+    out: list[Child] = []
+    for child in sorted(set(world.live.applied_by(parent) or ())):
+        if child in seen or child in world.head or child in world.deleting:
+            continue
+        if flux and not _flux_owned(parent, child, world):
+            continue
+        live = world.live.get(child)
+        if live is not None and keeps(live.annotations):
+            continue
+        seen.add(child)
+        state = "" if live is not None else " (not in the live view)"
+        why = f"{child.display()} is listed in {what} of {parent.display()}{state}{chain}"
+        out.extend(_with_descendants(child, why, world, seen))
+    return out
+
+
+def _deletes_what_it_applied(ref: ObjectRef, world: World) -> bool:
+    """A live Kustomization or Application (further down a cascade) that deletes what it applied
+    when it is deleted itself."""
+    m = world.base.get(ref)
+    if _kind(ref) == FLUX_KUSTOMIZATION:
+        return _kustomization_deletes(ref, m, world)[0]
+    return _kind(ref) == ARGO_APPLICATION and _argo_finalizer(ref, m, world) is not None
+
+
+def _with_descendants(ref: ObjectRef, why: str, world: World, seen: set[ObjectRef]) -> list[Child]:
+    """`ref` if it is guarded and not retired, and what its own deletion deletes in turn."""
+    assert world.live is not None
+    out = []
+    if world.policy.is_guarded_kind(*_kind(ref)) and not _retired(ref, world):
+        out.append(Child(ref, why))
+    via = f", which dies with it: {why}"
+    if _kind(ref) == NAMESPACE:
+        for g in world.live.guarded_in_namespace(ref.name):
+            if g not in seen and g not in world.deleting:
+                seen.add(g)
+                out.extend(
+                    _with_descendants(g, f"{g.display()} is in {ref.display()}{via}", world, seen)
+                )
+    elif _deletes_what_it_applied(ref, world):
+        out.extend(_applied_children(ref, world, seen, f" ({ref.display()}: {why})"))
+    if _kind(ref) not in SKIPPED_CHAIN_OWNERS:
+        for d in world.live.dependents(ref):
+            if d in seen or d in world.deleting or _other_owner_stays(d, ref, world):
+                continue
+            seen.add(d)
+            out.extend(
+                _with_descendants(d, f"{d.display()} is owned by {ref.display()}{via}", world, seen)
+            )
+    return out
+
+
+# --- the parents -------------------------------------------------------------------------------
+
+
+def release_of(m: Manifest) -> tuple[str, str]:
+    """(namespace, name) of a Flux HelmRelease's Helm release: spec.releaseName, else
+    `[targetNamespace-]name` (shortened as helm-controller shortens it); in spec.targetNamespace,
+    else the HelmRelease's namespace."""
+    spec = m.spec
+    target = spec.get("targetNamespace")
+    target = target if isinstance(target, str) and target else ""
+    name = spec.get("releaseName")
+    if not isinstance(name, str) or not name:
+        name = f"{target}-{m.ref.name}" if target else m.ref.name
+        if len(name) > _RELEASE_NAME_MAX:
+            digest = hashlib.sha256(name.encode()).hexdigest()
+            name = f"{name[:40]}-{digest[:12]}"
+    return (target or m.ref.namespace, name)
+
+
+def check_release_uninstall(change: Change, world: World) -> Iterator[Finding]:
+    """RELEASE_UNINSTALL_DELETES / RELEASE_CONTENT_UNKNOWN: a removed HelmRelease is uninstalled,
+    and Helm deletes what its release made."""
+    m = change.base or change.head
+    if _kind(change.ref) != HELM_RELEASE or m is None:
+        return
+    ns, release = release_of(m)
+    hr = change.ref.display()
+    get = command(f"helm get manifest {release} -n {ns}")
+    if world.live is None:
+        yield _finding(
+            Code.RELEASE_CONTENT_UNKNOWN,
+            change,
+            f"{hr} is removed: helm-controller uninstalls release {ns}/{release}, and without "
+            "the live cluster nothing says which guarded objects it holds",
+            [
+                f"cause: {change.cause}",
+                f"release {ns}/{release}",
+                "no live view (--live not given)",
+            ],
+            f"run gate check --live to see the release's guarded objects (those carrying "
+            f"meta.helm.sh/release-name: {release}), or read them with: {get.text}",
+            [get, edit("run gate check with --live and a kubeconfig that can read the cluster")],
+        )
+        return
+    found = (_release_child(r, release, ns, world) for r in world.live.release_members(ns, release))
+    children = [c for c in found if c is not None]
+    if not children:
+        return
+    yield _cascade(
+        Code.RELEASE_UNINSTALL_DELETES,
+        change,
+        children,
+        f"{hr} is removed: helm-controller uninstalls release {ns}/{release}, which deletes",
+        [f"release {ns}/{release} (spec.releaseName, else [targetNamespace-]name)"],
+        f"keep the data first: add `{HELM_KEEP}: keep` to these objects in the chart and let "
+        "the upgrade deploy (Helm reads it from the stored release when it uninstalls), or "
+        "retire each in two stages; then remove the HelmRelease",
+        [
+            get,
+            edit(
+                f"add `{HELM_KEEP}: keep` to them in the chart (values); merge and let it deploy",
+                _source(change),
+            ),
+            edit(f"then remove {hr}"),
+        ],
+    )
+
+
+def _kustomization_deletes(ref: ObjectRef, m: Manifest | None, world: World) -> tuple[bool, str]:
+    """Whether kustomize-controller's finalizer deletes the inventory, and the evidence: not
+    suspended, and deletionPolicy Delete or WaitForTermination, or MirrorPrune (the default) with
+    prune on. Live facts when the Kustomization is live, else its manifest `m`."""
+    live = world.live.get(ref) if world.live is not None else None
+    if live is not None and "deletionPolicy" in live.facts:
+        prune, suspend = live.facts["prune"] == "true", live.facts["suspend"] == "true"
+        policy, where = live.facts["deletionPolicy"], "live"
+    else:
+        spec = _spec_of(m)
+        prune, suspend = spec.get("prune") is True, spec.get("suspend") is True
+        policy, where = str(spec.get("deletionPolicy") or "MirrorPrune"), "base manifest"
+    deletes = not suspend and (
+        policy in ("Delete", "WaitForTermination") or (policy == "MirrorPrune" and prune)
+    )
+    evidence = f"spec.prune: {str(prune).lower()}, spec.deletionPolicy: {policy} ({where})"
+    return deletes, evidence
+
+
+def check_kustomization_prune(change: Change, world: World) -> Iterator[Finding]:
+    """KUSTOMIZATION_PRUNES_GUARDED: a removed Kustomization's finalizer deletes its inventory."""
+    if _kind(change.ref) != FLUX_KUSTOMIZATION or world.live is None:
+        return
+    deletes, evidence = _kustomization_deletes(change.ref, change.base or change.head, world)
+    if not deletes:
+        return
+    ref = change.ref
+    children = _applied_children(ref, world, {ref})
+    if not children:
+        return
+    orphan = '{"spec":{"deletionPolicy":"Orphan"}}'
+    patch = f"kubectl patch {ref.kubectl()} --type merge -p '{orphan}'"
+    yield _cascade(
+        Code.KUSTOMIZATION_PRUNES_GUARDED,
+        change,
+        children,
+        f"{ref.display()} is removed with pruning on: kustomize-controller deletes what it "
+        "applied, which includes",
+        [evidence],
+        "set `spec.deletionPolicy: Orphan` on the Kustomization, merge and let it deploy, then "
+        "remove it; or move these objects to another Kustomization in the same change (the "
+        "candidate declares them there), or retire them in two stages first",
+        [
+            edit(
+                f"set spec.deletionPolicy: Orphan on {ref.display()}; merge and let it deploy",
+                _source(change),
+            ),
+            command(patch),
+            edit(f"then remove {ref.display()}"),
+        ],
+    )
+
+
+def _argo_finalizer(ref: ObjectRef, m: Manifest | None, world: World) -> str | None:
+    """The resources finalizer on the Application and where it was read (live, else `m`)."""
+    live = world.live.get(ref) if world.live is not None else None
+    if live is not None:
+        finalizers, where = live.finalizers, "live"
+    else:
+        raw = (m.body.get("metadata") or {}).get("finalizers") if m is not None else None
+        finalizers, where = tuple(raw) if isinstance(raw, list) else (), "base manifest"
+    found = next((f for f in finalizers if f in ARGO_FINALIZERS), None)
+    return f"finalizer {found} ({where})" if found else None
+
+
+def check_application_finalizer(change: Change, world: World) -> Iterator[Finding]:
+    """APPLICATION_DELETES_RESOURCES: a removed Application with the resources finalizer deletes
+    what it synced."""
+    if _kind(change.ref) != ARGO_APPLICATION or world.live is None:
+        return
+    finalizer = _argo_finalizer(change.ref, change.base or change.head, world)
+    if finalizer is None:
+        return
+    children = _applied_children(change.ref, world, {change.ref})
+    if not children:
+        return
+    ref = change.ref
+    unset = (
+        f'kubectl patch {ref.kubectl()} --type merge -p \'{{"metadata":{{"finalizers":null}}}}\''
+    )
+    yield _cascade(
+        Code.APPLICATION_DELETES_RESOURCES,
+        change,
+        children,
+        f"{ref.display()} is removed with the resources finalizer: Argo CD deletes what it "
+        "synced, which includes",
+        [finalizer],
+        "remove the resources finalizer from the Application (in its manifest, merged and "
+        f"deployed, or: {unset}), or mark these objects `{ARGO_SYNC_OPTIONS}: Delete=false`, "
+        "then remove the Application; or retire them in two stages first",
+        [
+            edit(
+                f"remove metadata.finalizers from {ref.display()}; merge and let it deploy",
+                _source(change),
+            ),
+            command(unset),
+            edit(f"then remove {ref.display()}"),
+        ],
+    )
+
+
+def _same(a: ObjectRef, b: ObjectRef) -> bool:
+    """The same owner: a cluster-scoped custom owner is resolved into the dependent's namespace
+    by the live view, which cannot know its scope."""
+    return (a.group, a.kind, a.name) == (b.group, b.kind, b.name) and (
+        a.namespace == b.namespace or "" in (a.namespace, b.namespace)
+    )
+
+
+def _other_owner_stays(child: ObjectRef, owner: ObjectRef, world: World) -> ObjectRef | None:
+    """An owner of `child` besides `owner` that this deploy keeps (declared by the candidate,
+    or live and not deleted): the garbage collector deletes a dependent only when all are gone."""
+    assert world.live is not None
+    for other in world.live.owners(child):
+        if _same(other, owner) or any(_same(other, d) for d in world.deleting):
+            continue
+        if other in world.head or world.live.get(other) is not None:
+            return other
+    return None
+
+
+def check_owner_dependents(change: Change, world: World) -> Iterator[Finding]:
+    """OWNER_DELETES_DEPENDENTS: live guarded objects whose ownerReferences name the removed
+    object; the garbage collector deletes them once no owner is left."""
+    if world.live is None or _kind(change.ref) in SKIPPED_OWNERS:
+        return
+    ref = change.ref
+    seen = {ref}
+    children: list[Child] = []
+    for d in world.live.dependents(ref):
+        if d in world.deleting or _other_owner_stays(d, ref, world) is not None:
+            continue
+        seen.add(d)
+        why = (
+            f"{d.display()} has an ownerReference to {ref.display()} and no other owner that stays"
+        )
+        children.extend(_with_descendants(d, why, world, seen))
+    if not children:
+        return
+    first = children[0].ref
+    unown = (
+        f"kubectl patch {first.kubectl()} --type json "
+        '-p \'[{"op":"remove","path":"/metadata/ownerReferences"}]\''
+    )
+    yield _cascade(
+        Code.OWNER_DELETES_DEPENDENTS,
+        change,
+        children,
+        f"{ref.display()} is removed: the garbage collector deletes its dependents, which include",
+        [f"cause: {change.cause}"],
+        f"keep {ref.display()} in the candidate until its dependents are safe: remove the "
+        f"ownerReference from each (e.g. {unown}; its operator may have a setting that stops "
+        "it putting it back), or retire them in two stages; then remove it",
+        [
+            edit(f"keep {ref.display()} in the candidate as base declares it", _source(change)),
+            command(unown),
+            edit(f"then remove {ref.display()}"),
+        ],
+    )
+
+
+# --- the finding -------------------------------------------------------------------------------
+
+
+def _cascade(
+    code: Code,
+    change: Change,
+    children: list[Child],
+    what: str,
+    evidence: Iterable[str],
+    fix: str,
+    actions: Iterable[FixAction],
+) -> Finding:
+    names = [c.ref.display() for c in children]
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return _finding(
+        code,
+        change,
+        f"{what} {len(children)} guarded object(s): {shown}",
+        [*evidence, *(c.why for c in children[:20])],
+        fix,
+        actions,
+    )
+
+
+def _speculative(change: Change, world: World, cascade: Finding) -> Finding:
+    """SPECULATIVE_PRUNE for a parent whose deletion takes guarded objects, as for a Namespace
+    that holds claims: the candidate may be evicted, the children would be gone anyway."""
+    return _finding(
+        Code.SPECULATIVE_PRUNE,
+        change,
+        f"this merge-queue candidate would delete {change.ref.display()} and with it the guarded "
+        f"objects {cascade.code} names; a deletion cannot be undone if the candidate is evicted",
+        [f"context: {world.context}", f"cause: {change.cause}"],
+        f"let the deletion wait for the merge: deploy this candidate with {change.ref.display()} "
+        "kept exactly as in base, so that only the merged deploy deletes it, after these checks "
+        "run again",
+        [
+            edit(
+                f"deploy the candidate with {change.ref.display()} kept exactly as base "
+                "declares it; the merged deploy deletes it",
+                _source(change),
+            )
+        ],
+    )
+
+
+PARENT_RULES: tuple[Callable[[Change, World], Iterator[Finding]], ...] = (
+    check_release_uninstall,
+    check_kustomization_prune,
+    check_application_finalizer,
+    check_owner_dependents,
+)
+
+
+def check_cascades(changes: Iterable[Change], world: World) -> Iterator[Finding]:
+    """Every parent's finding for the deleted objects among `changes` (see the module docstring);
+    a speculative candidate also defers a parent whose children die."""
+    for change in changes:
+        if not change.deletes or _parent_kept(change, world):
+            continue
+        found = [f for rule in PARENT_RULES for f in rule(change, world)]
+        yield from found
+        dying = [f for f in found if f.code is not Code.RELEASE_CONTENT_UNKNOWN]
+        if dying and world.context is Context.SPECULATIVE:
+            yield _speculative(change, world, dying[0])
