@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gate.engine.context import Context
+from gate.engine.flux import POINTING, was_rendered
 from gate.engine.livestate import ARGO_APPLICATION, FLUX_KUSTOMIZATION, KEEP_MANAGERS
 from gate.engine.plan import Action, Change
 from gate.engine.rules import NAMESPACE, World, _finding, _source, keep_annotation, retirement
@@ -225,6 +226,8 @@ def check_release_uninstall(change: Change, world: World) -> Iterator[Finding]:
     hr = change.ref.display()
     get = command(f"helm get manifest {release} -n {ns}")
     if world.live is None:
+        if was_rendered(change.ref, world.base):
+            return  # its chart was rendered: what it made is in base, each judged as a deletion
         yield _finding(
             Code.RELEASE_CONTENT_UNKNOWN,
             change,
@@ -315,6 +318,54 @@ def check_kustomization_prune(change: Change, world: World) -> Iterator[Finding]
             edit(f"then remove {ref.display()}"),
         ],
     )
+
+
+def check_kustomization_repointed(world: World) -> Iterator[Finding]:
+    """KUSTOMIZATION_PRUNES_GUARDED for a Kustomization that stays but whose `spec.path`,
+    `targetNamespace` or `sourceRef` changes, with prune on: on its next apply it prunes every
+    object of its live inventory that the new path does not build. Live, what it applied and the
+    candidate does not declare (with `--flux-root` the candidate is what the new path builds)."""
+    if world.live is None:
+        return
+    for now in world.head.of_kind(*FLUX_KUSTOMIZATION):
+        before = world.base.get(now.ref)
+        if before is None or now.spec.get("prune") is not True:
+            continue
+        moved = [f for f in POINTING if before.spec.get(f) != now.spec.get(f)]
+        if not moved:
+            continue
+        ref = now.ref
+        children = _applied_children(ref, world, {ref})
+        if not children:
+            continue
+        change = Change(ref, Action.UPDATE, before, now, "changed by the candidate")
+        what = "; ".join(
+            f"spec.{f}: {_shown(before.spec.get(f))} -> {_shown(now.spec.get(f))}" for f in moved
+        )
+        yield _cascade(
+            Code.KUSTOMIZATION_PRUNES_GUARDED,
+            change,
+            children,
+            f"{ref.display()} is re-pointed ({what}) with pruning on: its next apply prunes what "
+            "it applied and the new source does not build, which includes",
+            [what, "spec.prune: true (candidate)"],
+            "keep these objects in what the Kustomization builds after the change (move their "
+            "manifests to the new path, or re-point in a later change once they are retired), "
+            "or retire them in two stages first",
+            [
+                command(f"kubectl get {ref.kubectl()} -o jsonpath='{{.status.inventory}}'"),
+                edit(
+                    f"make the new spec of {ref.display()} still build these objects",
+                    _source(change),
+                ),
+            ],
+        )
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, dict):
+        return f"{value.get('kind', '')} {value.get('name', '')}".strip()
+    return "unset" if value in (None, "") else str(value)
 
 
 def _argo_finalizer(ref: ObjectRef, m: Manifest | None, world: World) -> str | None:
@@ -490,3 +541,4 @@ def check_cascades(changes: Iterable[Change], world: World) -> Iterator[Finding]
         dying = [f for f in found if f.code is not Code.RELEASE_CONTENT_UNKNOWN]
         if dying and world.context is Context.SPECULATIVE:
             yield _speculative(change, world, dying[0])
+    yield from check_kustomization_repointed(world)

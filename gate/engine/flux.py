@@ -49,6 +49,12 @@ def _deletes_when_removed(k: Manifest) -> bool:
     return policy in ("Delete", "WaitForTermination") or _prunes(k)
 
 
+def was_rendered(release: ObjectRef, base: Inventory) -> bool:
+    """True when base holds what HelmRelease `release` installs (its chart was rendered)."""
+    root = f"{HELM_PREFIX}{release.namespace}/{release.name}"
+    return any(m.root == root for m in base)
+
+
 def root_removed(root: str, base: Inventory, head: Inventory) -> bool:
     """True when the root is a Kustomization the candidate removes: its objects go on purpose."""
     ref = parent_ref(root)

@@ -494,3 +494,30 @@ def test_forgetting_objects_forgets_their_cascades() -> None:
         [],
         None,
     )
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "prune: true\n  targetNamespace: store",
+        "prune: true\n  path: ./apps/v2",
+    ],
+)
+def test_a_kustomization_repointed_with_prune_prunes_its_inventory(spec: str) -> None:
+    live = state(live_kustomization([CLAIM_ID, CONFIGMAP_ID]), flux_claim())
+    head = kustomization(spec).replace(
+        "  path: ./apps\n  sourceRef", "  sourceRef", spec.count("path")
+    )
+    result = run(kustomization(), head, live=live)
+    f = one(result, Code.KUSTOMIZATION_PRUNES_GUARDED)
+    assert "is re-pointed" in f.message and "PersistentVolumeClaim app/data" in f.message
+    # Prune off: nothing is pruned; and a candidate that still declares the claim keeps it.
+    assert Code.KUSTOMIZATION_PRUNES_GUARDED not in codes(
+        run(
+            kustomization("prune: false"),
+            kustomization("prune: false\n  targetNamespace: x"),
+            live=live,
+        )
+    )
+    kept = run(doc(kustomization(), claim()), doc(head, claim()), live=live)
+    assert Code.KUSTOMIZATION_PRUNES_GUARDED not in codes(kept)
