@@ -52,6 +52,9 @@ ROOT_PREFIX = "flux:"
 DEFAULT_SOURCE = ("flux-system", "flux-system")
 #: An object that opts out of substitution (kustomize-controller honours it).
 SUBSTITUTE_ANNOTATION = "kustomize.toolkit.fluxcd.io/substitute"
+#: Fields of a Flux Kustomization that change what its path builds; a `$patch: delete` in
+#: `spec.patches` removes an object as surely as deleting its file.
+BUILD_FIELDS = ("patches", "images", "components", "namePrefix", "nameSuffix")
 #: How many Kustomizations one revision may chain before it is called a loop.
 MAX_KUSTOMIZATIONS = 2000
 
@@ -66,6 +69,8 @@ class _Job:
     target_namespace: str
     substitute: dict[str, str]
     substitute_from: tuple[dict[str, Any], ...]
+    #: Kustomization fields Flux adds to the build (patches, images, components, name affixes).
+    extra: dict[str, Any] | None = None
 
 
 def root_of(namespace: str, name: str) -> str:
@@ -89,12 +94,12 @@ def render_flux(
                 f"--flux-root {entry} does not exist at revision {rev} ({tree.sha[:12]})"
             )
         out: list[RawObject] = []
-        queue = [_Job(entry, entry, "", "", {}, ())]
+        queue = [_Job(entry, entry, "", "", {}, (), None)]
         seen: set[str] = set()
         own = set(sources)
         while queue:
             job = queue.pop(0)
-            objects = [_finish(o, job, out) for o in tree.build(job.path, job.root)]
+            objects = [_finish(o, job, out) for o in tree.build(job.path, job.root, job.extra)]
             out.extend(objects)
             kustomizations = [o for o in objects if _is_kustomization(o.body)]
             if not own:
@@ -263,6 +268,7 @@ def _job_for(k: RawObject, own: set[tuple[str, str]]) -> _Job | None:
         target_namespace=str(spec.get("targetNamespace") or ""),
         substitute={str(k): str(v) for k, v in inline.items()},
         substitute_from=tuple(s for s in sources if isinstance(s, dict)),
+        extra={f: spec[f] for f in BUILD_FIELDS if spec.get(f)} or None,
     )
 
 

@@ -143,8 +143,11 @@ class ExportedTree:
         """True when `rel` (from the repository root) is a directory at this revision."""
         return (self.tree / rel).is_dir()
 
-    def build(self, rel: str, root: str | None = None) -> list[RawObject]:
-        """The objects `rel` builds to, each tagged with `root` (default: `rel`)."""
+    def build(
+        self, rel: str, root: str | None = None, extra: dict[str, Any] | None = None
+    ) -> list[RawObject]:
+        """The objects `rel` builds to, each tagged with `root` (default: `rel`); `extra`
+        kustomization fields are applied on top (`components` relative to `rel`)."""
         target = self.tree / rel
         if not target.is_dir():
             what = "is not a directory" if target.exists() else "does not exist"
@@ -155,15 +158,25 @@ class ExportedTree:
             (target / "kustomization.yaml").write_text(generated, encoding="utf-8")
             label = f"{rel} (kustomize build as Flux generates it, at {self.sha[:12]})"
         tree = self.tree
+        wrapper = self.root / _WRAPPER_DIR
+        if extra and "components" in extra:
+            extra = {
+                **extra,
+                "components": [
+                    os.path.relpath(target / str(c), wrapper).replace(os.sep, "/")
+                    for c in extra["components"]
+                ],
+            }
         built = _build(
             self.command,
             target,
-            self.root / _WRAPPER_DIR,
+            wrapper,
             root=tree,
             label=label,
             label_file=lambda f: _under(f, tree),
             scrub=str(tree),
             timeout=self.timeout,
+            extra=extra,
         )
         return [replace(o, root=rel if root is None else root) for o in built]
 
@@ -233,22 +246,32 @@ def _build(
     label_file: Callable[[Path], str | None],
     scrub: str | None,
     timeout: float,
+    extra: dict[str, Any] | None = None,
 ) -> list[RawObject]:
-    """Build `target` through an origin-annotating wrapper, else plainly; parse and trace back."""
+    """Build `target` through an origin-annotating wrapper, else plainly; parse and trace back.
+
+    `extra` are kustomization fields a Flux Kustomization adds to the build (`patches`, `images`,
+    `components`, `namePrefix`, `nameSuffix`): they go into the wrapper, and a build that needs
+    them never falls back to the plain one, which would leave them out."""
     wrapper.mkdir(exist_ok=True)
     resource = os.path.relpath(target, wrapper).replace(os.sep, "/")
     (wrapper / "kustomization.yaml").write_text(
-        "apiVersion: kustomize.config.k8s.io/v1beta1\n"
-        "kind: Kustomization\n"
-        f"resources:\n- {_yaml_scalar(resource)}\n"
-        "buildMetadata: [originAnnotations]\n",
+        json.dumps(
+            {
+                "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                "kind": "Kustomization",
+                "resources": [resource],
+                "buildMetadata": ["originAnnotations"],
+                **(extra or {}),
+            }
+        ),
         encoding="utf-8",
     )
     wrapped = _run(_argv(command, wrapper, [root, wrapper]), wrapper, timeout)
     if wrapped.returncode == 0:
         objects = parse_stream(wrapped.stdout, label)
         return _trace(objects, wrapper, root, label_file)
-    plain = _run(_argv(command, target, [root]), wrapper, timeout)
+    plain = wrapped if extra else _run(_argv(command, target, [root]), wrapper, timeout)
     if plain.returncode != 0:
         stderr = _clean_stderr(plain.stderr) or plain.stdout.strip() or f"exit {plain.returncode}"
         if scrub:

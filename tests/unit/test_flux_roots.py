@@ -312,3 +312,28 @@ def test_a_claim_the_chart_keeps_is_an_orphan_not_a_deletion(
     rc, data, stderr = check(repo)
     assert rc == 0, (data, stderr)
     assert only(data)["code"] == "ORPHANED_BY_KEEP"
+
+
+DROP = """\
+  patches:
+    - target: {kind: PersistentVolumeClaim}
+      patch: |
+        $patch: delete
+        apiVersion: v1
+        kind: PersistentVolumeClaim
+        metadata: {name: any}
+"""
+
+
+@needs_renderer
+@pytest.mark.parametrize("how", ["a $patch: delete in spec.patches", "a new spec.namePrefix"])
+def test_what_the_kustomization_adds_to_the_build_counts(tmp_path: Path, how: str) -> None:
+    """Flux builds spec.patches, images, components and name affixes into the path's build: a
+    claim deleted by a patch on the Kustomization object is deleted."""
+    extra = DROP if how.startswith("a $patch") else "  namePrefix: v2-\n"
+    repo = repo_with(tmp_path, {"clusters/prod/apps.yaml": apps() + extra})
+    rc, data, stderr = check(repo)
+    assert rc == 1, (data, stderr)
+    finding = only(data)
+    assert finding["code"] == "NOT_RETIRED" and finding["object"]["name"] == "web-data"
+    assert "Kustomization flux-system/apps no longer applies it" in finding["evidence"][0]
