@@ -94,9 +94,9 @@ def render_flux(
                 f"--flux-root {entry} does not exist at revision {rev} ({tree.sha[:12]})"
             )
         out: list[RawObject] = []
-        queue = [_Job(entry, entry, "", "", {}, (), None)]
-        seen: set[str] = set()
         own = set(sources)
+        first = _entry_job(tree, entry, own)
+        queue, seen = [first], {first.root}
         while queue:
             job = queue.pop(0)
             objects = [_finish(o, job, out) for o in tree.build(job.path, job.root, job.extra)]
@@ -125,6 +125,32 @@ def render_flux(
                     )
                 queue.append(job_for)
         return out
+
+
+def _entry_job(tree: ExportedTree, entry: str, own: set[tuple[str, str]]) -> _Job:
+    """How the entry point is applied: by the Kustomization in it that applies it (flux-system,
+    whose spec.path names the entry, or which is named as this repository's GitRepository), so
+    its objects are that Kustomization's (its prune decides their removal); when the candidate
+    re-points it elsewhere, Flux applies the new path instead, and so does this."""
+    plain = _Job(entry, entry, "", "", {}, (), None)
+    found = [o for o in tree.build(entry) if _is_kustomization(o.body)]
+    sources = own or _own_sources(found, entry)
+    for k in found:
+        job = _job_for(k, sources)
+        if job is None:
+            continue
+        meta = _meta(k.body)
+        named = (str(meta.get("namespace") or ""), str(meta.get("name", ""))) in sources
+        if job.path == entry or named:
+            if job.path != entry and not tree.exists(job.path):
+                raise GitError(
+                    f"Kustomization {job.root.removeprefix(ROOT_PREFIX)} applies the entry point "
+                    f"but names spec.path {job.path}, which does not exist at revision "
+                    f"{tree.rev} ({tree.sha[:12]})",
+                    str(k.source),
+                )
+            return job
+    return plain
 
 
 def _is_helm_release(body: dict[str, Any]) -> bool:

@@ -126,6 +126,7 @@ class ExportedTree:
         self.repo, self.rev, self.timeout = repo, rev, timeout
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self.sha = ""
+        self._built: dict[tuple[str, str], list[RawObject]] = {}
 
     def __enter__(self) -> ExportedTree:
         self.command = find_kustomize()
@@ -147,7 +148,14 @@ class ExportedTree:
         self, rel: str, root: str | None = None, extra: dict[str, Any] | None = None
     ) -> list[RawObject]:
         """The objects `rel` builds to, each tagged with `root` (default: `rel`); `extra`
-        kustomization fields are applied on top (`components` relative to `rel`)."""
+        kustomization fields are applied on top (`components` relative to `rel`). A path is
+        built once per set of fields."""
+        key = (rel, json.dumps(extra, sort_keys=True) if extra else "")
+        if key not in self._built:
+            self._built[key] = self._build(rel, extra)
+        return [replace(o, root=rel if root is None else root) for o in self._built[key]]
+
+    def _build(self, rel: str, extra: dict[str, Any] | None) -> list[RawObject]:
         target = self.tree / rel
         if not target.is_dir():
             what = "is not a directory" if target.exists() else "does not exist"
@@ -167,7 +175,7 @@ class ExportedTree:
                     for c in extra["components"]
                 ],
             }
-        built = _build(
+        return _build(
             self.command,
             target,
             wrapper,
@@ -178,7 +186,6 @@ class ExportedTree:
             timeout=self.timeout,
             extra=extra,
         )
-        return [replace(o, root=rel if root is None else root) for o in built]
 
 
 def flux_generated_kustomization(target: Path) -> str | None:

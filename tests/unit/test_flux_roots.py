@@ -337,3 +337,25 @@ def test_what_the_kustomization_adds_to_the_build_counts(tmp_path: Path, how: st
     finding = only(data)
     assert finding["code"] == "NOT_RETIRED" and finding["object"]["name"] == "web-data"
     assert "Kustomization flux-system/apps no longer applies it" in finding["evidence"][0]
+
+
+@needs_renderer
+def test_the_entry_point_is_its_own_kustomizations(tmp_path: Path) -> None:
+    """What the entry point holds is applied by flux-system: built once (no duplicates), pruned
+    by it, and when the candidate re-points flux-system, Flux applies the new path instead."""
+    repo = repo_with(tmp_path, {"clusters/prod/extra.yaml": CLAIM.replace("${APP}", "top")})
+    rc, data, stderr = check(repo)
+    assert rc == 0 and "declared" not in stderr, (data, stderr)
+    repo.commit({"clusters/prod/extra.yaml": None}, "drop the claim in the entry point")
+    rc, data, _ = check(repo)
+    finding = only(data)
+    assert rc == 1 and finding["object"]["name"] == "top-data"
+    assert "Kustomization flux-system/flux-system no longer applies it" in finding["evidence"][0]
+    other = SYNC.replace("./clusters/prod", "./clusters/other")
+    repo.commit(
+        {"clusters/prod/flux-system/gotk-sync.yaml": other, "clusters/other/README.md": "x"},
+        "re-point the cluster to an empty directory",
+    )
+    rc, data, stderr = check(repo)
+    assert rc == 1, (data, stderr)
+    assert "web-data" in {f["object"]["name"] for f in data["findings"]}
