@@ -175,3 +175,14 @@ def test_timestamps_stay_strings_as_kubernetes_reads_them() -> None:
         "since": "2026-12-03",
         "at": "2026-12-03T07:00:00Z",
     }
+
+
+def test_a_plain_equals_sign_is_a_string_as_kubernetes_reads_it() -> None:
+    """YAML 1.1's `=` "value" type had no constructor in PyYAML: a real chart's values
+    (kube-prometheus-stack's `operator: =`) made every render of its root exit 2."""
+    text = (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: app}\n"
+        "data:\n  op: =\n  list: [=, a]\n"
+    )
+    (obj,) = parse_stream(text, "eq.yaml")
+    assert obj.body["data"] == {"op": "=", "list": ["=", "a"]}
