@@ -129,7 +129,7 @@ def history_command(
         commits, end_sha = _commits(repo, start, end)
         if not commits:
             raise GitError(f"no commits in {range_}: is {start} an ancestor of {end}?")
-        _require_paths(repo, paths, [end_sha, commits[0].parent or end_sha])
+        _require_paths(repo, paths, commits)
         policy = _policy(repo, end_sha, config_path)
     except GateError as exc:
         fail(str(exc))
@@ -202,14 +202,19 @@ def _existing(repo: str, sha: str, paths: Sequence[str]) -> tuple[list[str], lis
     return present, missing
 
 
-def _require_paths(repo: str, paths: Sequence[str], revisions: Sequence[str]) -> None:
-    """A --path that exists at neither end of the range is a typo, not an empty root."""
+def _require_paths(repo: str, paths: Sequence[str], commits: Sequence[Commit]) -> None:
+    """A --path that no revision of the range has is a typo, not an empty root (the ends are
+    looked at first: a root there is the usual case)."""
+    shas = [commits[-1].sha, *(c.parent for c in commits[:1] if c.parent)]
+    shas.extend(c.sha for c in commits[:-1])
     absent = set(paths)
-    for sha in revisions:
-        absent &= set(_existing(repo, sha, paths)[1])
+    for sha in shas:
+        if not absent:
+            return
+        absent &= set(_existing(repo, sha, sorted(absent))[1])
     if absent:
         raise GitError(
-            f"--path {', '.join(sorted(absent))}: not in the repository at either end of the "
+            f"--path {', '.join(sorted(absent))}: not in the repository at any revision of the "
             "range (paths are from the repository root)"
         )
 

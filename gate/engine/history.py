@@ -86,10 +86,11 @@ class RevisionCache:
     """Revisions by commit sha, each read once: a commit's head is the next commit's base.
 
     A revision that cannot be read is cached as its error, so both commits that compare it say
-    why. Only the most recent `size` revisions are kept: a first-parent replay needs two.
+    why. Only the `size` revisions used last are kept: a first-parent replay reads a commit's
+    head, then its base, and the next commit's base is that head, used two reads ago.
     """
 
-    def __init__(self, read: Callable[[str], Revision], size: int = 2) -> None:
+    def __init__(self, read: Callable[[str], Revision], size: int = 3) -> None:
         self._read = read
         self._size = size
         self._cache: OrderedDict[str, Revision | GateError] = OrderedDict()
