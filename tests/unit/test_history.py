@@ -251,3 +251,13 @@ def test_render_kustomize_replays_what_the_kustomization_builds(
     assert dropped["verdict"] == "block"
     assert "NOT_RETIRED" in dropped["codes"]
     assert sorted(calls.values()) == [1, 1, 1]
+
+
+def test_a_subject_cannot_paint_the_terminal(tmp_path: Path) -> None:
+    repo = GitRepo(tmp_path / "repo")
+    start = repo.commit({"app/settings.yaml": CONFIG}, "start")
+    repo.commit({"app/claim.yaml": claim()}, "\x1b[2Jadd a claim")
+    result = gate("--repo", str(repo.root), "--range", f"{start}..HEAD")
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.stdout
+    assert "\\x1b[2Jadd a claim" in result.stdout
