@@ -2,7 +2,8 @@
 
 Every `GateError` becomes `error: <what>` on stderr and exit code 2 ("could not decide");
 click's own usage errors exit 2 as well. Exit codes come from `gate.engine.verdict`. The
-commands live one group per module (`check`, `retire`, `fence`); no decisions are made here.
+commands live one group per module (`check`, `history`, `retire`, `fence`); no decisions are
+made here.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from gate import __version__
 from gate.cli.check import check_command
 from gate.cli.common import fail
 from gate.cli.fence import fence_group
+from gate.cli.history import history_command
 from gate.cli.retire import retire_group
 from gate.engine.verdict import EXIT_BUG
 from gate.model.errors import GateError
@@ -112,6 +114,7 @@ def main(debug: bool) -> None:
 main.add_command(check_command)
 main.add_command(retire_group)
 main.add_command(fence_group)
+main.add_command(history_command)
 
 
 @main.command("codes")

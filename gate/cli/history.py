@@ -1,0 +1,258 @@
+"""`gate history`: replay the gate over a range of commits, one row per first-parent commit.
+
+Each commit C of `git rev-list --first-parent --reverse A..B` is checked against its first
+parent C^1 in the `merged` context (what its deploy did), with the policy of the range's end B.
+Every revision is read (or rendered) once: C's objects are the next commit's base.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Sequence
+
+import click
+
+from gate.cli.common import fail
+from gate.engine.history import (
+    Commit,
+    HistoryRow,
+    Revision,
+    RevisionCache,
+    replay,
+    summarize,
+)
+from gate.engine.policy import Policy
+from gate.model.errors import ConfigError, GateError, GitError, InputError
+from gate.model.objects import RawObject
+from gate.report.history import progress_line, render_history_json, render_history_text
+from gate.sources.clock import utc_today
+from gate.sources.policyfile import (
+    POLICY_FILE,
+    decode_policy,
+    load_policy,
+    policy_from_text,
+)
+
+
+@click.command("history")
+@click.option(
+    "--repo",
+    default=".",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Git repository.",
+)
+@click.option(
+    "--range",
+    "range_",
+    required=True,
+    metavar="A..B",
+    help="The commits to replay: every first-parent commit after A up to B.",
+)
+@click.option(
+    "--path",
+    "paths",
+    multiple=True,
+    metavar="DIR",
+    help="Directory in the repository to read (repeatable; default: the whole tree). A path a "
+    "revision lacks is read as empty there, with a note on the row.",
+)
+@click.option(
+    "--render",
+    type=click.Choice(["none", "kustomize"]),
+    default="none",
+    show_default=True,
+    help="Build each --path with kustomize at each revision.",
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    help=f"Policy file on disk (default: {POLICY_FILE} at the range's end B).",
+)
+@click.option(
+    "-n",
+    "--namespace",
+    default="default",
+    show_default=True,
+    help="Namespace of namespaced objects that declare none.",
+)
+@click.option(
+    "-o",
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="Output format.",
+)
+@click.option(
+    "--first-parent",
+    is_flag=True,
+    default=True,
+    help="Follow the first parent of merges (the default and only mode: a merge is compared "
+    "with the branch it merged into).",
+)
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="One line per commit on stderr while it runs (default: when stderr is a terminal).",
+)
+def history_command(
+    repo: str,
+    range_: str,
+    paths: Sequence[str],
+    render: str,
+    config_path: str | None,
+    namespace: str,
+    fmt: str,
+    first_parent: bool,
+    progress: bool | None,
+) -> None:
+    """Replay the gate over past commits: how would it have judged each one?
+
+    Each first-parent commit C of A..B is compared with its first parent C^1 in the `merged`
+    context (the commit is on the branch; its deploy ran), with the policy at B (or --config).
+    A commit the gate cannot decide (a malformed manifest, a failed render) is a row with
+    verdict `error` and the reason; the replay goes on.
+
+    Columns: commit, subject, verdict, codes, objects (on the commit's side), seconds. Exit
+    codes: 0 when the replay ran, whatever the verdicts; 2 on bad arguments or an unreadable
+    repository.
+    """
+    del first_parent  # the only mode
+    try:
+        start, end = _parse_range(range_)
+        if render == "kustomize" and not paths:
+            raise InputError("--render kustomize needs at least one --path to build")
+        commits, end_sha = _commits(repo, start, end)
+        if not commits:
+            raise GitError(f"no commits in {range_}: is {start} an ancestor of {end}?")
+        _require_paths(repo, paths, commits)
+        policy = _policy(repo, end_sha, config_path)
+    except GateError as exc:
+        fail(str(exc))
+    reader = _reader(repo, paths, render)
+    show = sys.stderr.isatty() if progress is None else progress
+    rows: list[HistoryRow] = []
+    rows_iter = replay(
+        commits,
+        RevisionCache(reader),
+        policy=policy,
+        today=utc_today(),
+        clock=time.perf_counter,
+        default_namespace=namespace,
+    )
+    for index, row in enumerate(rows_iter, start=1):
+        rows.append(row)
+        if show:
+            click.echo(progress_line(index, len(commits), row), err=True)
+    summary = summarize(rows)
+    if fmt == "json":
+        click.echo(render_history_json(rows, summary, range_=range_))
+    else:
+        click.echo(render_history_text(rows, summary))
+
+
+def _parse_range(range_: str) -> tuple[str, str]:
+    """`A..B` into (A, B); `A...B` and a missing side are refused (they mean something else)."""
+    start, sep, end = range_.partition("..")
+    if not sep or not start or not end or end.startswith("."):
+        raise InputError(
+            f"--range {range_!r}: give two revisions as A..B (the commits after A up to B, "
+            "e.g. HEAD~300..HEAD)"
+        )
+    return start, end
+
+
+def _commits(repo: str, start: str, end: str) -> tuple[list[Commit], str]:
+    """The first-parent commits after `start` up to `end`, oldest first, and `end`'s sha."""
+    from gate.sources import gitsource  # GitPython is slow to import
+
+    a = gitsource.resolve_revision(repo, start)
+    b = gitsource.resolve_revision(repo, end)
+    with gitsource.open_repo(repo) as r:
+        out = str(r.git.log("--first-parent", "--reverse", "--format=%H%x00%P%x00%s", f"{a}..{b}"))
+    commits: list[Commit] = []
+    for line in out.splitlines():
+        sha, parents, subject = line.split("\0", 2)
+        first = parents.split()[0] if parents.split() else None
+        commits.append(Commit(sha, first, subject))
+    return commits, b
+
+
+def _existing(repo: str, sha: str, paths: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(paths that are directories or files at `sha`, paths that are not)."""
+    from gate.sources import gitsource
+
+    present: list[str] = []
+    missing: list[str] = []
+    with gitsource.open_repo(repo) as r:
+        tree = r.commit(sha).tree
+        for path in paths:
+            norm = path.strip("/").removeprefix("./") or "."
+            try:
+                if norm != ".":
+                    tree.join(norm)
+            except KeyError:
+                missing.append(path)
+                continue
+            present.append(path)
+    return present, missing
+
+
+def _require_paths(repo: str, paths: Sequence[str], commits: Sequence[Commit]) -> None:
+    """A --path that no revision of the range has is a typo, not an empty root (the ends are
+    looked at first: a root there is the usual case)."""
+    shas = [commits[-1].sha, *(c.parent for c in commits[:1] if c.parent)]
+    shas.extend(c.sha for c in commits[:-1])
+    absent = set(paths)
+    for sha in shas:
+        if not absent:
+            return
+        absent &= set(_existing(repo, sha, sorted(absent))[1])
+    if absent:
+        raise GitError(
+            f"--path {', '.join(sorted(absent))}: not in the repository at any revision of the "
+            "range (paths are from the repository root)"
+        )
+
+
+def _reader(repo: str, paths: Sequence[str], render: str) -> Callable[[str], Revision]:
+    """Read one revision: the objects under the paths it has, a note for each it lacks (read as
+    empty: a root that does not exist yet, or any more, holds nothing there)."""
+    from gate.sources import gitsource
+    from gate.sources import render as renderers
+
+    def read(sha: str) -> Revision:
+        present, missing = _existing(repo, sha, paths)
+        notes = tuple(f"{p} does not exist at {sha[:12]}: read as empty" for p in missing)
+        objects: list[RawObject] = []
+        if render == "kustomize":
+            if present:
+                objects = renderers.render_kustomize_paths(repo, sha, present)
+        elif present or not paths:
+            objects = gitsource.read_tree(repo, sha, present)
+        return Revision(tuple(objects), notes)
+
+    return read
+
+
+def _policy(repo: str, end_sha: str, config_path: str | None) -> Policy:
+    """The policy: --config from disk, else the policy file at the range's end (one policy for
+    the whole replay, so the rows are comparable); a symlink there is refused."""
+    from gate.sources import gitsource
+
+    if config_path is not None:
+        return load_policy(config_path)
+    blob = gitsource.read_blob(repo, end_sha, POLICY_FILE)
+    if blob is None:
+        return Policy()
+    label = f"{POLICY_FILE} at {end_sha[:12]}"
+    is_link, data = blob
+    if is_link:
+        raise ConfigError(
+            f"{label}: the policy file is a symlink (git mode 120000): commit the file"
+        )
+    return policy_from_text(decode_policy(data, label), label)

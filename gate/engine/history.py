@@ -1,0 +1,227 @@
+"""`gate history` as pure parts: replay the gate commit by commit, one row per commit, a summary.
+
+A team tries prune-gate on its own past before adopting it: every first-parent commit of a range
+is checked against its first parent, as the merged deploy of that commit would have been. Each
+revision is read once and reused as the next commit's base (`RevisionCache`), and a commit the
+gate cannot decide (a `GateError`: a malformed manifest, a failed render) is a row of its own, so
+one broken revision never hides the other 299.
+
+The reading of revisions and the clock are the caller's (`read`, `clock`): nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+from gate.engine.check import CheckResult, check_objects
+from gate.engine.context import Context
+from gate.engine.policy import Policy
+from gate.model.errors import GateError, InputError
+from gate.model.findings import Finding
+from gate.model.kinds import check_guarded_kinds, declared_custom_kinds
+from gate.model.objects import RawObject
+
+#: The verdict of a commit the gate could not decide (what `gate check` exits 2 for).
+ERROR = "error"
+
+#: Every verdict a row can have, in the summary's order.
+ROW_VERDICTS = ("allow", "warn", "block", "defer", ERROR)
+
+#: The context a replayed commit is judged in: it has been merged, its deploy ran.
+HISTORY_CONTEXT = Context.MERGED
+
+
+@dataclass(frozen=True)
+class Commit:
+    """One first-parent commit of the range: its sha, its first parent (None for a root commit)
+    and its subject line."""
+
+    sha: str
+    parent: str | None
+    subject: str
+
+
+@dataclass(frozen=True)
+class Revision:
+    """What one revision holds: its objects, and the notes of how they were read (a path the
+    revision lacks, read as empty)."""
+
+    objects: tuple[RawObject, ...]
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    """One commit's outcome: `verdict` is a `Verdict` value or `error`; `objects` is the count on
+    the head side (None when the head could not be read); `error` is the reason of an `error`."""
+
+    sha: str
+    subject: str
+    verdict: str
+    codes: tuple[str, ...]
+    objects: int | None
+    seconds: float
+    findings: tuple[Finding, ...] = ()
+    error: str | None = None
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class HistorySummary:
+    """The range in one line: how many commits, how many of each verdict, seconds per commit."""
+
+    commits: int
+    counts: dict[str, int]
+    seconds: float
+
+    @property
+    def seconds_per_commit(self) -> float:
+        return self.seconds / self.commits if self.commits else 0.0
+
+
+class RevisionCache:
+    """Revisions by commit sha, each read once: a commit's head is the next commit's base.
+
+    A revision that cannot be read is cached as its error, so both commits that compare it say
+    why. Only the `size` revisions used last are kept: a first-parent replay reads a commit's
+    head, then its base, and the next commit's base is that head, used two reads ago.
+    """
+
+    def __init__(self, read: Callable[[str], Revision], size: int = 3) -> None:
+        self._read = read
+        self._size = size
+        self._cache: OrderedDict[str, Revision | GateError] = OrderedDict()
+
+    def get(self, sha: str) -> Revision:
+        """The revision at `sha`; raises the `GateError` that reading it raised."""
+        if sha not in self._cache:
+            try:
+                self._cache[sha] = self._read(sha)
+            except GateError as exc:
+                self._cache[sha] = exc
+            while len(self._cache) > self._size:
+                self._cache.popitem(last=False)
+        self._cache.move_to_end(sha)
+        got = self._cache[sha]
+        if isinstance(got, GateError):
+            raise got
+        return got
+
+
+def check_commit(
+    base_raw: Sequence[RawObject],
+    head_raw: Sequence[RawObject],
+    *,
+    policy: Policy,
+    today: dt.date,
+    default_namespace: str = "default",
+) -> CheckResult:
+    """What `gate check` (git mode, without `--live`) decides for one pair of revisions, in the
+    merged context; raises `GateError` where it would exit 2."""
+    if not base_raw and not head_raw:
+        raise InputError(
+            "no Kubernetes objects at this commit nor at its parent: check the paths "
+            "(kustomizations need --render kustomize)"
+        )
+    declared = declared_custom_kinds(r.body for r in (*base_raw, *head_raw))
+    check_guarded_kinds(policy.guarded_kinds, declared, live=False)
+    return check_objects(
+        base_raw,
+        head_raw,
+        context=HISTORY_CONTEXT,
+        policy=policy,
+        today=today,
+        default_namespace=default_namespace,
+    )
+
+
+def replay(
+    commits: Sequence[Commit],
+    cache: RevisionCache,
+    *,
+    policy: Policy,
+    today: dt.date,
+    clock: Callable[[], float],
+    default_namespace: str = "default",
+) -> Iterator[HistoryRow]:
+    """One row per commit, in order; a `GateError` on either side is an `error` row, and the
+    replay goes on. A root commit is compared with an empty base."""
+    for commit in commits:
+        start = clock()
+        objects: int | None = None
+        notes: list[str] = []
+        try:
+            head = cache.get(commit.sha)
+            objects = len(head.objects)
+            notes.extend(f"head: {n}" for n in head.notes)
+            if commit.parent is None:
+                base = Revision((), ("root commit: the base is empty",))
+            else:
+                base = _base(cache, commit.parent)
+            notes.extend(f"base: {n}" for n in base.notes)
+            result = check_commit(
+                base.objects,
+                head.objects,
+                policy=policy,
+                today=today,
+                default_namespace=default_namespace,
+            )
+        except GateError as exc:
+            yield error_row(commit, str(exc), clock() - start, objects, tuple(notes))
+            continue
+        yield result_row(commit, result, clock() - start, tuple(notes))
+
+
+def _base(cache: RevisionCache, parent: str) -> Revision:
+    try:
+        return cache.get(parent)
+    except GateError as exc:
+        raise GateError(f"the parent {parent[:12]} cannot be read: {exc}") from exc
+
+
+def result_row(
+    commit: Commit, result: CheckResult, seconds: float, notes: tuple[str, ...] = ()
+) -> HistoryRow:
+    """The row of a decided commit: its verdict, its codes (each once, in report order)."""
+    findings = result.decision.findings
+    return HistoryRow(
+        sha=commit.sha,
+        subject=commit.subject,
+        verdict=result.decision.verdict.value,
+        codes=tuple(dict.fromkeys(f.code.value for f in findings)),
+        objects=len(result.head),
+        seconds=seconds,
+        findings=findings,
+        notes=notes,
+    )
+
+
+def error_row(
+    commit: Commit,
+    reason: str,
+    seconds: float,
+    objects: int | None = None,
+    notes: tuple[str, ...] = (),
+) -> HistoryRow:
+    """The row of a commit the gate could not decide, with the reason."""
+    return HistoryRow(
+        sha=commit.sha,
+        subject=commit.subject,
+        verdict=ERROR,
+        codes=(),
+        objects=objects,
+        seconds=seconds,
+        error=reason,
+        notes=notes,
+    )
+
+
+def summarize(rows: Sequence[HistoryRow]) -> HistorySummary:
+    """Counts per verdict (every verdict present, zero or not) and the total seconds."""
+    counts = dict.fromkeys(ROW_VERDICTS, 0)
+    for row in rows:
+        counts[row.verdict] = counts.get(row.verdict, 0) + 1
+    return HistorySummary(len(rows), counts, sum(r.seconds for r in rows))
