@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from gate.cli.common import fail, kube_options, policy_for_files
+from gate.cli.common import fail, kube_options, parse_flux_source, policy_for_files
 from gate.engine.check import CheckResult, build_sides, check_inventories, check_objects
 from gate.engine.context import Context
 from gate.engine.policy import Policy
@@ -205,7 +205,7 @@ def check_command(
                 render,
                 config_path,
                 from_merge_base,
-                flux=(flux_roots, [_flux_source(s) for s in flux_sources]),
+                flux=(flux_roots, [parse_flux_source(s) for s in flux_sources]),
             )
         if not base_raw and not head_raw:
             raise InputError(
@@ -348,13 +348,6 @@ def _read_git(
     )
     head_label = _rev_label(head_rev, head_sha)
     return base_raw, head_raw, policy, base_label, head_label
-
-
-def _flux_source(text: str) -> tuple[str, str]:
-    ns, slash, name = text.partition("/")
-    if not slash or not ns or not name or "/" in name:
-        raise InputError(f"--flux-source {text!r}: give NAMESPACE/NAME of a GitRepository")
-    return ns, name
 
 
 def _refuse_changed_submodules(

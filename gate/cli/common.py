@@ -12,6 +12,7 @@ import click
 
 from gate.engine.policy import Policy
 from gate.engine.verdict import EXIT_UNDECIDED
+from gate.model.errors import InputError
 from gate.report.common import inert
 from gate.sources.policyfile import (
     POLICY_FILE,
@@ -48,3 +49,11 @@ def policy_for_files(config_path: str | None) -> Policy:
     default = Path(POLICY_FILE)
     # lexists, not is_file: a symlink to /dev/null must be refused, not read as "no policy".
     return load_policy(default) if os.path.lexists(default) else Policy()
+
+
+def parse_flux_source(text: str) -> tuple[str, str]:
+    """`--flux-source NAMESPACE/NAME` as (namespace, name); anything else is an `InputError`."""
+    ns, slash, name = text.partition("/")
+    if not slash or not ns or not name or "/" in name:
+        raise InputError(f"--flux-source {text!r}: give NAMESPACE/NAME of a GitRepository")
+    return ns, name

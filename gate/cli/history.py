@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 import click
 
-from gate.cli.common import fail
+from gate.cli.common import fail, parse_flux_source
 from gate.engine.history import (
     Commit,
     HistoryRow,
@@ -66,6 +66,21 @@ from gate.sources.policyfile import (
     help="Build each --path with kustomize at each revision.",
 )
 @click.option(
+    "--flux-root",
+    "flux_roots",
+    multiple=True,
+    metavar="DIR",
+    help="A Flux cluster entry point (repeatable): each revision is what its Kustomizations "
+    "apply, as in `gate check --flux-root` (instead of --path and --render).",
+)
+@click.option(
+    "--flux-source",
+    "flux_sources",
+    multiple=True,
+    metavar="NAMESPACE/NAME",
+    help="A GitRepository that is this repository, for --flux-root (repeatable).",
+)
+@click.option(
     "--config",
     "config_path",
     type=click.Path(dir_okay=False),
@@ -104,6 +119,8 @@ def history_command(
     range_: str,
     paths: Sequence[str],
     render: str,
+    flux_roots: Sequence[str],
+    flux_sources: Sequence[str],
     config_path: str | None,
     namespace: str,
     fmt: str,
@@ -126,14 +143,17 @@ def history_command(
         start, end = _parse_range(range_)
         if render == "kustomize" and not paths:
             raise InputError("--render kustomize needs at least one --path to build")
+        if flux_roots and (paths or render != "none"):
+            raise InputError("--flux-root builds what Flux applies: leave out --path and --render")
+        sources = [parse_flux_source(s) for s in flux_sources]
         commits, end_sha = _commits(repo, start, end)
         if not commits:
             raise GitError(f"no commits in {range_}: is {start} an ancestor of {end}?")
-        _require_paths(repo, paths, commits)
+        _require_paths(repo, [*paths, *flux_roots], commits)
         policy = _policy(repo, end_sha, config_path)
     except GateError as exc:
         fail(str(exc))
-    reader = _reader(repo, paths, render)
+    reader = _flux_reader(repo, flux_roots, sources) if flux_roots else _reader(repo, paths, render)
     show = sys.stderr.isatty() if progress is None else progress
     rows: list[HistoryRow] = []
     rows_iter = replay(
@@ -234,6 +254,22 @@ def _reader(repo: str, paths: Sequence[str], render: str) -> Callable[[str], Rev
                 objects = renderers.render_kustomize_paths(repo, sha, present)
         elif present or not paths:
             objects = gitsource.read_tree(repo, sha, present)
+        return Revision(tuple(objects), notes)
+
+    return read
+
+
+def _flux_reader(
+    repo: str, roots: Sequence[str], sources: Sequence[tuple[str, str]]
+) -> Callable[[str], Revision]:
+    """Read one revision as its Flux Kustomizations apply it (`gate.sources.flux`); an entry
+    point the revision lacks is read as empty, with a note."""
+    from gate.sources.flux import render_flux
+
+    def read(sha: str) -> Revision:
+        present, missing = _existing(repo, sha, roots)
+        notes = tuple(f"{p} does not exist at {sha[:12]}: read as empty" for p in missing)
+        objects = [o for r in present for o in render_flux(repo, sha, r, sources=sources)]
         return Revision(tuple(objects), notes)
 
     return read

@@ -359,3 +359,27 @@ def test_the_entry_point_is_its_own_kustomizations(tmp_path: Path) -> None:
     rc, data, stderr = check(repo)
     assert rc == 1, (data, stderr)
     assert "web-data" in {f["object"]["name"] for f in data["findings"]}
+
+
+@needs_renderer
+def test_history_replays_with_the_roots_each_revision_declares(tmp_path: Path) -> None:
+    repo = repo_with(tmp_path, {"clusters/prod/extra.yaml": CLAIM.replace("${APP}", "top")})
+    repo.commit({"clusters/prod/apps.yaml": None}, "remove the apps Kustomization")
+    result = gate(
+        "history",
+        "--range",
+        "HEAD~2..HEAD",
+        "--flux-root",
+        "clusters/prod",
+        "-o",
+        "json",
+        cwd=repo.root,
+    )
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)["commits"]
+    assert [r["verdict"] for r in rows] == ["allow", "block"]
+    assert rows[1]["codes"] == ["NOT_RETIRED"] and rows[1]["objects"] == rows[0]["objects"] - 2
+    bad = gate(
+        "history", "--range", "HEAD~1..HEAD", "--flux-root", "x", "--path", "y", cwd=repo.root
+    )
+    assert bad.returncode == 2 and "leave out --path" in bad.stderr
