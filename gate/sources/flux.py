@@ -58,7 +58,7 @@ BUILD_FIELDS = ("patches", "images", "components", "namePrefix", "nameSuffix")
 #: How many Kustomizations one revision may chain before it is called a loop.
 MAX_KUSTOMIZATIONS = 2000
 
-_VAR = re.compile(r"\$(\$)?\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?=|:?-)([^}]*))?\}")
+_VAR_BODY = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:(:?=|:?-)(.*))?\Z", re.DOTALL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -367,12 +367,11 @@ def _data_of(body: dict[str, Any]) -> dict[str, str]:
 
 
 def _substitute(value: Any, variables: dict[str, str]) -> Any:
-    """`${VAR}`, `${VAR:=default}` and `${VAR:-default}` in every string; `$${VAR}` is a literal
-    `${VAR}`. A variable with no value and no default keeps its text."""
+    """`${VAR}`, `${VAR:=default}`, `${VAR:-default}` (defaults may hold variables) in every
+    string; `$${VAR}` is a literal `${VAR}`. A variable with no value and no default keeps its
+    text."""
     if isinstance(value, str):
-        if "${" not in value:
-            return value
-        return _VAR.sub(lambda m: _one(m, variables), value)
+        return _expand(value, variables) if "${" in value else value
     if isinstance(value, dict):
         return {_substitute(k, variables): _substitute(v, variables) for k, v in value.items()}
     if isinstance(value, list):
@@ -380,13 +379,56 @@ def _substitute(value: Any, variables: dict[str, str]) -> Any:
     return value
 
 
-def _one(m: re.Match[str], variables: dict[str, str]) -> str:
-    escaped, name, op, default = m.group(1), m.group(2), m.group(3), m.group(4)
-    if escaped:
-        return m.group(0)[1:]
+def _expand(text: str, variables: dict[str, str]) -> str:
+    out: list[str] = []
+    i = 0
+    while True:
+        j = text.find("$", i)
+        if j < 0:
+            out.append(text[i:])
+            return "".join(out)
+        out.append(text[i:j])
+        escaped = text.startswith("$${", j)
+        start = j + 1 if escaped else j
+        if not text.startswith("${", start):
+            out.append("$")
+            i = j + 1
+            continue
+        end = _closing(text, start + 2)
+        if end < 0:
+            out.append(text[j:])
+            return "".join(out)
+        if escaped:
+            out.append(text[start : end + 1])
+        else:
+            out.append(_one(text[start : end + 1], text[start + 2 : end], variables))
+        i = end + 1
+
+
+def _closing(text: str, pos: int) -> int:
+    """The index of the `}` that closes a `${` whose body starts at `pos`, or -1."""
+    depth = 1
+    while pos < len(text):
+        if text.startswith("${", pos):
+            depth += 1
+            pos += 2
+            continue
+        if text[pos] == "}":
+            depth -= 1
+            if depth == 0:
+                return pos
+        pos += 1
+    return -1
+
+
+def _one(whole: str, inner: str, variables: dict[str, str]) -> str:
+    m = _VAR_BODY.match(inner)
+    if m is None:
+        return whole
+    name, op, default = m.group(1), m.group(2), m.group(3)
     value = variables.get(name)
     if value is not None and (value != "" or not (op or "").startswith(":")):
         return value
     if op is not None:
-        return default or ""
-    return m.group(0)
+        return _expand(default or "", variables)
+    return whole

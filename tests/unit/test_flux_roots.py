@@ -211,6 +211,9 @@ def test_substitution_reads_as_kustomize_controller_does() -> None:
     assert _substitute("${EMPTY:=x}", values) == "x" and _substitute("${EMPTY=x}", values) == ""
     assert _substitute("${UNKNOWN}", values) == "${UNKNOWN}"  # no value: the text stays
     assert _substitute({"k": ["${APP}"], "n": 3}, values) == {"k": ["web"], "n": 3}
+    # Defaults hold variables (a shared component: bjw-s-labs/home-ops names claims this way).
+    assert _substitute("${CLAIM:-${APP}}", values) == "web"
+    assert _substitute("${CLAIM:-${APP}-${NONE:=x}}/$5 ${", values) == "web-x/$5 ${"
 
 
 @needs_renderer
