@@ -12,6 +12,7 @@ from pathlib import Path
 from tests.unit.helpers import GitRepo, claim
 from tests.unit.test_cli import gate
 from tests.unit.test_kustomize_trees import needs_renderer
+from tests.unit.test_rules import CRD
 
 NS = "apiVersion: v1\nkind: Namespace\nmetadata: {name: app}\n"
 RELEASE = """\
@@ -22,25 +23,16 @@ spec:
   interval: 1h
   chart: {spec: {chart: postgresql, sourceRef: {kind: HelmRepository, name: bitnami}}}
 """
-CRD = """\
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: backups.example.com}
-spec:
-  group: example.com
-  scope: Namespaced
-  names: {kind: Backup, plural: backups}
-  versions: [{name: v1, served: true, storage: true}]
-"""
 BACKUP = "apiVersion: example.com/v1\nkind: Backup\nmetadata: {{name: {name}, namespace: app}}\n"
 ROOTS = ("--path", "apps", "--path", "infra")
 
 
-def check(repo: GitRepo, *args: str) -> tuple[int, dict[str, object], str]:
+def check(repo: GitRepo, *args: str, base: str = "HEAD~1") -> tuple[int, dict[str, object], str]:
+    """`gate check --render kustomize -o json` from `base` to HEAD: exit code, report, stderr."""
     result = gate(
         "check",
         "--base",
-        "HEAD~1",
+        base,
         "--head",
         "HEAD",
         "--render",
@@ -133,25 +125,8 @@ def test_a_crd_removed_with_its_only_resources_is_not_blocked(tmp_path: Path) ->
     assert rc == 1 and codes(data) == {"CRD_HOLDS_RESOURCES"}
     assert data["findings"][0]["evidence"] == ["Backup app/weekly exists"]  # type: ignore[index]
     repo.commit({"apps/weekly.yaml": None}, "the last one goes too")
-    rc, data, _ = gate_range(repo, "HEAD~2", "HEAD")
+    rc, data, _ = check(repo, *ROOTS, base="HEAD~2")
     assert rc == 0 and not data["findings"], data
-
-
-def gate_range(repo: GitRepo, base: str, head: str) -> tuple[int, dict[str, object], str]:
-    result = gate(
-        "check",
-        "--base",
-        base,
-        "--head",
-        head,
-        "--render",
-        "kustomize",
-        "-o",
-        "json",
-        *ROOTS,
-        cwd=repo.root,
-    )
-    return result.returncode, json.loads(result.stdout) if result.stdout else {}, result.stderr
 
 
 @needs_renderer
@@ -171,23 +146,9 @@ def test_roots_that_move_between_revisions_are_compared_by_per_side_paths(
     assert rc == 2 and "kubernetes/apps does not exist at revision" in stderr
     # And a real removal across the move is still found.
     repo.commit({"kubernetes/apps/claim.yaml": None, "kubernetes/apps/x.md": "x"}, "drop it")
-    result = gate(
-        "check",
-        "--base",
-        "HEAD~2",
-        "--head",
-        "HEAD",
-        "--render",
-        "kustomize",
-        "-o",
-        "json",
-        "--base-path",
-        "clusters/old",
-        "--head-path",
-        "kubernetes/apps",
-        cwd=repo.root,
-    )
-    assert result.returncode == 1 and "NOT_RETIRED" in codes(json.loads(result.stdout))
+    moved = ("--base-path", "clusters/old", "--head-path", "kubernetes/apps")
+    rc, data, _ = check(repo, *moved, base="HEAD~2")
+    assert rc == 1 and "NOT_RETIRED" in codes(data)
 
 
 def _configmaps(root: str, n: int) -> dict[str, str | None]:
@@ -222,28 +183,8 @@ def test_a_root_whose_build_loses_everything_is_one_mass_prune(tmp_path: Path) -
     assert "root apps/web loses every one of its objects at once" in finding["message"]
     # Moving all of them to another root is no prune at all.
     repo.commit({**_configmaps("infra", 6)}, "move instead")
-    rc, data, _ = gate_range_paths(repo, "HEAD~2", "HEAD", "apps/web", "infra")
+    rc, data, _ = check(repo, "--path", "apps/web", "--path", "infra", base="HEAD~2")
     assert rc == 0 and not data["findings"], data
-
-
-def gate_range_paths(
-    repo: GitRepo, base: str, head: str, *paths: str
-) -> tuple[int, dict[str, object], str]:
-    args = [a for p in paths for a in ("--path", p)]
-    result = gate(
-        "check",
-        "--base",
-        base,
-        "--head",
-        head,
-        "--render",
-        "kustomize",
-        "-o",
-        "json",
-        *args,
-        cwd=repo.root,
-    )
-    return result.returncode, json.loads(result.stdout) if result.stdout else {}, result.stderr
 
 
 def test_the_share_comes_from_the_policy_file(tmp_path: Path) -> None:
