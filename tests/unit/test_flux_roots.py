@@ -386,3 +386,32 @@ def test_history_replays_with_the_roots_each_revision_declares(tmp_path: Path) -
         "history", "--range", "HEAD~1..HEAD", "--flux-root", "x", "--path", "y", cwd=repo.root
     )
     assert bad.returncode == 2 and "leave out --path" in bad.stderr
+
+
+@needs_renderer
+def test_a_claim_from_a_component_goes_with_its_kustomization(tmp_path: Path) -> None:
+    """The shape of onedr0p/home-ops 45fa022975 (remove zigbee2mqtt and mosquitto): the claim
+    comes from `spec.components`, not from the path, and is pruned with the Kustomization."""
+    with_component = apps().replace(
+        "  postBuild:", "  components: [../../components/backup]\n  postBuild:"
+    )
+    repo = GitRepo(tmp_path / "repo")
+    repo.commit(
+        {
+            "clusters/prod/flux-system/gotk-sync.yaml": SYNC,
+            "clusters/prod/apps.yaml": with_component,
+            "apps/prod/cm.yaml": 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: "${APP}"}\n',
+            "components/backup/kustomization.yaml": (
+                "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n"
+                "resources: [claim.yaml]\n"
+            ),
+            "components/backup/claim.yaml": CLAIM,
+        },
+        "base",
+    )
+    repo.commit({"clusters/prod/apps.yaml": None}, "remove the app")
+    rc, data, stderr = check(repo)
+    assert rc == 1, (data, stderr)
+    finding = only(data)
+    assert (finding["object"]["namespace"], finding["object"]["name"]) == ("shop", "web-data")
+    assert finding["source"]["path"] == "components/backup/claim.yaml"
