@@ -247,14 +247,13 @@ def _reader(repo: str, paths: Sequence[str], render: str) -> Callable[[str], Rev
 
     def read(sha: str) -> Revision:
         present, missing = _existing(repo, sha, paths)
-        notes = tuple(f"{p} does not exist at {sha[:12]}: read as empty" for p in missing)
         objects: list[RawObject] = []
         if render == "kustomize":
             if present:
                 objects = renderers.render_kustomize_paths(repo, sha, present)
         elif present or not paths:
             objects = gitsource.read_tree(repo, sha, present)
-        return Revision(tuple(objects), notes)
+        return Revision(tuple(objects), tuple(missing))
 
     return read
 

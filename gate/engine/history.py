@@ -46,11 +46,11 @@ class Commit:
 
 @dataclass(frozen=True)
 class Revision:
-    """What one revision holds: its objects, and the notes of how they were read (a path the
-    revision lacks, read as empty)."""
+    """What one revision holds: its objects, and the paths asked for that it lacks (read as
+    empty there)."""
 
     objects: tuple[RawObject, ...]
-    notes: tuple[str, ...] = ()
+    missing: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -156,12 +156,12 @@ def replay(
         try:
             head = cache.get(commit.sha)
             objects = len(head.objects)
-            notes.extend(f"head: {n}" for n in head.notes)
             if commit.parent is None:
-                base = Revision((), ("root commit: the base is empty",))
+                notes.append("root commit: the base is empty")
+                base = Revision((), head.missing)
             else:
                 base = _base(cache, commit.parent)
-            notes.extend(f"base: {n}" for n in base.notes)
+            notes.extend(path_notes(base, head, commit.sha))
             result = check_commit(
                 base.objects,
                 head.objects,
@@ -173,6 +173,22 @@ def replay(
             yield error_row(commit, str(exc), clock() - start, objects, tuple(notes))
             continue
         yield result_row(commit, result, clock() - start, tuple(notes))
+
+
+def path_notes(base: Revision, head: Revision, sha: str) -> list[str]:
+    """A note for each path one side has and the other lacks (a root added or removed, read as
+    empty where it is missing); a path both lack changes nothing and goes unsaid."""
+    notes = [
+        f"{p} is not at {sha[:12]}: read as empty (the commit removes it)"
+        for p in head.missing
+        if p not in base.missing
+    ]
+    notes.extend(
+        f"{p} is not at the parent: read as empty (the commit adds it)"
+        for p in base.missing
+        if p not in head.missing
+    )
+    return notes
 
 
 def _base(cache: RevisionCache, parent: str) -> Revision:

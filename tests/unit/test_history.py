@@ -150,10 +150,13 @@ def test_a_path_missing_at_a_revision_is_read_as_empty(tmp_path: Path) -> None:
     args = ["--repo", str(repo.root), "--path", "app", "--path", "other", "-o", "json"]
     added, removed, later = rows(gate(*args, "--range", f"{start}..HEAD"))
     assert added["verdict"] == "allow"
-    assert any(n.startswith("base: app does not exist") for n in added["notes"])
+    assert added["notes"] == ["app is not at the parent: read as empty (the commit adds it)"]
     assert removed["verdict"] == "block"  # the whole root went: its claim with it
-    assert any(n.startswith("head: app does not exist") for n in removed["notes"])
+    assert removed["notes"] == [
+        f"app is not at {removed['sha'][:12]}: read as empty (the commit removes it)"
+    ]
     assert later["verdict"] == "allow"  # app is at neither end of the range, but in it
+    assert later["notes"] == []  # absent on both sides: nothing to say
 
 
 @pytest.mark.parametrize(
