@@ -137,6 +137,8 @@ def _explain(err: jsonschema.ValidationError) -> str:
     if "propertyNames" in err.absolute_schema_path:
         return f"{err.instance!r}: unknown finding code (`gate codes` lists them)"
     if err.validator == "oneOf" and "severity" in err.absolute_schema_path:
+        if isinstance(err.instance, bool):  # YAML 1.1 reads an unquoted off (or no) as false
+            return f'{str(err.instance).lower()} is not a severity: quote it, as in "off"'
         return (
             f"{err.instance!r} is not a severity: use block, defer, warn or off, or a map of "
             "context (speculative, merged, preview, admission) to severity"

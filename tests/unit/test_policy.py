@@ -209,3 +209,13 @@ def test_max_cache_age_longer_than_resync_is_accepted() -> None:
     wh = policy_from_dict({"webhook": {"resync": "10m", "maxCacheAge": "11m"}}).webhook
     assert (wh.resync_seconds, wh.max_cache_age_seconds) == (600, 660)
     assert Policy().webhook.max_cache_age_seconds > Policy().webhook.resync_seconds
+
+
+def test_an_unquoted_off_is_told_to_be_quoted(tmp_path: Path) -> None:
+    """YAML 1.1 reads `off` as false: the message says what to write."""
+    path = tmp_path / "prune-gate.yaml"
+    path.write_text("severity:\n  SPECULATIVE_PRUNE: off\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r'false is not a severity: quote it, as in "off"'):
+        load_policy(path)
+    path.write_text('severity:\n  SPECULATIVE_PRUNE: "off"\n', encoding="utf-8")
+    assert load_policy(path).severity_for(Code.SPECULATIVE_PRUNE, Context.MERGED) is Severity.OFF
