@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
+import inspect
 import subprocess
 import textwrap
 from pathlib import Path
 from typing import Any
+
+from click.testing import CliRunner
 
 from gate.engine.check import CheckResult, check_objects
 from gate.engine.context import Context
@@ -150,3 +153,12 @@ class GitRepo:
         self.git("add", "-A")
         self.git("commit", "-q", "-m", message)
         return self.git("rev-parse", "HEAD")
+
+
+def cli_runner() -> CliRunner:
+    """A runner whose result keeps stderr apart, in every click pyproject admits (8.1 mixes the
+    two unless told; 8.2 dropped the switch and always keeps them apart)."""
+    options: dict[str, Any] = {}
+    if "mix_stderr" in inspect.signature(CliRunner.__init__).parameters:
+        options["mix_stderr"] = False
+    return CliRunner(**options)

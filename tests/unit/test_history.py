@@ -14,21 +14,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
 
 from gate.cli.root import main
 from gate.engine.history import Commit, Revision, RevisionCache, summarize
 from gate.model.errors import InputError
 from gate.model.objects import RawObject
 from gate.sources import gitsource, render
-from tests.unit.helpers import GitRepo, claim, deployment
+from tests.unit.helpers import GitRepo, claim, cli_runner, deployment
 
 CONFIG = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: app\n"
 BROKEN = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: [unclosed\n"
 
 
 def gate(*args: str) -> Result:
-    return CliRunner().invoke(main, ["history", *args])
+    return cli_runner().invoke(main, ["history", *args])
 
 
 def rows(result: Result) -> list[dict[str, Any]]:
