@@ -15,10 +15,13 @@ from gate.engine.context import Context
 from gate.engine.policy import Policy
 from gate.engine.scope import PruneScope, parse_scope
 from gate.model.errors import ConfigError, GateError, InputError
+from gate.model.findings import Severity
 from gate.model.kinds import check_guarded_kinds, declared_custom_kinds
 from gate.model.objects import RawObject
 from gate.report import FORMATS, render_report
+from gate.report.common import count
 from gate.report.github import step_summary
+from gate.report.sarif import render_sarif
 from gate.sources.clock import utc_today
 from gate.sources.github import detect_ci_context
 from gate.sources.manifests import read_path
@@ -128,6 +131,14 @@ from gate.sources.policyfile import (
     help="Report format.",
 )
 @click.option(
+    "--sarif",
+    "sarif_path",
+    type=click.Path(dir_okay=False, writable=True),
+    metavar="FILE",
+    help="Also write the findings as SARIF 2.1.0 to FILE, for GitHub code scanning "
+    "(github/codeql-action/upload-sarif).",
+)
+@click.option(
     "--live",
     is_flag=True,
     help="Also read the cluster: mounted claims, live retire annotations, the prune set "
@@ -159,6 +170,7 @@ def check_command(
     namespace: str,
     force: bool,
     fmt: str,
+    sarif_path: str | None,
     live: bool,
     kubeconfig: str | None,
     kube_context: str | None,
@@ -255,6 +267,8 @@ def check_command(
         fail(str(exc))
     _warn_duplicates(result)
     _emit(result, fmt, context, base_label, head_label)
+    if sarif_path is not None:
+        _write_sarif(sarif_path, result, context, base_label, head_label)
     sys.exit(result.decision.verdict.exit_code)
 
 
@@ -486,5 +500,23 @@ def _emit(result: CheckResult, fmt: str, context: Context, base: str, head: str)
             fh.write(step_summary(result, context=context, base=base, head=head))
     output = os.environ.get("GITHUB_OUTPUT")
     if output:  # the step's outputs, for later steps: `steps.<id>.outputs.verdict`
+        found = result.decision.findings
         with Path(output).open("a", encoding="utf-8") as fh:
             fh.write(f"verdict={result.decision.verdict}\n")
+            for name, severity in (
+                ("blocks", Severity.BLOCK),
+                ("defers", Severity.DEFER),
+                ("warnings", Severity.WARN),
+            ):
+                fh.write(f"{name}={count(found, severity)}\n")
+            fh.write(f"exempted={len(result.decision.exempted)}\n")
+
+
+def _write_sarif(path: str, result: CheckResult, context: Context, base: str, head: str) -> None:
+    """The SARIF log beside the report; a file that cannot be written is exit 2, not a pass
+    whose upload step then finds nothing."""
+    text = render_sarif(result.decision, context=context, base=base, head=head) + "\n"
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        fail(f"--sarif {path}: cannot write it: {exc.strerror or exc}")

@@ -1,4 +1,4 @@
-"""Reports: one decision, four renderings (text, json, github, markdown).
+"""Reports: one decision, five renderings (text, json, github, markdown, sarif).
 
 A report is read by a person paged at 3 a.m., by a script keying on codes, and by GitHub, which
 turns workflow commands into annotations on the file and line of the object. All four say the same
@@ -19,10 +19,11 @@ from gate.report.common import inert
 from gate.report.github import render_github
 from gate.report.json import render_json
 from gate.report.markdown import render_markdown
+from gate.report.sarif import render_sarif
 from gate.report.text import render_text
 
 #: The formats `render_report` knows, the default first.
-FORMATS = ("text", "json", "github", "markdown")
+FORMATS = ("text", "json", "github", "markdown", "sarif")
 
 
 def render_report(
@@ -49,4 +50,6 @@ def render_report(
         return render_github(decision, context=context, base=base, head=head)
     if fmt == "markdown":
         return inert(render_markdown(decision, context=context, base=base, head=head))
+    if fmt == "sarif":
+        return render_sarif(decision, context=context, base=base, head=head)
     raise ValueError(f"unknown report format {fmt!r}; use one of {', '.join(FORMATS)}")

@@ -165,7 +165,8 @@ def test_github_format_writes_summary_and_output(
     assert result.exit_code == 1
     assert "::error " in result.output
     assert "NOT_RETIRED" in summary.read_text()
-    assert output.read_text() == "verdict=block\n"
+    # The step's outputs: the verdict and the count per severity, for later steps' conditions.
+    assert output.read_text() == "verdict=block\nblocks=1\ndefers=0\nwarnings=0\nexempted=0\n"
 
 
 @pytest.mark.parametrize("event", ["merge_group", "pull_request"])
