@@ -13,12 +13,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
+from gate.engine.kustomizations import FLUX_GROUP, ROOT_PREFIX
 from gate.engine.plan import Action, Change
 from gate.model.objects import Inventory, Manifest
 from gate.model.refs import ObjectRef
 
-FLUX_GROUP = "kustomize.toolkit.fluxcd.io"
-ROOT_PREFIX = "flux:"
 HELM_GROUP = "helm.toolkit.fluxcd.io"
 HELM_PREFIX = "helm:"
 #: The fields of a Kustomization that decide what it applies.

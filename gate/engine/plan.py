@@ -11,12 +11,18 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from gate.engine.kustomizations import (
+    FLUX_FORCE,
+    applying_kustomization,
+    display,
+    force_disabled,
+    kustomization_forces,
+)
 from gate.model.liveview import LiveView
 from gate.model.objects import Inventory, Manifest
 from gate.model.quantity import parse_quantity
 from gate.model.refs import ObjectRef
 
-FLUX_FORCE = "kustomize.toolkit.fluxcd.io/force"
 ARGO_SYNC_OPTIONS = "argocd.argoproj.io/sync-options"
 
 
@@ -68,7 +74,7 @@ def compute_plan(
         if other.body == m.body:
             continue
         # The controller reads force from the object it applies: the candidate's.
-        force = "--force" if force_all else force_reason(other)
+        force = "--force" if force_all else force_reason(other, head)
         check = IMMUTABLE_CHECKS.get((m.ref.group, m.ref.kind))
         live_obj = live.get(m.ref) if live is not None else None
         facts = live_obj.facts if live_obj is not None else (None if live is None else {})
@@ -84,14 +90,20 @@ def compute_plan(
     return changes
 
 
-def force_reason(m: Manifest) -> str:
-    """Why a controller would force-replace this object, or "" when it would not."""
+def force_reason(m: Manifest, head: Inventory | None = None) -> str:
+    """Why a controller would force-replace this object, or "" when it would not: its own
+    annotation, or (given the candidate) the Flux Kustomization that applies it with
+    `spec.force: true`, which the object's `force: disabled` does not switch off."""
     ann = m.annotations
-    if str(ann.get(FLUX_FORCE, "")).lower() == "enabled":
+    if str(ann.get(FLUX_FORCE, "")).strip().lower() == "enabled":
         return f"{FLUX_FORCE}: enabled"
     options = [o.strip() for o in str(ann.get(ARGO_SYNC_OPTIONS, "")).split(",")]
     if "Replace=true" in options:
         return f"{ARGO_SYNC_OPTIONS}: Replace=true"
+    k = applying_kustomization(m, head) if head is not None else None
+    if k is not None and kustomization_forces(k):
+        void = f"; its {FLUX_FORCE}: disabled does not switch that off" if force_disabled(m) else ""
+        return f"{display(k)} has spec.force: true{void}"
     return ""
 
 

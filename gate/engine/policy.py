@@ -34,6 +34,7 @@ DEFAULT_SEVERITY: dict[Code, dict[Context | None, Severity]] = {
     Code.SPECULATIVE_PRUNE: {None: Severity.DEFER},
     Code.ORPHANED_BY_KEEP: {None: Severity.WARN},
     Code.RELEASE_CONTENT_UNKNOWN: {None: Severity.WARN},
+    Code.FORCE_DISABLED_VOID: {None: Severity.WARN},
 }
 
 #: The least `webhook.maxCacheAge`: a watch ends and restarts every minute and a re-list of a

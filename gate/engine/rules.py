@@ -13,6 +13,13 @@ from functools import cached_property
 
 from gate.engine.context import Context
 from gate.engine.flux import root_removed
+from gate.engine.kustomizations import (
+    FLUX_FORCE,
+    applying_kustomization,
+    display,
+    force_disabled,
+    kustomization_forces,
+)
 from gate.engine.plan import Action, Change
 from gate.engine.policy import Policy
 from gate.engine.updates import change_findings
@@ -782,7 +789,45 @@ def run_rules(changes: Iterable[Change], world: World) -> list[Finding]:
     findings.extend(check_already_terminating(changes, world))
     findings.extend(check_guard_tampered(world))
     findings.extend(check_mass_prune(world))
+    findings.extend(check_void_force_disabled(world))
     return [_with_live_api_version(f, world) for f in findings]
+
+
+def check_void_force_disabled(world: World) -> Iterator[Finding]:
+    """FORCE_DISABLED_VOID: `force: disabled` on an object whose Kustomization forces.
+
+    The annotation reads like a guard, and Flux ignores it under `spec.force: true` (fluxcd/pkg
+    ssa): the next immutable change to the object deletes and recreates it. Said once per object
+    in the candidate, whatever else changes, so it is fixed before it matters."""
+    for m in world.head:
+        if not force_disabled(m):
+            continue
+        k = applying_kustomization(m, world.head)
+        if k is None or not kustomization_forces(k):
+            continue
+        yield Finding(
+            code=Code.FORCE_DISABLED_VOID,
+            ref=m.ref,
+            message=f"{m.ref.display()} carries {FLUX_FORCE}: disabled, which does nothing: "
+            f"{display(k)} has spec.force: true, so Flux still deletes and recreates it on an "
+            "immutable change",
+            evidence=(
+                f"{display(k)}: spec.force: true"
+                + (f" ({k.source})" if k.source is not None else ""),
+                f"{m.ref.display()}: {FLUX_FORCE}: disabled",
+            ),
+            remediation=f"turn force off on {display(k)} (spec.force: false) and mark the "
+            f"objects that need it with {FLUX_FORCE}: enabled, or move this object to a "
+            "Kustomization without force",
+            severity=Severity.WARN,
+            suggested=Severity.WARN,
+            api_version=m.api_version,
+            source=m.source,
+            actions=(
+                edit(f"set spec.force: false on {display(k)}", k.source),
+                edit(f"annotate only the objects that must be replaced with {FLUX_FORCE}: enabled"),
+            ),
+        )
 
 
 def check_mass_prune(world: World) -> Iterator[Finding]:

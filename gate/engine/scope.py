@@ -15,6 +15,7 @@ import re
 from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 
+from gate.engine.kustomizations import FLUX_GROUP
 from gate.engine.plan import Action, Change
 from gate.model.errors import InputError
 from gate.model.liveview import LiveObject
@@ -201,12 +202,37 @@ def prune_set(
     candidate: Container[ObjectRef],
     controlled: Container[ObjectRef] = (),
     kinds: Container[tuple[str, str]] = SCANNED_KINDS,
+    inventory: Iterable[ObjectRef] | None = None,
 ) -> list[ObjectRef]:
-    """Live-owned minus candidate: what the deployer deletes when it applies the candidate."""
-    return [r for r in owned_objects(scope, objects, controlled, kinds) if r not in candidate]
+    """Live-owned minus candidate: what the deployer deletes when it applies the candidate.
+
+    With an `inventory` (a Flux Kustomization's `status.inventory`, the exact set
+    kustomize-controller prunes from), the owned objects are its live entries of the scanned
+    kinds; labels decide only where there is none (a label can be copied or stripped, the
+    inventory is what the controller itself reads)."""
+    if inventory is None:
+        owned = owned_objects(scope, objects, controlled, kinds)
+    else:
+        live = {o.ref for o in objects}
+        owned = sorted({r for r in inventory if (r.group, r.kind) in kinds and r in live})
+    return [r for r in owned if r not in candidate]
 
 
-def prune_changes(scope: PruneScope, refs: Iterable[ObjectRef], base: Inventory) -> list[Change]:
+def flux_kustomization(scope: PruneScope) -> ObjectRef | None:
+    """The Kustomization a `flux:NS/NAME` scope names (whose live inventory says what it prunes)."""
+    if scope.deployer != "flux":
+        return None
+    return ObjectRef(FLUX_GROUP, "Kustomization", scope.namespace, scope.name)
+
+
+def prune_changes(
+    scope: PruneScope, refs: Iterable[ObjectRef], base: Inventory, from_inventory: bool = False
+) -> list[Change]:
     """One DELETE `Change` per pruned object, with its base manifest when base declares it."""
-    cause = f"pruned: owned by {scope} and not in the candidate"
+    owned = (
+        f"in the status.inventory of Kustomization {scope.namespace}/{scope.name}"
+        if from_inventory
+        else f"owned by {scope}"
+    )
+    cause = f"pruned: {owned} and not in the candidate"
     return [Change(ref, Action.DELETE, base.get(ref), None, cause) for ref in refs]

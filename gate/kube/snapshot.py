@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from gate.engine.livestate import CustomKind, LiveState, ref_of, served_custom_kind
 from gate.engine.plan import Change
 from gate.engine.policy import Policy
-from gate.engine.scope import PruneScope, prune_changes, prune_set
+from gate.engine.scope import PruneScope, flux_kustomization, prune_changes, prune_set
 from gate.kube.client import KubeClient, NotFoundError, list_pages
 from gate.kube.resources import PARENTS, RESOURCES, Resource
 from gate.model.errors import ClusterError
@@ -202,10 +202,16 @@ def read_live(
     changes: list[Change] = []
     seen: set[ObjectRef] = set()
     for scope in scopes:
-        refs = prune_set(scope, snap.state.objects.values(), head, snap.controlled)
+        parent = flux_kustomization(scope)
+        # The Kustomization's own inventory when it has one (none yet: it never reconciled, or
+        # the controller is older than inventories), else the ownership labels.
+        inventory = (snap.state.applied_by(parent) or None) if parent is not None else None
+        refs = prune_set(
+            scope, snap.state.objects.values(), head, snap.controlled, inventory=inventory
+        )
         fresh = [r for r in refs if r not in seen]
         seen.update(fresh)
-        changes.extend(prune_changes(scope, fresh, base))
+        changes.extend(prune_changes(scope, fresh, base, from_inventory=inventory is not None))
     crds = {m.ref.name for m in base.of_kind(*_CRD) if m.ref not in head}
     crds.update(c.ref.name for c in changes if (c.ref.group, c.ref.kind) == _CRD)
     count_custom_resources(lister, snap, sorted(crds), policy.live_page_size)

@@ -43,6 +43,7 @@ class Code(StrEnum):
     APPLICATION_DELETES_RESOURCES = "APPLICATION_DELETES_RESOURCES"
     OWNER_DELETES_DEPENDENTS = "OWNER_DELETES_DEPENDENTS"
     MASS_PRUNE = "MASS_PRUNE"
+    FORCE_DISABLED_VOID = "FORCE_DISABLED_VOID"
 
 
 #: One line per code: what it means. Reused in `gate codes`, the README and the JSON schema.
@@ -101,6 +102,8 @@ MEANING: dict[Code, str] = {
     "ownerReferences name it): the garbage collector deletes them with it",
     Code.MASS_PRUNE: "a root loses all, or more than the policy's share, of its objects at once: "
     "a broken path or render, not a deliberate removal",
+    Code.FORCE_DISABLED_VOID: "an object's kustomize.toolkit.fluxcd.io/force: disabled does "
+    "nothing: the Flux Kustomization that applies it has spec.force: true",
 }
 
 

@@ -278,6 +278,31 @@ def test_removed_kustomization_with_deletion_policy_orphan_passes(
     assert (code, report["findings"]) == (0, [])
 
 
+def test_a_flux_prune_scope_is_the_kustomizations_inventory_not_its_labels(
+    kube: Cluster, namespace: str, tmp_path: Path, parent_crds: None
+) -> None:
+    """`--prune-scope flux:NS/NAME` reads what kustomize-controller itself prunes from: claim
+    `data` is in the inventory with no Flux labels (pruned, so blocked); claim `copied` carries
+    the labels but is in no inventory (Flux never prunes it: not a finding)."""
+    k.make_claim(kube.client, namespace, "data")
+    flux_labels = {
+        "kustomize.toolkit.fluxcd.io/name": "apps",
+        "kustomize.toolkit.fluxcd.io/namespace": namespace,
+    }
+    k.make_claim(kube.client, namespace, "copied", labels=flux_labels)
+    live_kustomization(kube, namespace, {"prune": True})
+    kept = kustomization_yaml(namespace)
+
+    code, report = check_live(kube, tmp_path, kept, kept, f"--prune-scope=flux:{namespace}/apps")
+
+    assert code == 1
+    assert findings(report) == {"NOT_RETIRED"}
+    (f,) = report["findings"]
+    assert f["object"]["name"] == "data"
+    cause = f"pruned: in the status.inventory of Kustomization {namespace}/apps"
+    assert any(cause in e for e in f["evidence"]), f["evidence"]
+
+
 # --- Application -----------------------------------------------------------------------------
 
 

@@ -16,6 +16,7 @@ from gate.engine.scope import (
     HELM_RELEASE_NAMESPACE,
     PruneScope,
     Requirement,
+    flux_kustomization,
     owned_objects,
     parse_scope,
     parse_selector,
@@ -251,3 +252,38 @@ def test_with_a_live_view_the_live_labels_win_over_the_base() -> None:
     )
     assert codes(online) == {Code.NOT_RETIRED}
     assert not online.decision.exempted
+
+
+def test_a_flux_inventory_is_the_prune_set_where_there_is_one() -> None:
+    """The Kustomization's status.inventory is exact: an entry without labels is pruned, a labelled
+    object in no inventory is not, an entry already gone from the cluster is nothing, and an
+    entry of a kind prune-gate does not scan is left out."""
+    live = LiveState(Policy().guarded_kinds)
+    for name, labels in (("listed", {}), ("copied", FLUX)):
+        live.upsert(
+            {"metadata": {"name": name, "namespace": "app", "labels": labels}},
+            "v1",
+            "PersistentVolumeClaim",
+        )
+    scope = parse_scope("flux:flux-system/apps")
+    listed = ObjectRef("", "PersistentVolumeClaim", "app", "listed")
+    gone = ObjectRef("", "PersistentVolumeClaim", "app", "gone")
+    config = ObjectRef("", "ConfigMap", "app", "settings")
+    inventory = [listed, gone, config]
+    objects = list(live.objects.values())
+    assert prune_set(scope, objects, candidate=set(), inventory=inventory) == [listed]
+    assert prune_set(scope, objects, candidate={listed}, inventory=inventory) == []
+    by_labels = prune_set(scope, objects, candidate=set())
+    assert by_labels == [ObjectRef("", "PersistentVolumeClaim", "app", "copied")]
+    (change,) = prune_changes(scope, [listed], build_inventory([], Scopes(), "default"), True)
+    assert change.cause == (
+        "pruned: in the status.inventory of Kustomization flux-system/apps and not in the candidate"
+    )
+
+
+def test_only_a_flux_scope_names_a_kustomization() -> None:
+    assert flux_kustomization(parse_scope("flux:flux-system/apps")) == ObjectRef(
+        "kustomize.toolkit.fluxcd.io", "Kustomization", "flux-system", "apps"
+    )
+    assert flux_kustomization(parse_scope("helm:shop/db")) is None
+    assert flux_kustomization(parse_scope("label:a=b")) is None

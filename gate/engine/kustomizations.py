@@ -1,0 +1,65 @@
+"""Which Flux Kustomization of the repository applies an object, and whether it forces.
+
+Flux force-replaces an object whose immutable field changes when its Kustomization has
+`spec.force: true` or the object says `kustomize.toolkit.fluxcd.io/force: enabled`; the object's
+`force: disabled` does not switch a Kustomization's force off (fluxcd/pkg ssa). So whether a claim
+is replaced is read from the repository itself, not from a `--force` flag someone has to remember.
+
+The applying Kustomization is the one `--flux-root` tagged the object with (its root), else the
+candidate's Kustomization whose `spec.path` holds the object's file (the deepest such path; the
+paths are this repository's, as `./apps/db` names `apps/db`). Pure.
+"""
+
+from __future__ import annotations
+
+import posixpath
+
+from gate.model.objects import Inventory, Manifest
+from gate.model.refs import ObjectRef
+
+FLUX_GROUP = "kustomize.toolkit.fluxcd.io"
+FLUX_FORCE = "kustomize.toolkit.fluxcd.io/force"
+#: The tag `--flux-root` gives an object: the Kustomization `flux:NS/NAME` that applies it.
+ROOT_PREFIX = "flux:"
+
+
+def applying_kustomization(m: Manifest, head: Inventory) -> Manifest | None:
+    """The candidate's Kustomization that applies `m`, or None when none is known."""
+    if m.root.startswith(ROOT_PREFIX):
+        ns, _, name = m.root.removeprefix(ROOT_PREFIX).partition("/")
+        return head.get(ObjectRef(FLUX_GROUP, "Kustomization", ns, name))
+    if m.source is None or m.source.path.startswith("<"):
+        return None
+    file_dir = _normal(posixpath.dirname(m.source.path))
+    best: tuple[int, Manifest] | None = None
+    for k in head.of_kind(FLUX_GROUP, "Kustomization"):
+        path = k.spec.get("path")
+        if not isinstance(path, str):
+            continue
+        root = _normal(path)
+        if root and not (file_dir == root or file_dir.startswith(root + "/")):
+            continue
+        depth = root.count("/") + 1 if root else 0
+        if best is None or depth > best[0]:
+            best = (depth, k)
+    return best[1] if best is not None else None
+
+
+def _normal(path: str) -> str:
+    """`./apps/db/` -> `apps/db`; the repository root is ``."""
+    cleaned = posixpath.normpath(path.strip().lstrip("/")) if path.strip() else "."
+    return "" if cleaned in (".", "") else cleaned.removeprefix("./")
+
+
+def kustomization_forces(k: Manifest) -> bool:
+    """`spec.force: true` (a YAML true; Flux's field is a boolean)."""
+    return k.spec.get("force") is True
+
+
+def force_disabled(m: Manifest) -> bool:
+    return str(m.annotations.get(FLUX_FORCE, "")).strip().lower() == "disabled"
+
+
+def display(k: Manifest) -> str:
+    """`Kustomization flux-system/apps`."""
+    return f"Kustomization {k.ref.namespace}/{k.ref.name}"

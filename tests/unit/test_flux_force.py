@@ -1,0 +1,161 @@
+"""Flux force read from the repository: a Kustomization with `spec.force: true` force-replaces what
+it applies (no `--force` flag needed), and an object's `force: disabled` does not switch it off."""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import replace
+
+from gate.engine.check import CheckResult, check_objects
+from gate.engine.context import Context
+from gate.engine.policy import Policy
+from gate.model.findings import Code, Severity
+from gate.model.objects import RawObject
+from gate.sources.manifests import parse_stream
+from tests.unit.helpers import TODAY, codes
+
+
+def kustomization(name: str, path: str, *, force: bool | None) -> str:
+    forced = "" if force is None else f"\n  force: {'true' if force else 'false'}"
+    return (
+        textwrap.dedent(
+            f"""\
+        apiVersion: kustomize.toolkit.fluxcd.io/v1
+        kind: Kustomization
+        metadata:
+          name: {name}
+          namespace: flux-system
+        spec:
+          path: {path}
+          prune: true
+          sourceRef: {{kind: GitRepository, name: flux-system}}"""
+        )
+        + forced
+        + "\n"
+    )
+
+
+def claim(storage_class: str, annotation: str = "") -> str:
+    ann = (
+        f"\n  annotations:\n    kustomize.toolkit.fluxcd.io/force: {annotation}"
+        if annotation
+        else ""
+    )
+    return textwrap.dedent(
+        """\
+        apiVersion: v1
+        kind: PersistentVolumeClaim
+        metadata:
+          name: data
+          namespace: db{ann}
+        spec:
+          accessModes: [ReadWriteOnce]
+          storageClassName: {sc}
+          resources: {{requests: {{storage: 10Gi}}}}
+        """
+    ).format(ann=ann, sc=storage_class)
+
+
+def side(files: dict[str, str], root: str = "") -> list[RawObject]:
+    out: list[RawObject] = []
+    for path, text in files.items():
+        out += [replace(r, root=root) for r in parse_stream(text, path)]
+    return out
+
+
+def check(base: list[RawObject], head: list[RawObject], **kw: bool) -> CheckResult:
+    return check_objects(
+        base,
+        head,
+        context=Context.MERGED,
+        policy=Policy(),
+        today=TODAY,
+        force=kw.get("force", False),
+    )
+
+
+def sides(
+    ks: list[str], *, annotation: str = "", claim_path: str = "apps/db/claim.yaml"
+) -> tuple[list[RawObject], list[RawObject]]:
+    """Base and candidate: the claim's class changes from fast to slow; `ks` declare in both."""
+    flux = {f"clusters/prod/k{i}.yaml": k for i, k in enumerate(ks)}
+    base = side({**flux, claim_path: claim("fast", annotation)})
+    head = side({**flux, claim_path: claim("slow", annotation)})
+    return base, head
+
+
+def test_a_forcing_kustomization_replaces_without_the_flag() -> None:
+    result = check(*sides([kustomization("apps", "./apps", force=True)]))
+    (finding,) = [f for f in result.decision.findings if f.code is Code.FORCED_REPLACEMENT]
+    assert "Kustomization flux-system/apps has spec.force: true" in finding.message
+    assert Code.IMMUTABLE_FIELD_CHANGE not in codes(result)
+
+
+def test_without_force_it_is_an_immutable_change_that_wedges() -> None:
+    for force in (False, None):
+        result = check(*sides([kustomization("apps", "./apps", force=force)]))
+        assert Code.IMMUTABLE_FIELD_CHANGE in codes(result)
+        assert Code.FORCED_REPLACEMENT not in codes(result)
+
+
+def test_the_deepest_path_that_holds_the_file_decides() -> None:
+    forced_root = kustomization("root", "./", force=True)
+    gentle_db = kustomization("db", "./apps/db", force=False)
+    assert Code.FORCED_REPLACEMENT not in codes(check(*sides([forced_root, gentle_db])))
+    forced_db = kustomization("db", "apps/db/", force=True)
+    gentle_root = kustomization("root", ".", force=False)
+    assert Code.FORCED_REPLACEMENT in codes(check(*sides([gentle_root, forced_db])))
+
+
+def test_a_path_that_only_shares_a_prefix_does_not_hold_the_file() -> None:
+    result = check(*sides([kustomization("apps", "./app", force=True)]))
+    assert Code.FORCED_REPLACEMENT not in codes(result)
+
+
+def test_the_candidates_kustomization_decides() -> None:
+    """Force is read from what the candidate applies with: switching it on in the same change
+    replaces the claim."""
+    claim_path = "apps/db/claim.yaml"
+    base = side({"k.yaml": kustomization("apps", "./apps", force=False), claim_path: claim("fast")})
+    head = side({"k.yaml": kustomization("apps", "./apps", force=True), claim_path: claim("slow")})
+    assert Code.FORCED_REPLACEMENT in codes(check(base, head))
+
+
+def test_force_disabled_under_spec_force_is_void_and_said_so() -> None:
+    result = check(*sides([kustomization("apps", "./apps", force=True)], annotation="disabled"))
+    found = {f.code: f for f in result.decision.findings}
+    assert "does not switch that off" in found[Code.FORCED_REPLACEMENT].message
+    void = found[Code.FORCE_DISABLED_VOID]
+    assert void.severity is Severity.WARN
+    assert "Kustomization flux-system/apps has spec.force: true" in void.message
+    assert void.source is not None and void.source.path == "apps/db/claim.yaml"
+    assert any("spec.force: false" in a.text for a in void.actions)
+
+
+def test_force_disabled_is_said_even_when_nothing_else_changes() -> None:
+    k = kustomization("apps", "./apps", force=True)
+    same = side({"k.yaml": k, "apps/db/claim.yaml": claim("fast", "disabled")})
+    result = check(same, same)
+    assert codes(result) == {Code.FORCE_DISABLED_VOID}
+    assert result.decision.verdict.exit_code == 0  # a warning: the deploy may go ahead
+
+
+def test_force_disabled_without_spec_force_is_quiet() -> None:
+    result = check(*sides([kustomization("apps", "./apps", force=False)], annotation="disabled"))
+    assert Code.FORCE_DISABLED_VOID not in codes(result)
+    assert Code.IMMUTABLE_FIELD_CHANGE in codes(result)
+
+
+def test_force_enabled_on_the_object_forces_without_a_kustomization() -> None:
+    result = check(*sides([], annotation="enabled"))
+    (finding,) = [f for f in result.decision.findings if f.code is Code.FORCED_REPLACEMENT]
+    assert "kustomize.toolkit.fluxcd.io/force: enabled" in finding.message
+
+
+def test_flux_root_tags_name_the_kustomization_whatever_the_path() -> None:
+    """Under --flux-root an object carries the Kustomization that applies it as its root; its
+    file may be anywhere (a component, a shared base)."""
+    k = side({"clusters/prod/apps.yaml": kustomization("apps", "./elsewhere", force=True)})
+    base = k + side({"shared/claim.yaml": claim("fast")}, root="flux:flux-system/apps")
+    head = k + side({"shared/claim.yaml": claim("slow")}, root="flux:flux-system/apps")
+    assert Code.FORCED_REPLACEMENT in codes(check(base, head))
