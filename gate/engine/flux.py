@@ -13,13 +13,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from gate.engine.kustomizations import FLUX_GROUP, ROOT_PREFIX
+from gate.engine.kustomizations import FLUX_GROUP, HELM_PREFIX, ROOT_PREFIX
 from gate.engine.plan import Action, Change
 from gate.model.objects import Inventory, Manifest
 from gate.model.refs import ObjectRef
 
 HELM_GROUP = "helm.toolkit.fluxcd.io"
-HELM_PREFIX = "helm:"
 #: The fields of a Kustomization that decide what it applies.
 POINTING = ("path", "targetNamespace", "sourceRef")
 

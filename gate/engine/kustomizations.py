@@ -7,7 +7,8 @@ is replaced is read from the repository itself, not from a `--force` flag someon
 
 The applying Kustomization is the one `--flux-root` tagged the object with (its root), else the
 candidate's Kustomization whose `spec.path` holds the object's file (the deepest such path; the
-paths are this repository's, as `./apps/db` names `apps/db`). Pure.
+paths are this repository's, as `./apps/db` names `apps/db`); what a HelmRelease's chart renders
+has none (helm-controller applies it). Pure.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ FLUX_GROUP = "kustomize.toolkit.fluxcd.io"
 FLUX_FORCE = "kustomize.toolkit.fluxcd.io/force"
 #: The tag `--flux-root` gives an object: the Kustomization `flux:NS/NAME` that applies it.
 ROOT_PREFIX = "flux:"
+#: The tag of what a HelmRelease's chart renders (`helm:NS/NAME`): helm-controller applies it.
+HELM_PREFIX = "helm:"
 
 
 def applying_kustomization(m: Manifest, head: Inventory) -> Manifest | None:
@@ -28,8 +31,8 @@ def applying_kustomization(m: Manifest, head: Inventory) -> Manifest | None:
     if m.root.startswith(ROOT_PREFIX):
         ns, _, name = m.root.removeprefix(ROOT_PREFIX).partition("/")
         return head.get(ObjectRef(FLUX_GROUP, "Kustomization", ns, name))
-    if m.source is None or m.source.path.startswith("<"):
-        return None
+    if m.root.startswith(HELM_PREFIX) or m.source is None or m.source.path.startswith("<"):
+        return None  # a chart's object is applied by helm-controller, whatever its file
     file_dir = _normal(posixpath.dirname(m.source.path))
     best: tuple[int, Manifest] | None = None
     for k in head.of_kind(FLUX_GROUP, "Kustomization"):

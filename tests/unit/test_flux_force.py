@@ -159,3 +159,12 @@ def test_flux_root_tags_name_the_kustomization_whatever_the_path() -> None:
     base = k + side({"shared/claim.yaml": claim("fast")}, root="flux:flux-system/apps")
     head = k + side({"shared/claim.yaml": claim("slow")}, root="flux:flux-system/apps")
     assert Code.FORCED_REPLACEMENT in codes(check(base, head))
+
+
+def test_what_a_helmrelease_renders_is_not_forced_by_a_kustomization() -> None:
+    """helm-controller applies a chart's objects: a Kustomization's force does not reach them,
+    even when the chart's directory lies under its path."""
+    k = side({"clusters/prod/apps.yaml": kustomization("apps", "./charts", force=True)})
+    base = k + side({"charts/db/templates/claim.yaml": claim("fast")}, root="helm:db/db")
+    head = k + side({"charts/db/templates/claim.yaml": claim("slow")}, root="helm:db/db")
+    assert Code.FORCED_REPLACEMENT not in codes(check(base, head))
