@@ -12,8 +12,10 @@ import click
 from gate.cli.common import fail, kube_options, parse_flux_source, policy_for_files
 from gate.engine.check import CheckResult, build_sides, check_inventories, check_objects
 from gate.engine.context import Context
+from gate.engine.defer import plan_deferral
 from gate.engine.policy import Policy
 from gate.engine.scope import PruneScope, parse_scope
+from gate.engine.verdict import Verdict
 from gate.model.errors import ConfigError, GateError, InputError
 from gate.model.findings import Severity
 from gate.model.kinds import check_guarded_kinds, declared_custom_kinds
@@ -23,6 +25,14 @@ from gate.report.common import count
 from gate.report.github import step_summary
 from gate.report.sarif import render_sarif
 from gate.sources.clock import utc_today
+from gate.sources.deferral import (
+    RECORD,
+    Placer,
+    by_input_file,
+    by_repository_file,
+    by_root,
+    write_artifact,
+)
 from gate.sources.github import detect_ci_context
 from gate.sources.manifests import read_path
 from gate.sources.placement import git_files, place_findings, rendered_files
@@ -131,6 +141,15 @@ from gate.sources.policyfile import (
     help="Report format.",
 )
 @click.option(
+    "--defer-to",
+    "defer_to",
+    metavar="DIR",
+    help="Write the candidate as a speculative deploy should apply it into DIR (new or empty): "
+    "every object whose deletion is deferred kept exactly as base declares it, and "
+    "deferred.json. Exit 0 when everything that stops the deploy was deferred into it; a block "
+    "still blocks (exit 1, nothing written).",
+)
+@click.option(
     "--sarif",
     "sarif_path",
     type=click.Path(dir_okay=False, writable=True),
@@ -170,6 +189,7 @@ def check_command(
     namespace: str,
     force: bool,
     fmt: str,
+    defer_to: str | None,
     sarif_path: str | None,
     live: bool,
     kubeconfig: str | None,
@@ -269,7 +289,76 @@ def check_command(
     _emit(result, fmt, context, base_label, head_label)
     if sarif_path is not None:
         _write_sarif(sarif_path, result, context, base_label, head_label)
-    sys.exit(result.decision.verdict.exit_code)
+    code = result.decision.verdict.exit_code
+    if defer_to is not None:
+        layout = (
+            (
+                by_input_file(_workspace_relative(base_manifests or "-")),
+                by_input_file(_workspace_relative(head_manifests or "-")),
+            )
+            if rendered
+            else (by_root, by_root)
+            if flux_roots or render == "kustomize"
+            else (by_repository_file, by_repository_file)
+        )
+        meta = {"context": context.value, "base": base_label, "head": head_label}
+        code = _defer(defer_to, result, (base_raw, head_raw), layout, namespace, meta, fmt)
+    sys.exit(code)
+
+
+def _defer(
+    directory: str,
+    result: CheckResult,
+    sides: tuple[Sequence[RawObject], Sequence[RawObject]],
+    layout: tuple[Placer, Placer],
+    namespace: str,
+    meta: dict[str, str],
+    fmt: str,
+) -> int:
+    """`--defer-to`: the artifact when nothing blocks; the exit code the pipeline acts on."""
+    decision = result.decision
+    if decision.verdict is Verdict.BLOCK:
+        click.echo(
+            f"defer: nothing written to {directory}: {count(decision.findings, Severity.BLOCK)} "
+            "finding(s) block this candidate, and a block is not deferred",
+            err=True,
+        )
+        return decision.verdict.exit_code
+    deferral = plan_deferral(result)
+    for finding, why in deferral.unkeepable:
+        click.echo(
+            f"defer: cannot defer {finding.code.value} on {finding.ref.display()}: {why}",
+            err=True,
+        )
+    if deferral.unkeepable:
+        click.echo(f"defer: nothing written to {directory}", err=True)
+        return Verdict.BLOCK.exit_code
+    base_raw, head_raw = sides
+    try:
+        written = write_artifact(
+            directory,
+            head_raw,
+            base_raw,
+            deferral,
+            base_file=layout[0],
+            head_file=layout[1],
+            namespace=namespace,
+            meta={"verdict": decision.verdict.value, **meta},
+        )
+    except GateError as exc:
+        fail(f"--defer-to: {exc}")
+    kept = ", ".join(k.manifest.ref.display() for k in deferral.kept) or "nothing"
+    click.echo(
+        f"defer: wrote {directory} ({len(written)} file(s) and {RECORD}); kept as base declares "
+        f"them: {kept}. Deploy {directory}, not the candidate: only the merged deploy, checked "
+        "again with --live, deletes them",
+        err=True,
+    )
+    output = os.environ.get("GITHUB_OUTPUT")
+    if output and fmt == "github":
+        with Path(output).open("a", encoding="utf-8") as fh:
+            fh.write(f"deferred-dir={directory}\n")
+    return 0
 
 
 def _check_live(

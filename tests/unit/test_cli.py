@@ -20,12 +20,14 @@ EXAMPLE = ROOT / "examples" / "incident"
 
 
 def gate(
-    *args: str, cwd: Path = ROOT, stdin: str | None = None
+    *args: str, cwd: Path = ROOT, stdin: str | None = None, env_extra: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run the real console script (or the module when the script is not on PATH)."""
+    """Run the real console script (or the module when the script is not on PATH), outside any
+    GitHub workflow unless `env_extra` sets its variables."""
     exe = shutil.which("gate")
     cmd = [exe] if exe else [sys.executable, "-m", "gate"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
+    env.update(env_extra or {})
     env["PYTHONPATH"] = str(ROOT)  # the checkout, when the package is not installed
     return subprocess.run(
         [*cmd, *args], cwd=cwd, input=stdin, capture_output=True, text=True, env=env, check=False

@@ -1,0 +1,163 @@
+"""`gate check --defer-to DIR`: write the candidate as a speculative deploy should apply it.
+
+The artifact is the candidate's objects, file by file (rendered and plain git mode: one file per
+input file, named as in the input) or root by root (`--render kustomize`: `<path>.yaml` per
+`--path`; `--flux-root`: `flux/<namespace>/<name>.yaml` per Kustomization), with every object whose
+deletion is deferred put back exactly as base declares it, in the file base has it in. Objects
+are written as YAML from what was parsed (the values as Kubernetes reads them; comments are not
+kept). `deferred.json` says what was kept, why and from where.
+
+The directory must be new or empty: a stale file from an earlier run would be deployed too. It is
+written beside DIR first and moved into place, so a failed write leaves no half artifact.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gate.engine.defer import Deferral, Kept
+from gate.model.errors import InputError
+from gate.model.objects import RawObject, learn_scopes, to_manifest
+from gate.model.refs import ObjectRef, Scopes
+
+#: The record of what the artifact keeps.
+RECORD = "deferred.json"
+
+#: Version of deferred.json's shape.
+SCHEMA_VERSION = 1
+
+#: Where an object goes in the artifact: a relative file name, or None to leave it out.
+Placer = Callable[[RawObject], str | None]
+
+
+def write_artifact(
+    directory: str,
+    head: Sequence[RawObject],
+    base: Sequence[RawObject],
+    deferral: Deferral,
+    *,
+    head_file: Placer,
+    base_file: Placer,
+    namespace: str,
+    meta: dict[str, Any],
+) -> list[str]:
+    """Write the artifact into `directory`; return the files written (relative, sorted)."""
+    target = Path(directory)
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise InputError(
+            "exists and is not an empty directory: the artifact must hold nothing else (a "
+            "stale file would be deployed too); give a new directory",
+            directory,
+        )
+    scopes = Scopes()
+    learn_scopes(scopes, base, head)
+    keep = deferral.refs
+    files: dict[str, list[dict[str, Any]]] = {}
+    for raw in head:
+        name = head_file(raw)
+        if name is not None and to_manifest(raw, scopes, namespace).ref not in keep:
+            files.setdefault(_safe(name), []).append(raw.body)
+    kept_at: dict[ObjectRef, str] = {}
+    by_ref = {k.manifest.ref: k for k in deferral.kept}
+    for raw in base:
+        ref = to_manifest(raw, scopes, namespace).ref
+        if ref in by_ref and ref not in kept_at:
+            name = base_file(raw)
+            if name is None:  # cannot happen for a keepable object: say so rather than drop it
+                raise InputError(f"{ref.display()} is kept but has no place in the artifact")
+            kept_at[ref] = _safe(name)
+            files.setdefault(kept_at[ref], []).append(raw.body)
+    record = {
+        "schemaVersion": SCHEMA_VERSION,
+        **meta,
+        "files": sorted(files),
+        "kept": [_kept(k, kept_at) for k in deferral.kept],
+    }
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        for name, bodies in files.items():
+            out = staging / name
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(_yaml_stream(bodies), encoding="utf-8")
+        (staging / RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        if target.exists():
+            target.rmdir()  # empty, checked above
+        staging.replace(target)
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise InputError(f"cannot write the artifact: {exc.strerror or exc}", directory) from None
+    return sorted(files)
+
+
+def _kept(k: Kept, kept_at: dict[ObjectRef, str]) -> dict[str, Any]:
+    m = k.manifest
+    return {
+        "object": {
+            "apiVersion": m.api_version,
+            "kind": m.ref.kind,
+            "namespace": m.ref.namespace or None,
+            "name": m.ref.name,
+        },
+        "codes": sorted({f.code.value for f in k.findings}),
+        "why": [f.message for f in k.findings],
+        "from": {"path": m.source.path, "line": m.source.line} if m.source else None,
+        "file": kept_at.get(m.ref),
+    }
+
+
+def _yaml_stream(bodies: list[dict[str, Any]]) -> str:
+    docs = (yaml.safe_dump(b, sort_keys=False, allow_unicode=True) for b in bodies)
+    return "---\n" + "---\n".join(docs)
+
+
+def _safe(name: str) -> str:
+    """A relative path inside the artifact; anything that would leave it is an error."""
+    clean = posixpath.normpath(name.replace("\\", "/"))
+    if clean.startswith(("/", "../")) or clean in ("..", ".", "") or clean == RECORD:
+        raise InputError(f"cannot be a file of the artifact: {name!r}")
+    return clean
+
+
+# --- where objects go, per mode -----------------------------------------------------------------
+
+
+def by_input_file(label: str) -> Placer:
+    """Rendered mode: a file named as in the input (`label`, as given to --*-manifests)."""
+    prefix = label.rstrip("/") + "/"
+
+    def place(raw: RawObject) -> str:
+        path = raw.source.path
+        if label == "-" or path.startswith("<"):
+            return "stdin.yaml"
+        if path.startswith(prefix):
+            return path[len(prefix) :]
+        return posixpath.basename(path)
+
+    return place
+
+
+def by_repository_file(raw: RawObject) -> str:
+    """Plain git mode: the file's path in the repository."""
+    return raw.source.path
+
+
+def by_root(raw: RawObject) -> str | None:
+    """`--render kustomize`: `<path>.yaml` per --path; `--flux-root`: one file per
+    Kustomization; what a HelmRelease's chart renders is left out (helm-controller installs it
+    from the HelmRelease, which is in its Kustomization's file)."""
+    root = raw.root
+    if root.startswith("helm:"):
+        return None
+    if root.startswith("flux:"):
+        return f"flux/{root.removeprefix('flux:')}.yaml"
+    clean = posixpath.normpath(root or ".")
+    return "root.yaml" if clean == "." else f"{clean}.yaml"
