@@ -361,14 +361,16 @@ def check_speculative_prune(change: Change, world: World) -> Iterator[Finding]:
         [f"context: {world.context}", f"cause: {change.cause}"],
         f"let the deletion wait for the merge: deploy this candidate with {change.ref.display()} "
         f"kept exactly as in base{_at(change)}, so that only the merged deploy deletes it, after "
-        "these checks run again (the webhook's speculation fence does this in the cluster: see "
+        "these checks run again: run the same gate check with --defer-to DIR, which writes that "
+        "candidate to DIR, and deploy DIR (or hold the webhook's speculation fence: see "
         "'Passing stage 2 through the merge queue' in the README)",
         [
             edit(
-                f"deploy the candidate with {change.ref.display()} kept exactly as base "
-                "declares it; the merged deploy deletes it",
+                "in the merge queue's workflow, add --defer-to DIR to this gate check and "
+                f"deploy DIR instead of the candidate: {change.ref.display()} is kept there "
+                "exactly as base declares it, and the merged deploy deletes it",
                 _source(change),
-            )
+            ),
         ],
     )
 
