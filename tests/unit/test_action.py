@@ -1,0 +1,174 @@
+"""The Action's steps as GitHub runs them (tests/unit/actionrunner.py), over real commits, with
+the event payloads of `merge_group`, `pull_request` and `push`: exit codes, annotations, the
+step summary, the outputs, the deferred artifact and the SARIF file."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.unit.actionrunner import ActionRun, run_action
+from tests.unit.helpers import GitRepo, claim, deployment, doc
+from tests.unit.test_sarif import validate
+
+CONFIG = """\
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings, namespace: app}
+data: {mode: archive}
+"""
+
+
+def numbered_claim(i: int) -> str:
+    return claim().replace("name: data", f"name: data-{i:02}")
+
+
+def history(tmp_path: Path) -> tuple[GitRepo, dict[str, str]]:
+    """main: a claim; stage 1 retires it; stage 2 removes it; a bad change drops a mounted one."""
+    repo = GitRepo(tmp_path / "repo")
+    shas = {
+        "start": repo.commit({"deploy/app.yaml": doc(CONFIG, claim()), "deploy/web.yaml": CONFIG}),
+        "retired": repo.commit({"deploy/app.yaml": doc(CONFIG, claim(retire="moved, ticket 7"))}),
+        "removed": repo.commit({"deploy/app.yaml": CONFIG}),
+    }
+    return repo, shas
+
+
+def act(tmp_path: Path, repo: GitRepo, event: str, payload: dict[str, Any], sha: str,
+        **inputs: str) -> ActionRun:  # fmt: skip
+    temp = tmp_path / f"runner-{event}"
+    temp.mkdir(exist_ok=True)
+    return run_action(repo.root, temp, event=event, payload=payload, sha=sha, inputs=inputs)
+
+
+def merge_group(base: str, head: str) -> dict[str, Any]:
+    return {"action": "checks_requested", "merge_group": {"base_sha": base, "head_sha": head}}
+
+
+def test_merge_group_defers_into_the_artifact_and_writes_sarif(tmp_path: Path) -> None:
+    repo, shas = history(tmp_path)
+    out, sarif = tmp_path / "speculative", tmp_path / "gate.sarif"
+    run = act(
+        tmp_path, repo, "merge_group", merge_group(shas["retired"], shas["removed"]),
+        shas["removed"], **{"defer-to": str(out), "sarif": str(sarif), "render": "none"},
+    )  # fmt: skip
+    assert run.code == 0, run.stdout + run.stderr
+    assert run.outputs["verdict"] == "defer"
+    assert (run.outputs["blocks"], run.outputs["defers"]) == ("0", "1")
+    assert run.outputs["deferred-dir"] == str(out)
+    assert run.outputs["sarif"] == str(sarif)
+    assert "::warning file=deploy/app.yaml" in run.stdout  # the deferral, on the candidate's file
+    assert "SPECULATIVE_PRUNE" in run.summary
+    kinds = [d["kind"] for d in yaml.safe_load_all((out / "deploy" / "app.yaml").read_text())]
+    assert kinds == ["ConfigMap", "PersistentVolumeClaim"]  # kept as base declares it
+    log = json.loads(sarif.read_text("utf-8"))
+    validate(log)
+    (result,) = log["runs"][0]["results"]
+    assert (result["ruleId"], result["level"]) == ("SPECULATIVE_PRUNE", "warning")
+
+
+def test_merge_group_without_an_artifact_fails_on_the_deferral(tmp_path: Path) -> None:
+    repo, shas = history(tmp_path)
+    run = act(
+        tmp_path, repo, "merge_group", merge_group(shas["retired"], shas["removed"]),
+        shas["removed"], render="none",
+    )  # fmt: skip
+    assert run.code == 1
+    assert run.outputs["verdict"] == "defer"
+    assert run.outputs["deferred-dir"] == ""
+
+
+def test_pull_request_blocks_an_unretired_claim_and_says_so_everywhere(tmp_path: Path) -> None:
+    repo, shas = history(tmp_path)
+    repo.git("checkout", "-q", "-b", "drop", shas["start"])
+    head = repo.commit({"deploy/app.yaml": CONFIG, "deploy/web.yaml": deployment()})
+    payload = {"pull_request": {"base": {"sha": shas["start"]}, "head": {"sha": head}}}
+    run = act(tmp_path, repo, "pull_request", payload, head, render="none")
+    assert run.code == 1
+    assert run.outputs["verdict"] == "block"
+    assert int(run.outputs["blocks"]) >= 1
+    assert "::error file=deploy/app.yaml" in run.stdout
+    assert "NOT_RETIRED" in run.summary
+
+
+def test_push_to_main_after_stage_two_passes(tmp_path: Path) -> None:
+    repo, shas = history(tmp_path)
+    payload = {"before": shas["retired"], "after": shas["removed"]}
+    run = act(tmp_path, repo, "push", payload, shas["removed"], render="none")
+    assert run.code == 0, run.stdout + run.stderr
+    assert run.outputs["verdict"] == "allow"
+    assert (run.outputs["blocks"], run.outputs["defers"], run.outputs["warnings"]) == ("0",) * 3
+
+
+def test_more_annotations_than_github_shows_are_all_in_the_summary(tmp_path: Path) -> None:
+    repo = GitRepo(tmp_path / "repo")
+    claims = [numbered_claim(i) for i in range(12)]
+    base = repo.commit({"deploy/app.yaml": doc(CONFIG, *claims)})
+    head = repo.commit({"deploy/app.yaml": CONFIG})
+    run = act(tmp_path, repo, "push", {"before": base, "after": head}, head, render="none")
+    assert run.code == 1
+    errors = [line for line in run.stdout.splitlines() if line.startswith("::error ")]
+    assert len(errors) == int(run.outputs["blocks"]) > 10
+    assert "GitHub shows at most 10 annotations of each level per step" in run.stdout
+    for i in range(12):  # never silently dropped: every claim is in the step summary
+        assert f"app/data-{i:02}" in run.summary
+
+
+def test_an_unreachable_cluster_fails_the_step_and_the_kubeconfig_does_not_stay(
+    tmp_path: Path,
+) -> None:
+    repo, shas = history(tmp_path)
+    kubeconfig = yaml.safe_dump(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+            "users": [{"name": "u", "user": {"token": "secret-token"}}],
+            "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+            "current-context": "x",
+        }
+    )
+    payload = {"before": shas["retired"], "after": shas["removed"]}
+    run = act(tmp_path, repo, "push", payload, shas["removed"], render="none",
+              kubeconfig=kubeconfig)  # fmt: skip
+    assert run.code == 2, run.stdout + run.stderr  # could not decide: never a pass
+    assert "127.0.0.1:1" in run.stderr
+    assert not (tmp_path / "runner-push" / "prune-gate-kubeconfig").exists()
+    assert "secret-token" not in run.stdout + run.stderr
+
+
+def test_the_kubeconfig_file_is_private_while_it_exists(tmp_path: Path) -> None:
+    """Read by a step that lists it instead of running gate: the mode the check step writes."""
+    action = yaml.safe_load((Path(__file__).resolve().parents[2] / "action.yml").read_text())
+    (check,) = [s for s in action["runs"]["steps"] if s["name"] == "gate check"]
+    assert "(umask 077 && printf" in check["run"]
+    probe = tmp_path / "probe"
+    import subprocess
+
+    subprocess.run(
+        ["bash", "-c", f"(umask 077 && printf '%s\\n' data > {probe})"], check=True, timeout=30
+    )
+    assert stat.S_IMODE(probe.stat().st_mode) == 0o600
+
+
+def test_a_fence_value_it_does_not_know_is_exit_2(tmp_path: Path) -> None:
+    repo, shas = history(tmp_path)
+    payload = {"before": shas["retired"], "after": shas["removed"]}
+    run = act(tmp_path, repo, "push", payload, shas["removed"], fence="hodl")
+    assert run.code == 2
+    assert "fence must be hold, release or empty" in run.stdout
+
+
+def test_every_input_is_documented_with_its_default_in_the_readme() -> None:
+    root = Path(__file__).resolve().parents[2]
+    action = yaml.safe_load((root / "action.yml").read_text())
+    readme = (root / "README.md").read_text()
+    for name, spec in action["inputs"].items():
+        assert spec.get("description"), name
+        assert f"| `{name}` |" in readme, f"README's Action table lacks input {name}"
+    for name in action["outputs"]:
+        assert f"`{name}`" in readme, f"README does not name output {name}"
