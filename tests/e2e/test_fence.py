@@ -59,3 +59,52 @@ def test_fence_errors(kube: Cluster, tmp_path: Path) -> None:
     bad = run_gate(tmp_path, "fence", "hold", "--holder", "x", "--duration", "30", "--lease", "a/b")
     assert bad.returncode == 2
     assert "not a duration with units" in bad.stderr
+
+
+def test_the_action_holds_the_fence_after_a_passing_check_and_releases_it(
+    kube: Cluster, namespace: str, tmp_path: Path
+) -> None:
+    """The Action's steps as a runner runs them (tests/unit/actionrunner.py), with the kubeconfig
+    given as a secret's content: a merge-group check that passes holds the fence for the
+    candidate; a check that blocks holds nothing; the `always()` step releases it."""
+    from tests.unit.actionrunner import ActionRun, run_action
+    from tests.unit.helpers import GitRepo, claim
+
+    repo = GitRepo(tmp_path / "repo")
+    base = repo.commit({"deploy/app.yaml": claim()})
+    head = repo.commit({"deploy/app.yaml": claim("20Gi")})
+    dropped = repo.commit(
+        {"deploy/app.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\n"}
+    )
+    lease = f"{namespace}/speculation-fence"
+    secret = Path(kube.kubeconfig).read_text("utf-8")
+
+    def act(step: str, candidate: str, **inputs: str) -> ActionRun:
+        temp = tmp_path / f"runner-{step}"
+        temp.mkdir()
+        payload = {"merge_group": {"base_sha": base, "head_sha": candidate}}
+        common = {"kubeconfig": secret, "fence-lease": lease, "render": "none"}
+        return run_action(
+            repo.root, temp, event="merge_group", payload=payload, sha=candidate,
+            inputs={**common, **inputs},
+        )  # fmt: skip
+
+    def holder() -> str | None:
+        got = kube.kubectl(
+            "get", "lease", "-n", namespace, "speculation-fence", "-o", "json", check=False
+        )
+        return json.loads(got.stdout)["spec"].get("holderIdentity") if got.returncode == 0 else None
+
+    blocked = act("blocked", dropped, fence="hold")
+    assert blocked.code == 1, blocked.stdout + blocked.stderr
+    assert holder() is None  # a candidate that is not deployed holds nothing
+
+    held = act("hold", head, fence="hold", live="true")
+    assert held.code == 0, held.stdout + held.stderr
+    assert held.outputs["verdict"] == "allow"
+    assert holder() == head
+
+    released = act("release", head, fence="release")
+    assert released.code == 0, released.stdout + released.stderr
+    assert released.outputs["verdict"] == ""
+    assert holder() in (None, "")
