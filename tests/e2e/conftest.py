@@ -20,6 +20,7 @@ import pytest
 from kubernetes import client
 
 from . import kube as k
+from .flux import Flux, run_flux
 from .kube import Cluster
 from .webhookserver import Webhook, cleanup_claims, serve_webhook
 
@@ -128,6 +129,14 @@ def webhook(kube: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     """The webhook with the tests' policy, served and registered for the module using it."""
     with serve_webhook(kube, tmp_path_factory.mktemp("webhook")) as hook:
         yield hook
+
+
+@pytest.fixture(scope="module")
+def flux(kube: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Flux]:
+    """Flux's kustomize-controller (built from tools/flux) running against the cluster, its CRDs
+    installed, for the module using it (see ``flux``)."""
+    with run_flux(kube, tmp_path_factory.mktemp("flux")) as running:
+        yield running
 
 
 @pytest.fixture
