@@ -325,6 +325,11 @@ class Flux:
                     self._proc.wait()
                     tail = self.log_tail()
                     raise AssertionError(f"kustomize-controller ignored SIGTERM:\n{tail}") from None
+                if self._proc.returncode != 0:
+                    raise AssertionError(
+                        f"kustomize-controller exited {self._proc.returncode} on SIGTERM:\n"
+                        f"{self.log_tail()}"
+                    )
         finally:
             rbac = client.RbacAuthorizationV1Api(self.kube.client)
             k.delete_if_present(rbac.delete_cluster_role_binding, self._binding)

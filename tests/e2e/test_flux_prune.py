@@ -28,6 +28,7 @@ from .webhookserver import (
     Webhook,
     claim_terminating,
     delete_claim,
+    events,
     serve_webhook,
     wait_refused,
 )
@@ -181,6 +182,11 @@ def test_with_the_webhook_flux_prune_is_refused_and_main_heals_it(
     assert not claim_terminating(kube, ns, CLAIM), "a deletionTimestamp appeared"
     # kustomize-controller >= 1.9 keeps the refused prune in its inventory (and retries it).
     assert f"{ns}_{CLAIM}__PersistentVolumeClaim" in flux.inventory(ns, APP)
+    # The webhook knew whose DELETE it was: Flux's own service account.
+    blocked = flux.wait(
+        lambda: events(kube, ns, CLAIM, "PruneBlocked"), timeout=30, what="a PruneBlocked event"
+    )
+    assert f"DELETE by {DEPLOYER} refused" in blocked[0].message, blocked[0].message
 
     assert flux.serve(ns, SOURCE, "main", main_files(node)) == main
     healed = flux.wait_reconciled(ns, APP, main, ready=True)
