@@ -457,6 +457,14 @@ class Flux:
             condition = ready_condition(obj)
             if condition is None or status.get("lastAttemptedRevision") != revision:
                 return None
+            if not ready and status.get("lastAppliedRevision") == revision:
+                # Applied: nothing changes now before the next interval (10m). Say so at once.
+                raise AssertionError(
+                    f"Kustomization {namespace}/{name} applied {revision}, expected a failure; "
+                    f"its status: {json.dumps(status, indent=1)}\n"
+                    f"--- kustomize-controller log ({self.log}), last lines ---\n"
+                    f"{self.log_tail()}"
+                )
             if condition.get("status") != ("True" if ready else "False"):
                 return None
             if ready and status.get("lastAppliedRevision") != revision:
