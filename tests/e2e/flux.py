@@ -56,9 +56,8 @@ KUSTOMIZE_GROUP, KUSTOMIZE_VERSION, KUSTOMIZATIONS = (
     "v1",
     "kustomizations",
 )
-#: The labels kustomize-controller puts on what it applies (and selects on when it prunes).
+#: A label kustomize-controller puts on what it applies (it prunes only what carries it).
 OWNER_NAME = "kustomize.toolkit.fluxcd.io/name"
-OWNER_NAMESPACE = "kustomize.toolkit.fluxcd.io/namespace"
 
 
 def _run_build_binaries(*args: str) -> str:
@@ -171,6 +170,19 @@ def _impersonating_kubeconfig(admin: str, dest: Path) -> None:
     dest.chmod(0o600)
 
 
+def _unstick(ext: Any, live: Any) -> None:
+    """Nudge a CRD stuck in deletion: kube-apiserver's CRD finalizer does not come back to a CRD
+    whose instances it failed to list ("storage is (re)initializing", seen with a CRD deleted soon
+    after it was made) until the CRD changes again. Any other state is left alone."""
+    for condition in live.status.conditions or []:
+        if condition.type == "Terminating" and condition.reason == "InstanceDeletionFailed":
+            stamp = k.now().isoformat()
+            ext.patch_custom_resource_definition(
+                live.metadata.name,
+                {"metadata": {"annotations": {"prune-gate.io/e2e-retry": stamp}}},
+            )
+
+
 def install_crds(kube: Cluster) -> list[str]:
     """Apply the pinned Flux CRDs (server-side) and wait until each is Established; return the
     names of those that did not exist before, which ``uninstall_crds`` removes again.
@@ -191,7 +203,10 @@ def install_crds(kube: Cluster) -> list[str]:
                 if exc.status == 404:
                     return "absent"
                 raise
-            return None if live.metadata.deletion_timestamp else "live"
+            if live.metadata.deletion_timestamp is None:
+                return "live"
+            _unstick(ext, live)
+            return None
 
         state = k.wait_for(absent_or_live, timeout=60, what=f"CRD {name} not being deleted")
         kube.kubectl(
@@ -227,19 +242,11 @@ def uninstall_crds(kube: Cluster, names: list[str]) -> None:
             if exc.status == 404:
                 return True
             raise
-        # kube-apiserver's CRD finalizer does not come back to a CRD whose instances it failed to
-        # list ("storage is (re)initializing", seen with a CRD deleted soon after it was made)
-        # until the CRD changes again: change it.
-        for condition in live.status.conditions or []:
-            if condition.type == "Terminating" and condition.reason == "InstanceDeletionFailed":
-                stamp = k.now().isoformat()
-                ext.patch_custom_resource_definition(
-                    crd, {"metadata": {"annotations": {"prune-gate.io/e2e-retry": stamp}}}
-                )
+        _unstick(ext, live)
         return False
 
     for name in names:
-        k.wait_for(lambda crd=name: gone(crd), timeout=60, interval=1, what=f"CRD {name} gone")  # type: ignore[misc]
+        k.wait_for(functools.partial(gone, name), timeout=60, interval=1, what=f"CRD {name} gone")
 
 
 class Flux:
@@ -277,12 +284,14 @@ class Flux:
         _impersonating_kubeconfig(self.kube.kubeconfig, kubeconfig)
         tmp = self.workdir / "tmp"  # its build dirs, and the stale ones it purges at start
         tmp.mkdir(exist_ok=True)
-        health = free_port()
+        health, metrics = free_port(), free_port()
+        while metrics == health:
+            metrics = free_port()
         argv = [
             controller_binary(),
             "--enable-leader-election=false",
             "--watch-all-namespaces=true",
-            f"--metrics-addr=127.0.0.1:{free_port()}",
+            f"--metrics-addr=127.0.0.1:{metrics}",
             f"--health-addr=127.0.0.1:{health}",
             "--events-addr=",
             "--log-level=info",
@@ -314,21 +323,24 @@ class Flux:
         self.wait(started, timeout=120, what="kustomize-controller to start its workers")
 
     def stop(self) -> None:
-        """SIGTERM the controller (it must exit cleanly), drop the binding, stop serving."""
+        """SIGTERM the controller (it must exit 0, and not before), drop the binding, stop
+        serving."""
         try:
-            if self._proc is not None and self._proc.poll() is None:
-                self._proc.send_signal(signal.SIGTERM)
-                try:
-                    self._proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    self._proc.kill()
-                    self._proc.wait()
-                    tail = self.log_tail()
-                    raise AssertionError(f"kustomize-controller ignored SIGTERM:\n{tail}") from None
+            if self._proc is not None:
+                if self._proc.poll() is None:
+                    self._proc.send_signal(signal.SIGTERM)
+                    try:
+                        self._proc.wait(timeout=30)
+                    except subprocess.TimeoutExpired:
+                        self._proc.kill()
+                        self._proc.wait()
+                        tail = self.log_tail()
+                        raise AssertionError(
+                            f"kustomize-controller ignored SIGTERM:\n{tail}"
+                        ) from None
                 if self._proc.returncode != 0:
                     raise AssertionError(
-                        f"kustomize-controller exited {self._proc.returncode} on SIGTERM:\n"
-                        f"{self.log_tail()}"
+                        f"kustomize-controller exited {self._proc.returncode}:\n{self.log_tail()}"
                     )
         finally:
             rbac = client.RbacAuthorizationV1Api(self.kube.client)
