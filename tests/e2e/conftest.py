@@ -20,6 +20,7 @@ import pytest
 from kubernetes import client
 
 from . import kube as k
+from .flux import Flux, run_flux
 from .kube import Cluster
 from .webhookserver import Webhook, cleanup_claims, serve_webhook
 
@@ -128,6 +129,26 @@ def webhook(kube: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     """The webhook with the tests' policy, served and registered for the module using it."""
     with serve_webhook(kube, tmp_path_factory.mktemp("webhook")) as hook:
         yield hook
+
+
+@pytest.fixture(scope="module")
+def flux(
+    kube: Cluster, tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config
+) -> Iterator[Flux]:
+    """Flux's kustomize-controller (built from tools/flux) running against the cluster, its CRDs
+    installed, for the module using it (see ``flux``). Built first when missing, with its
+    progress on the terminal; without Go that is a skip outside CI, as for the cluster."""
+    capture = pytestconfig.pluginmanager.getplugin("capturemanager")
+    ctx = capture.global_and_fixture_disabled() if capture else contextlib.nullcontext()
+    with ctx:
+        build = [str(k.BUILD_BINARIES), "build", "kustomize-controller"]
+        built = subprocess.run(build, check=False)
+    if built.returncode != 0:
+        if not in_ci() and shutil.which("go") is None:
+            pytest.skip("no kustomize-controller: Go is not installed to build it (tools/flux)")
+        pytest.fail(f"scripts/build-binaries kustomize-controller failed ({built.returncode})")
+    with run_flux(kube, tmp_path_factory.mktemp("flux")) as running:
+        yield running
 
 
 @pytest.fixture
