@@ -154,9 +154,11 @@ def test_without_prune_gate_flux_prunes_the_mounted_claim_and_main_cannot_bring_
     assert claim.metadata.finalizers == [PVC_PROTECTION]
     assert f"{ns}_{CLAIM}__PersistentVolumeClaim" not in flux.inventory(ns, APP)
 
-    # The candidate is evicted; main is served again and applied ...
+    # The candidate is evicted; main is served again, and Flux says it applied it: Ready, the
+    # claim "unchanged" and back in its inventory ...
     assert flux.serve(ns, SOURCE, "main", main_files(node)) == main
     flux.wait_reconciled(ns, APP, main, ready=True)
+    assert f"{ns}_{CLAIM}__PersistentVolumeClaim" in flux.inventory(ns, APP)
     # ... but a deletion cannot be undone: the same claim, still Terminating (the wedge).
     claim = read_claim(kube, ns)
     assert claim.metadata.uid == uid, "the claim was recreated"
