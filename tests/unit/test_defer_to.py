@@ -5,7 +5,6 @@ nothing, and the artifact checked against base deletes nothing."""
 from __future__ import annotations
 
 import json
-import os
 import textwrap
 from dataclasses import replace
 from pathlib import Path
@@ -17,11 +16,10 @@ import yaml
 from gate.engine.context import Context
 from gate.engine.defer import plan_deferral
 from gate.engine.policy import Policy
-from gate.model.errors import RenderError
 from gate.model.findings import Code
-from gate.sources import render
 from gate.sources.manifests import parse_stream
 from tests.unit.helpers import TODAY, GitRepo, claim, deployment, doc, run
+from tests.unit.test_annotation_placement import needs_renderer
 from tests.unit.test_cli import gate
 
 CONFIG = """\
@@ -199,18 +197,7 @@ def test_git_mode_writes_each_file_at_its_repository_path(tmp_path: Path) -> Non
     assert [d["kind"] for d in documents(out / "deploy" / "web.yaml")] == ["Deployment"]
 
 
-def _has_renderer() -> bool:
-    try:
-        render.find_kustomize()
-    except RenderError:
-        return False
-    return True
-
-
-@pytest.mark.skipif(
-    not _has_renderer() and os.environ.get("CI") != "true",
-    reason="no kustomize renderer on PATH (run `make test`, which puts the pinned one there)",
-)
+@needs_renderer
 def test_kustomize_mode_writes_the_build_of_each_path(tmp_path: Path) -> None:
     kustomization = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
     repo = GitRepo(tmp_path / "repo")

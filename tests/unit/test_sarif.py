@@ -30,6 +30,7 @@ from gate.model.objects import Source
 from gate.model.refs import ObjectRef
 from gate.report.sarif import sarif_data
 from tests.unit.test_cli import EXAMPLE, gate
+from tests.unit.test_packaging import CHECK_EXAMPLE
 from tests.unit.test_report import CASES, GOLDEN
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -182,17 +183,7 @@ def test_an_allowed_run_is_a_valid_log_with_no_results() -> None:
 
 def test_gate_check_writes_sarif_beside_its_report(tmp_path: Path) -> None:
     out = tmp_path / "gate.sarif"
-    result = gate(
-        "check",
-        "--base-manifests",
-        str(EXAMPLE / "base"),
-        "--head-manifests",
-        str(EXAMPLE / "candidate"),
-        "--context",
-        "speculative",
-        "--sarif",
-        str(out),
-    )
+    result = gate(*CHECK_EXAMPLE, "--sarif", str(out))
     assert result.returncode == 1, result.stderr
     assert result.stdout.startswith("BLOCK")  # the report on stdout is still the text one
     log = json.loads(out.read_text("utf-8"))
@@ -205,15 +196,7 @@ def test_gate_check_writes_sarif_beside_its_report(tmp_path: Path) -> None:
 
 
 def test_format_sarif_on_stdout(tmp_path: Path) -> None:
-    result = gate(
-        "check",
-        "--base-manifests",
-        str(EXAMPLE / "base"),
-        "--head-manifests",
-        str(EXAMPLE / "candidate"),
-        "-o",
-        "sarif",
-    )
+    result = gate(*CHECK_EXAMPLE, "-o", "sarif")
     assert result.returncode == 1, result.stderr
     validate(json.loads(result.stdout))
 
