@@ -23,6 +23,7 @@ from typing import Any
 
 from gate.engine.context import Context
 from gate.engine.flux import POINTING, was_rendered
+from gate.engine.kustomizations import FLUX_NAME, FLUX_NAMESPACE
 from gate.engine.livestate import ARGO_APPLICATION, FLUX_KUSTOMIZATION, KEEP_MANAGERS
 from gate.engine.plan import Action, Change
 from gate.engine.rules import NAMESPACE, World, _finding, _source, keep_annotation, retirement
@@ -46,8 +47,6 @@ ARGO_FINALIZERS = frozenset(
     }
 )
 FLUX_PRUNE = "kustomize.toolkit.fluxcd.io/prune"
-FLUX_NAME = "kustomize.toolkit.fluxcd.io/name"
-FLUX_NAMESPACE = "kustomize.toolkit.fluxcd.io/namespace"
 ARGO_SYNC_OPTIONS = "argocd.argoproj.io/sync-options"
 HELM_KEEP = "helm.sh/resource-policy"
 #: helm-controller shortens a composed release name longer than Helm's limit (53): the first 40

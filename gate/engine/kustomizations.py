@@ -8,13 +8,15 @@ is replaced is read from the repository itself, not from a `--force` flag someon
 The applying Kustomization is the one `--flux-root` tagged the object with (its root), else the
 candidate's Kustomization whose `spec.path` holds the object's file (the deepest such path; the
 paths are this repository's, as `./apps/db` names `apps/db`); what a HelmRelease's chart renders
-has none (helm-controller applies it). Pure.
+has none (helm-controller applies it). Under `--live`, a Kustomization the repository does not
+declare is read from the cluster: the one the live object's Flux labels name. Pure.
 """
 
 from __future__ import annotations
 
 import posixpath
 
+from gate.model.liveview import LiveView
 from gate.model.objects import Inventory, Manifest
 from gate.model.refs import ObjectRef
 
@@ -22,6 +24,9 @@ FLUX_GROUP = "kustomize.toolkit.fluxcd.io"
 FLUX_FORCE = "kustomize.toolkit.fluxcd.io/force"
 #: The tag `--flux-root` gives an object: the Kustomization `flux:NS/NAME` that applies it.
 ROOT_PREFIX = "flux:"
+#: The labels kustomize-controller puts on what it applies.
+FLUX_NAME = "kustomize.toolkit.fluxcd.io/name"
+FLUX_NAMESPACE = "kustomize.toolkit.fluxcd.io/namespace"
 #: The tag of what a HelmRelease's chart renders (`helm:NS/NAME`): helm-controller applies it.
 HELM_PREFIX = "helm:"
 
@@ -46,6 +51,19 @@ def applying_kustomization(m: Manifest, head: Inventory) -> Manifest | None:
         if best is None or depth > best[0]:
             best = (depth, k)
     return best[1] if best is not None else None
+
+
+def live_forcing_kustomization(ref: ObjectRef, live: LiveView) -> str:
+    """`Kustomization NS/NAME` when the live object's Flux labels name a live Kustomization with
+    `spec.force: true` (for a Kustomization the repository does not declare), else ""."""
+    obj = live.get(ref)
+    if obj is None:
+        return ""
+    name, ns = obj.labels.get(FLUX_NAME), obj.labels.get(FLUX_NAMESPACE)
+    if not name or not ns:
+        return ""
+    k = live.get(ObjectRef(FLUX_GROUP, "Kustomization", ns, name))
+    return f"Kustomization {ns}/{name}" if k is not None and k.facts.get("force") == "true" else ""
 
 
 def _normal(path: str) -> str:

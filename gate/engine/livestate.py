@@ -192,6 +192,8 @@ def project_object(ref: ObjectRef, obj: dict[str, Any], api_version: str = "") -
         facts["prune"] = "true" if spec.get("prune") is True else "false"
         facts["suspend"] = "true" if spec.get("suspend") is True else "false"
         facts["deletionPolicy"] = str(spec.get("deletionPolicy") or "MirrorPrune")
+        # Whether it force-replaces what it applies on an immutable change.
+        facts["force"] = "true" if spec.get("force") is True else "false"
     if "helm.sh/resource-policy" in (meta.get("annotations") or {}):
         managers = keep_managers(meta)
         if managers:

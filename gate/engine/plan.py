@@ -17,6 +17,7 @@ from gate.engine.kustomizations import (
     display,
     force_disabled,
     kustomization_forces,
+    live_forcing_kustomization,
 )
 from gate.model.liveview import LiveView
 from gate.model.objects import Inventory, Manifest
@@ -74,7 +75,7 @@ def compute_plan(
         if other.body == m.body:
             continue
         # The controller reads force from the object it applies: the candidate's.
-        force = "--force" if force_all else force_reason(other, head)
+        force = "--force" if force_all else force_reason(other, head, live)
         check = IMMUTABLE_CHECKS.get((m.ref.group, m.ref.kind))
         live_obj = live.get(m.ref) if live is not None else None
         facts = live_obj.facts if live_obj is not None else (None if live is None else {})
@@ -90,21 +91,23 @@ def compute_plan(
     return changes
 
 
-def force_reason(m: Manifest, head: Inventory | None = None) -> str:
+def force_reason(m: Manifest, head: Inventory | None = None, live: LiveView | None = None) -> str:
     """Why a controller would force-replace this object, or "" when it would not: its own
-    annotation, or (given the candidate) the Flux Kustomization that applies it with
-    `spec.force: true`, which the object's `force: disabled` does not switch off."""
+    annotation, or the Flux Kustomization that applies it with `spec.force: true` (the
+    candidate's; else, under --live, the live one its labels name), which the object's
+    `force: disabled` does not switch off."""
     ann = m.annotations
     if str(ann.get(FLUX_FORCE, "")).strip().lower() == "enabled":
         return f"{FLUX_FORCE}: enabled"
     options = [o.strip() for o in str(ann.get(ARGO_SYNC_OPTIONS, "")).split(",")]
     if "Replace=true" in options:
         return f"{ARGO_SYNC_OPTIONS}: Replace=true"
+    void = f"; its {FLUX_FORCE}: disabled does not switch that off" if force_disabled(m) else ""
     k = applying_kustomization(m, head) if head is not None else None
-    if k is not None and kustomization_forces(k):
-        void = f"; its {FLUX_FORCE}: disabled does not switch that off" if force_disabled(m) else ""
-        return f"{display(k)} has spec.force: true{void}"
-    return ""
+    if k is not None:
+        return f"{display(k)} has spec.force: true{void}" if kustomization_forces(k) else ""
+    forcing = live_forcing_kustomization(m.ref, live) if live is not None else ""
+    return f"{forcing} has spec.force: true (live){void}" if forcing else ""
 
 
 @dataclass(frozen=True, slots=True)

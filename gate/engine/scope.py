@@ -15,15 +15,13 @@ import re
 from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 
-from gate.engine.kustomizations import FLUX_GROUP
+from gate.engine.kustomizations import FLUX_GROUP, FLUX_NAME, FLUX_NAMESPACE
 from gate.engine.plan import Action, Change
 from gate.model.errors import InputError
 from gate.model.liveview import LiveObject
 from gate.model.objects import Inventory
 from gate.model.refs import ObjectRef
 
-FLUX_NAME = "kustomize.toolkit.fluxcd.io/name"
-FLUX_NAMESPACE = "kustomize.toolkit.fluxcd.io/namespace"
 ARGOCD_TRACKING = "argocd.argoproj.io/tracking-id"
 ARGOCD_INSTANCE = "app.kubernetes.io/instance"
 HELM_RELEASE_NAME = "meta.helm.sh/release-name"

@@ -168,3 +168,43 @@ def test_what_a_helmrelease_renders_is_not_forced_by_a_kustomization() -> None:
     base = k + side({"charts/db/templates/claim.yaml": claim("fast")}, root="helm:db/db")
     head = k + side({"charts/db/templates/claim.yaml": claim("slow")}, root="helm:db/db")
     assert Code.FORCED_REPLACEMENT not in codes(check(base, head))
+
+
+def test_under_live_a_kustomization_the_repository_lacks_is_read_from_the_cluster() -> None:
+    """Bootstrapped outside the repository, the Kustomization is only live: the live claim's
+    Flux labels name it, and its live spec.force decides."""
+    from gate.engine.livestate import LiveState
+
+    base, head = (
+        side({"apps/db/claim.yaml": claim("fast")}),
+        side({"apps/db/claim.yaml": claim("slow")}),
+    )
+    for forced, expected in ((True, Code.FORCED_REPLACEMENT), (False, Code.IMMUTABLE_FIELD_CHANGE)):
+        live = LiveState(Policy().guarded_kinds)
+        labels = {
+            "kustomize.toolkit.fluxcd.io/name": "apps",
+            "kustomize.toolkit.fluxcd.io/namespace": "flux-system",
+        }
+        live.upsert(
+            {
+                "metadata": {"name": "data", "namespace": "db", "labels": labels},
+                "spec": {"storageClassName": "fast"},
+            },
+            "v1",
+            "PersistentVolumeClaim",
+        )
+        live.upsert(
+            {
+                "metadata": {"name": "apps", "namespace": "flux-system"},
+                "spec": {"path": "./apps", "prune": True, "force": forced},
+            },
+            "kustomize.toolkit.fluxcd.io/v1",
+            "Kustomization",
+        )
+        result = check_objects(
+            base, head, context=Context.MERGED, policy=Policy(), today=TODAY, live=live
+        )
+        assert expected in codes(result), (forced, codes(result))
+        if forced:
+            (f,) = [f for f in result.decision.findings if f.code is Code.FORCED_REPLACEMENT]
+            assert "Kustomization flux-system/apps has spec.force: true (live)" in f.message

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from gate.engine.kustomizations import FLUX_NAME, FLUX_NAMESPACE
 from gate.engine.livestate import LiveState
 from gate.engine.plan import Action
 from gate.engine.policy import Policy
 from gate.engine.scope import (
     ARGOCD_INSTANCE,
     ARGOCD_TRACKING,
-    FLUX_NAME,
-    FLUX_NAMESPACE,
     HELM_RELEASE_NAME,
     HELM_RELEASE_NAMESPACE,
     PruneScope,

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
+from gate.engine.kustomizations import FLUX_NAME, FLUX_NAMESPACE
 from gate.engine.policy import Policy
 from gate.engine.retire import Stage, render_json, render_text, retire_statuses
-from gate.engine.scope import FLUX_NAME, FLUX_NAMESPACE, parse_scope
+from gate.engine.scope import parse_scope
 from gate.kube.client import status_error
 from gate.kube.resources import PARENTS, RESOURCES, Resource
 from gate.kube.snapshot import (
