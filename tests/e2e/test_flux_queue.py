@@ -141,6 +141,20 @@ def read_claim(kube: Cluster, ns: str) -> Any:
     return k.core(kube.client).read_namespaced_persistent_volume_claim(CLAIM, ns)
 
 
+def assert_intact(kube: Cluster, flux: Flux, ns: str, uid: str) -> None:
+    """The claim is the one v0 made (same uid), marked by stage 1 and not being deleted; the
+    failure says what the Kustomization and its controller say."""
+    claim = read_claim(kube, ns)
+    found = (claim.metadata.uid, claim.metadata.deletion_timestamp, claim.metadata.annotations)
+    if found[:2] != (uid, None) or (found[2] or {}).get(RETIRE) != REASON:
+        status = json.dumps(flux.read_kustomization(ns, APP).get("status"), indent=1)
+        raise AssertionError(
+            f"claim {ns}/{CLAIM}: uid {found[0]} (v0 made {uid}), deletionTimestamp {found[1]}, "
+            f"annotations {found[2]}\nKustomization status: {status}\n"
+            f"--- kustomize-controller log ({flux.log}), last lines ---\n{flux.log_tail()}"
+        )
+
+
 def settings_storage(kube: Cluster, ns: str) -> str:
     return str(k.core(kube.client).read_namespaced_config_map(SETTINGS, ns).data["storage"])
 
@@ -255,9 +269,7 @@ def test_stage_two_is_deferred_under_the_fence_survives_eviction_and_prunes_on_m
         == f"Applied revision: {stage1}"
     )
     finish_pod_deletion(kube, flux, ns)
-    claim = read_claim(kube, ns)
-    assert (claim.metadata.uid, claim.metadata.deletion_timestamp) == (uid, None)
-    assert claim.metadata.annotations[RETIRE] == REASON
+    assert_intact(kube, flux, ns, uid)
 
     # Stage 2 in the queue: the speculative check defers the deletion into DIR.
     stage1_dir = write_dir(tmp_path / "stage1", stage1_files())
@@ -296,8 +308,7 @@ def test_stage_two_is_deferred_under_the_fence_survives_eviction_and_prunes_on_m
         ready = flux.wait_reconciled(ns, APP, speculative, ready=True)
         assert ready["message"] == f"Applied revision: {speculative}", ready
         assert settings_storage(kube, ns) == "data-v2"
-        claim = read_claim(kube, ns)
-        assert (claim.metadata.uid, claim.metadata.deletion_timestamp) == (uid, None)
+        assert_intact(kube, flux, ns, uid)
 
         # What the fence is for: the raw candidate, applied while it is held, prunes nothing.
         raw = flux.serve(ns, SOURCE, QUEUE_BRANCH, read_dir(candidate_dir))
@@ -308,8 +319,7 @@ def test_stage_two_is_deferred_under_the_fence_survives_eviction_and_prunes_on_m
         assert f"PersistentVolumeClaim/{ns}/{CLAIM} delete failed" in message, message
         assert "prune-gate SPECULATION_FENCE" in message, message
         assert candidate_id in message, message
-        claim = read_claim(kube, ns)
-        assert (claim.metadata.uid, claim.metadata.deletion_timestamp) == (uid, None)
+        assert_intact(kube, flux, ns, uid)
         assert f"{ns}_{CLAIM}__PersistentVolumeClaim" in flux.inventory(ns, APP)
         assert flux.serve(ns, SOURCE, QUEUE_BRANCH, deferred) == speculative
         assert (
@@ -329,15 +339,13 @@ def test_stage_two_is_deferred_under_the_fence_survives_eviction_and_prunes_on_m
     assert released.returncode == 0, released.stderr
     status = fence("status")
     assert status.stdout.startswith("free"), status.stdout + status.stderr
-    claim = read_claim(kube, ns)
-    assert (claim.metadata.uid, claim.metadata.deletion_timestamp) == (uid, None)
-    assert claim.metadata.annotations[RETIRE] == REASON
+    assert_intact(kube, flux, ns, uid)
 
     # Merged: checked again live, allowed; Flux prunes the claim, and only now.
     done, report = check(kube, tmp_path, stage1_dir, candidate_dir, ns, "merged")
     assert done.returncode == 0, done.stdout + done.stderr
     assert report["verdict"] == "allow", report
-    k.wait_for(
+    flux.wait(
         lambda: deny(delete_claim(deployer, ns, CLAIM, dry_run=True)) is None,
         timeout=30,
         what="the webhook to see the fence released",
