@@ -35,6 +35,7 @@ from kubernetes.client.exceptions import ApiException
 from . import kube as k
 from .flux import OWNER_NAME, Flux
 from .kube import Cluster
+from .test_flux_prune import pod_yaml
 from .test_live import run_gate
 from .webhookserver import (
     DEPLOYER,
@@ -68,29 +69,6 @@ metadata:
   resources:
     requests:
       storage: 1Gi
-"""
-
-
-def pod_yaml(node: str) -> str:
-    """The consumer: scheduled on ``node`` (no scheduler runs), so pvc-protection counts it."""
-    return f"""\
-apiVersion: v1
-kind: Pod
-metadata:
-  name: {POD}
-spec:
-  nodeName: {node}
-  terminationGracePeriodSeconds: 30
-  containers:
-    - name: main
-      image: {k.PAUSE_IMAGE}
-      volumeMounts:
-        - name: data
-          mountPath: /data
-  volumes:
-    - name: data
-      persistentVolumeClaim:
-        claimName: {CLAIM}
 """
 
 
