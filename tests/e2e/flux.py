@@ -208,7 +208,7 @@ def install_crds(kube: Cluster) -> list[str]:
             _unstick(ext, live)
             return None
 
-        state = k.wait_for(absent_or_live, timeout=60, what=f"CRD {name} not being deleted")
+        state = k.wait_for(absent_or_live, timeout=180, what=f"CRD {name} not being deleted")
         kube.kubectl(
             "apply",
             "--server-side",
@@ -224,7 +224,7 @@ def install_crds(kube: Cluster) -> list[str]:
             conditions = ext.read_custom_resource_definition(crd).status.conditions or []
             return any(c.type == "Established" and c.status == "True" for c in conditions)
 
-        k.wait_for(established, timeout=60, what=f"CRD {name} established")
+        k.wait_for(established, timeout=180, what=f"CRD {name} established")
     return made
 
 
@@ -246,7 +246,7 @@ def uninstall_crds(kube: Cluster, names: list[str]) -> None:
         return False
 
     for name in names:
-        k.wait_for(functools.partial(gone, name), timeout=60, interval=1, what=f"CRD {name} gone")
+        k.wait_for(functools.partial(gone, name), timeout=180, interval=1, what=f"CRD {name} gone")
 
 
 class Flux:
@@ -457,7 +457,7 @@ class Flux:
         return ready_condition(self.read_kustomization(namespace, name))
 
     def wait_reconciled(
-        self, namespace: str, name: str, revision: str, ready: bool, timeout: float = 60
+        self, namespace: str, name: str, revision: str, ready: bool, timeout: float = 180
     ) -> dict[str, Any]:
         """Wait until the Kustomization has finished an attempt at ``revision`` with Ready
         ``ready``; return its Ready condition. An attempt in progress (Ready Unknown) or at
@@ -519,7 +519,7 @@ class Flux:
         )
         self.wait(
             lambda: k.gone(self.read_kustomization, namespace, name),
-            timeout=60,
+            timeout=180,
             what=f"Kustomization {namespace}/{name} gone",
         )
 

@@ -14,6 +14,7 @@ revision from a tarball served on loopback.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from .flux import OWNER_NAME, Flux
 from .kube import Cluster
 from .webhookserver import (
     DEPLOYER,
+    RETIRE,
     Webhook,
     claim_terminating,
     delete_claim,
@@ -39,13 +41,15 @@ PVC_PROTECTION = "kubernetes.io/pvc-protection"
 CLAIM, POD, SOURCE, APP = "data", "app", "repo", "app"
 
 
-def claim_yaml() -> str:
+def claim_yaml(retire: str | None = None) -> str:
+    """The claim; with `retire`, marked for retirement (stage 1) with that reason."""
+    annotations = f"  annotations:\n    {RETIRE}: {json.dumps(retire)}\n" if retire else ""
     return f"""\
 apiVersion: v1
 kind: PersistentVolumeClaim
 metadata:
   name: {CLAIM}
-spec:
+{annotations}spec:
   accessModes: [ReadWriteOnce]
   resources:
     requests:
@@ -186,7 +190,7 @@ def test_with_the_webhook_flux_prune_is_refused_and_main_heals_it(
     assert f"{ns}_{CLAIM}__PersistentVolumeClaim" in flux.inventory(ns, APP)
     # The webhook knew whose DELETE it was: Flux's own service account.
     blocked = flux.wait(
-        lambda: events(kube, ns, CLAIM, "PruneBlocked"), timeout=30, what="a PruneBlocked event"
+        lambda: events(kube, ns, CLAIM, "PruneBlocked"), timeout=120, what="a PruneBlocked event"
     )
     assert f"DELETE by {DEPLOYER} refused" in blocked[0].message, blocked[0].message
 

@@ -35,7 +35,7 @@ from kubernetes.client.exceptions import ApiException
 from . import kube as k
 from .flux import OWNER_NAME, Flux
 from .kube import Cluster
-from .test_flux_prune import pod_yaml
+from .test_flux_prune import claim_yaml, pod_yaml
 from .test_live import run_gate
 from .webhookserver import (
     DEPLOYER,
@@ -55,21 +55,6 @@ REASON = "moved to data-v2"
 PVC_PROTECTION = "kubernetes.io/pvc-protection"
 #: The queue's branch for the candidate, as GitHub names a merge group's ref.
 QUEUE_BRANCH = "gh-readonly-queue/main/pr-11"
-
-
-def claim_yaml(retire: str | None = None) -> str:
-    annotations = f"  annotations:\n    {RETIRE}: {json.dumps(retire)}\n" if retire else ""
-    return f"""\
-apiVersion: v1
-kind: PersistentVolumeClaim
-metadata:
-  name: {CLAIM}
-{annotations}spec:
-  accessModes: [ReadWriteOnce]
-  resources:
-    requests:
-      storage: 1Gi
-"""
 
 
 def settings_yaml(storage: str) -> str:
@@ -167,10 +152,10 @@ def finish_pod_deletion(kube: Cluster, flux: Flux, ns: str) -> None:
             raise
         return pod.metadata.deletion_timestamp is not None
 
-    flux.wait(pruned, timeout=30, what=f"Flux to prune pod {ns}/{POD}")
+    flux.wait(pruned, timeout=120, what=f"Flux to prune pod {ns}/{POD}")
     k.force_delete_pod(kube.client, ns, POD)
     flux.wait(
-        lambda: k.gone(core.read_namespaced_pod, POD, ns), timeout=30, what=f"pod {ns}/{POD} gone"
+        lambda: k.gone(core.read_namespaced_pod, POD, ns), timeout=120, what=f"pod {ns}/{POD} gone"
     )
 
 
@@ -325,7 +310,7 @@ def test_stage_two_is_deferred_under_the_fence_survives_eviction_and_prunes_on_m
     assert report["verdict"] == "allow", report
     flux.wait(
         lambda: deny(delete_claim(deployer, ns, CLAIM, dry_run=True)) is None,
-        timeout=30,
+        timeout=120,
         what="the webhook to see the fence released",
     )
     merged = flux.serve(ns, SOURCE, "main", candidate_files())
@@ -335,7 +320,7 @@ def test_stage_two_is_deferred_under_the_fence_survives_eviction_and_prunes_on_m
     )
     flux.wait(
         lambda: k.gone(k.core(kube.client).read_namespaced_persistent_volume_claim, CLAIM, ns),
-        timeout=30,
+        timeout=120,
         what=f"claim {ns}/{CLAIM} gone",
     )
     assert f"{ns}_{CLAIM}__PersistentVolumeClaim" not in flux.inventory(ns, APP)

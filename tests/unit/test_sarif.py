@@ -27,11 +27,11 @@ from gate.engine.policy import Policy
 from gate.engine.verdict import Decision, Exempted, Verdict
 from gate.model.findings import Code, Finding, Severity
 from gate.model.objects import Source
-from gate.model.refs import ObjectRef
 from gate.report.sarif import sarif_data
 from tests.unit.test_cli import EXAMPLE, gate
 from tests.unit.test_packaging import CHECK_EXAMPLE
 from tests.unit.test_report import CASES, GOLDEN
+from tests.unit.test_report import _finding as report_finding
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -66,17 +66,8 @@ def test_golden_sarif_validates_against_the_schema(case: str) -> None:
 
 
 def _finding(name: str, *, source: Source | None, head: Source | None = None) -> Finding:
-    return Finding(
-        code=Code.NOT_RETIRED,
-        ref=ObjectRef("", "PersistentVolumeClaim", "app", name),
-        message=f"claim app/{name} would be deleted but was never retired",
-        evidence=("cause: removed from the manifests",),
-        remediation="retire it in two stages",
-        severity=Severity.BLOCK,
-        api_version="v1",
-        source=source,
-        head_source=head,
-    )
+    """test_report's claim finding, declared at `source` and shown at `head`."""
+    return replace(report_finding(name), source=source, head_source=head)
 
 
 def _log(*findings: Finding, exempted: tuple[Exempted, ...] = ()) -> dict[str, Any]:
