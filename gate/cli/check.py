@@ -354,10 +354,8 @@ def _defer(
         "again with --live, deletes them",
         err=True,
     )
-    output = os.environ.get("GITHUB_OUTPUT")
-    if output and fmt == "github":
-        with Path(output).open("a", encoding="utf-8") as fh:
-            fh.write(f"deferred-dir={directory}\n")
+    if fmt == "github":
+        _step_outputs({"deferred-dir": directory})
     return 0
 
 
@@ -587,18 +585,24 @@ def _emit(result: CheckResult, fmt: str, context: Context, base: str, head: str)
     if summary:
         with Path(summary).open("a", encoding="utf-8") as fh:
             fh.write(step_summary(result, context=context, base=base, head=head))
+    found = result.decision.findings
+    _step_outputs(
+        {
+            "verdict": str(result.decision.verdict),
+            "blocks": str(count(found, Severity.BLOCK)),
+            "defers": str(count(found, Severity.DEFER)),
+            "warnings": str(count(found, Severity.WARN)),
+            "exempted": str(len(result.decision.exempted)),
+        }
+    )
+
+
+def _step_outputs(values: dict[str, str]) -> None:
+    """The step's outputs for later steps (`steps.<id>.outputs.verdict`), when GitHub asks."""
     output = os.environ.get("GITHUB_OUTPUT")
-    if output:  # the step's outputs, for later steps: `steps.<id>.outputs.verdict`
-        found = result.decision.findings
+    if output:
         with Path(output).open("a", encoding="utf-8") as fh:
-            fh.write(f"verdict={result.decision.verdict}\n")
-            for name, severity in (
-                ("blocks", Severity.BLOCK),
-                ("defers", Severity.DEFER),
-                ("warnings", Severity.WARN),
-            ):
-                fh.write(f"{name}={count(found, severity)}\n")
-            fh.write(f"exempted={len(result.decision.exempted)}\n")
+            fh.writelines(f"{name}={value}\n" for name, value in values.items())
 
 
 def _write_sarif(path: str, result: CheckResult, context: Context, base: str, head: str) -> None:

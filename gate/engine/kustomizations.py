@@ -68,8 +68,8 @@ def live_forcing_kustomization(ref: ObjectRef, live: LiveView) -> str:
 
 def _normal(path: str) -> str:
     """`./apps/db/` -> `apps/db`; the repository root is ``."""
-    cleaned = posixpath.normpath(path.strip().lstrip("/")) if path.strip() else "."
-    return "" if cleaned in (".", "") else cleaned.removeprefix("./")
+    cleaned = posixpath.normpath(path.strip().lstrip("/") or ".")
+    return "" if cleaned == "." else cleaned
 
 
 def kustomization_forces(k: Manifest) -> bool:
@@ -79,8 +79,3 @@ def kustomization_forces(k: Manifest) -> bool:
 
 def force_disabled(m: Manifest) -> bool:
     return str(m.annotations.get(FLUX_FORCE, "")).strip().lower() == "disabled"
-
-
-def display(k: Manifest) -> str:
-    """`Kustomization flux-system/apps`."""
-    return f"Kustomization {k.ref.namespace}/{k.ref.name}"

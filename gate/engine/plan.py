@@ -14,7 +14,6 @@ from typing import Any
 from gate.engine.kustomizations import (
     FLUX_FORCE,
     applying_kustomization,
-    display,
     force_disabled,
     kustomization_forces,
     live_forcing_kustomization,
@@ -74,13 +73,15 @@ def compute_plan(
             continue
         if other.body == m.body:
             continue
+        check = IMMUTABLE_CHECKS.get((m.ref.group, m.ref.kind))
+        if check is None:
+            continue  # no immutable field prune-gate guards: nothing to replace
         # The controller reads force from the object it applies: the candidate's.
         force = "--force" if force_all else force_reason(other, head, live)
-        check = IMMUTABLE_CHECKS.get((m.ref.group, m.ref.kind))
         live_obj = live.get(m.ref) if live is not None else None
         facts = live_obj.facts if live_obj is not None else (None if live is None else {})
         known = Known(facts, bool(force))
-        diffs = tuple(check(m.body, other.body, known)) if check else ()
+        diffs = tuple(check(m.body, other.body, known))
         if not diffs:
             continue
         if force:
@@ -105,7 +106,7 @@ def force_reason(m: Manifest, head: Inventory | None = None, live: LiveView | No
     void = f"; its {FLUX_FORCE}: disabled does not switch that off" if force_disabled(m) else ""
     k = applying_kustomization(m, head) if head is not None else None
     if k is not None:
-        return f"{display(k)} has spec.force: true{void}" if kustomization_forces(k) else ""
+        return f"{k.ref.display()} has spec.force: true{void}" if kustomization_forces(k) else ""
     forcing = live_forcing_kustomization(m.ref, live) if live is not None else ""
     return f"{forcing} has spec.force: true (live){void}" if forcing else ""
 

@@ -16,7 +16,6 @@ from gate.engine.flux import root_removed
 from gate.engine.kustomizations import (
     FLUX_FORCE,
     applying_kustomization,
-    display,
     force_disabled,
     kustomization_forces,
 )
@@ -811,14 +810,14 @@ def check_void_force_disabled(world: World) -> Iterator[Finding]:
             code=Code.FORCE_DISABLED_VOID,
             ref=m.ref,
             message=f"{m.ref.display()} carries {FLUX_FORCE}: disabled, which does nothing: "
-            f"{display(k)} has spec.force: true, so Flux still deletes and recreates it on an "
+            f"{k.ref.display()} has spec.force: true, so Flux still deletes and recreates it on an "
             "immutable change",
             evidence=(
-                f"{display(k)}: spec.force: true"
+                f"{k.ref.display()}: spec.force: true"
                 + (f" ({k.source})" if k.source is not None else ""),
                 f"{m.ref.display()}: {FLUX_FORCE}: disabled",
             ),
-            remediation=f"turn force off on {display(k)} (spec.force: false) and mark the "
+            remediation=f"turn force off on {k.ref.display()} (spec.force: false) and mark the "
             f"objects that need it with {FLUX_FORCE}: enabled, or move this object to a "
             "Kustomization without force",
             severity=Severity.WARN,
@@ -826,7 +825,7 @@ def check_void_force_disabled(world: World) -> Iterator[Finding]:
             api_version=m.api_version,
             source=m.source,
             actions=(
-                edit(f"set spec.force: false on {display(k)}", k.source),
+                edit(f"set spec.force: false on {k.ref.display()}", k.source),
                 edit(f"annotate only the objects that must be replaced with {FLUX_FORCE}: enabled"),
             ),
         )
