@@ -5,11 +5,12 @@ Flux force-replaces an object whose immutable field changes when its Kustomizati
 `force: disabled` does not switch a Kustomization's force off (fluxcd/pkg ssa). So whether a claim
 is replaced is read from the repository itself, not from a `--force` flag someone has to remember.
 
-The applying Kustomization is the one `--flux-root` tagged the object with (its root), else the
-candidate's Kustomization whose `spec.path` holds the object's file (the deepest such path; the
-paths are this repository's, as `./apps/db` names `apps/db`); what a HelmRelease's chart renders
-has none (helm-controller applies it). Under `--live`, a Kustomization the repository does not
-declare is read from the cluster: the one the live object's Flux labels name. Pure.
+The Kustomizations that may apply an object are the one `--flux-root` tagged it with (its root)
+and the candidate's whose `spec.path` holds the object's file (the paths are this repository's, as
+`./apps/db` names `apps/db`); what a HelmRelease's chart renders has none (helm-controller applies
+it). Under `--live`, the live Kustomization the live object's Flux labels name counts too (one the
+repository may not declare at all). Any of them forcing is force: a wrong guess here only turns
+one block (an immutable change) into another (a replacement), never a block into a pass. Pure.
 """
 
 from __future__ import annotations
@@ -31,26 +32,32 @@ FLUX_NAMESPACE = "kustomize.toolkit.fluxcd.io/namespace"
 HELM_PREFIX = "helm:"
 
 
-def applying_kustomization(m: Manifest, head: Inventory) -> Manifest | None:
-    """The candidate's Kustomization that applies `m`, or None when none is known."""
+def applying_kustomizations(m: Manifest, head: Inventory) -> list[Manifest]:
+    """The candidate's Kustomizations that may apply `m`: the one `--flux-root` tagged it with,
+    and every one whose `spec.path` holds its file. All of them, not the likeliest: force from
+    any of them replaces the object, and a candidate could add a Kustomization that forces
+    nothing to shadow one that does."""
+    found: list[Manifest] = []
     if m.root.startswith(ROOT_PREFIX):
         ns, _, name = m.root.removeprefix(ROOT_PREFIX).partition("/")
-        return head.get(ObjectRef(FLUX_GROUP, "Kustomization", ns, name))
+        tagged = head.get(ObjectRef(FLUX_GROUP, "Kustomization", ns, name))
+        found += [tagged] if tagged is not None else []
     if m.root.startswith(HELM_PREFIX) or m.source is None or m.source.path.startswith("<"):
-        return None  # a chart's object is applied by helm-controller, whatever its file
+        return found  # a chart's object is applied by helm-controller, whatever its file
     file_dir = _normal(posixpath.dirname(m.source.path))
-    best: tuple[int, Manifest] | None = None
     for k in head.of_kind(FLUX_GROUP, "Kustomization"):
         path = k.spec.get("path")
-        if not isinstance(path, str):
+        if not isinstance(path, str) or k in found:
             continue
         root = _normal(path)
-        if root and not (file_dir == root or file_dir.startswith(root + "/")):
-            continue
-        depth = root.count("/") + 1 if root else 0
-        if best is None or depth > best[0]:
-            best = (depth, k)
-    return best[1] if best is not None else None
+        if not root or file_dir == root or file_dir.startswith(root + "/"):
+            found.append(k)
+    return found
+
+
+def forcing_kustomization(m: Manifest, head: Inventory) -> Manifest | None:
+    """The first of `m`'s applying Kustomizations with `spec.force: true`, or None."""
+    return next((k for k in applying_kustomizations(m, head) if kustomization_forces(k)), None)
 
 
 def live_forcing_kustomization(ref: ObjectRef, live: LiveView) -> str:

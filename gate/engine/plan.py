@@ -13,9 +13,8 @@ from typing import Any
 
 from gate.engine.kustomizations import (
     FLUX_FORCE,
-    applying_kustomization,
     force_disabled,
-    kustomization_forces,
+    forcing_kustomization,
     live_forcing_kustomization,
 )
 from gate.model.liveview import LiveView
@@ -94,8 +93,8 @@ def compute_plan(
 
 def force_reason(m: Manifest, head: Inventory | None = None, live: LiveView | None = None) -> str:
     """Why a controller would force-replace this object, or "" when it would not: its own
-    annotation, or the Flux Kustomization that applies it with `spec.force: true` (the
-    candidate's; else, under --live, the live one its labels name), which the object's
+    annotation, or a Flux Kustomization that may apply it with `spec.force: true` (the
+    candidate's; under --live, the live one its labels name too), which the object's
     `force: disabled` does not switch off."""
     ann = m.annotations
     if str(ann.get(FLUX_FORCE, "")).strip().lower() == "enabled":
@@ -104,9 +103,9 @@ def force_reason(m: Manifest, head: Inventory | None = None, live: LiveView | No
     if "Replace=true" in options:
         return f"{ARGO_SYNC_OPTIONS}: Replace=true"
     void = f"; its {FLUX_FORCE}: disabled does not switch that off" if force_disabled(m) else ""
-    k = applying_kustomization(m, head) if head is not None else None
+    k = forcing_kustomization(m, head) if head is not None else None
     if k is not None:
-        return f"{k.ref.display()} has spec.force: true{void}" if kustomization_forces(k) else ""
+        return f"{k.ref.display()} has spec.force: true{void}"
     forcing = live_forcing_kustomization(m.ref, live) if live is not None else ""
     return f"{forcing} has spec.force: true (live){void}" if forcing else ""
 

@@ -15,9 +15,8 @@ from gate.engine.context import Context
 from gate.engine.flux import root_removed
 from gate.engine.kustomizations import (
     FLUX_FORCE,
-    applying_kustomization,
     force_disabled,
-    kustomization_forces,
+    forcing_kustomization,
 )
 from gate.engine.plan import Action, Change
 from gate.engine.policy import Policy
@@ -803,8 +802,8 @@ def check_void_force_disabled(world: World) -> Iterator[Finding]:
     for m in world.head:
         if not force_disabled(m):
             continue
-        k = applying_kustomization(m, world.head)
-        if k is None or not kustomization_forces(k):
+        k = forcing_kustomization(m, world.head)
+        if k is None:
             continue
         yield Finding(
             code=Code.FORCE_DISABLED_VOID,

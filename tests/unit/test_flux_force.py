@@ -98,13 +98,31 @@ def test_without_force_it_is_an_immutable_change_that_wedges() -> None:
         assert Code.FORCED_REPLACEMENT not in codes(result)
 
 
-def test_the_deepest_path_that_holds_the_file_decides() -> None:
+def test_any_kustomization_whose_path_holds_the_file_may_force() -> None:
+    """Two Kustomizations whose paths hold the file may both apply it, and force from either
+    replaces it: the shallower one forcing is force, whichever is deeper."""
     forced_root = kustomization("root", "./", force=True)
     gentle_db = kustomization("db", "./apps/db", force=False)
-    assert Code.FORCED_REPLACEMENT not in codes(check(*sides([forced_root, gentle_db])))
+    assert Code.FORCED_REPLACEMENT in codes(check(*sides([forced_root, gentle_db])))
     forced_db = kustomization("db", "apps/db/", force=True)
     gentle_root = kustomization("root", ".", force=False)
     assert Code.FORCED_REPLACEMENT in codes(check(*sides([gentle_root, forced_db])))
+    assert Code.FORCED_REPLACEMENT not in codes(check(*sides([gentle_root, gentle_db])))
+
+
+def test_a_candidate_cannot_shadow_a_forcing_kustomization_with_a_gentle_one() -> None:
+    """An attack on the lookup: the claim gains a storageClassName base left unset (the API
+    server filled in the default at creation) and the candidate adds a deeper Kustomization
+    without force. Under the real, forcing one the apply replaces the claim, so it must stay
+    FORCED_REPLACEMENT; were force missed, an unset -> set change would pass as a no-op."""
+    forcing = kustomization("apps", "./apps", force=True)
+    decoy = kustomization("decoy", "./apps/db", force=False)
+    unset = claim("fast").replace("  storageClassName: fast\n", "")
+    base = side({"k.yaml": forcing, "apps/db/claim.yaml": unset})
+    head = side({"k.yaml": forcing, "decoy.yaml": decoy, "apps/db/claim.yaml": claim("fast")})
+    result = check(base, head)
+    assert Code.FORCED_REPLACEMENT in codes(result), codes(result)
+    assert result.decision.verdict.exit_code == 1
 
 
 def test_a_path_that_only_shares_a_prefix_does_not_hold_the_file() -> None:
