@@ -6,7 +6,9 @@ declares it. Not with a keep annotation: Flux and Argo CD read that from the liv
 merged deploy would orphan the object instead of deleting it. An object can be kept only when
 base declares it (an object only the cluster holds has no manifest to keep), and only in what the
 deployer applies (what a HelmRelease's chart renders is installed by helm-controller, not by the
-artifact): otherwise its deletion cannot be deferred, and it blocks. Pure.
+artifact): otherwise its deletion cannot be deferred, and it blocks. A kept object whose Flux
+Kustomization the candidate removes keeps that Kustomization too (and its own, up the chain):
+without it, the Kustomization's finalizer would delete what the artifact keeps. Pure.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gate.engine.check import CheckResult
+from gate.engine.flux import parent_ref
 from gate.engine.kustomizations import HELM_PREFIX
 from gate.model.findings import Finding, Severity
 from gate.model.objects import Manifest
@@ -22,10 +25,12 @@ from gate.model.refs import ObjectRef
 
 @dataclass(frozen=True)
 class Kept:
-    """A base object the speculative deploy keeps, and the findings that defer its deletion."""
+    """A base object the speculative deploy keeps, and the findings that defer its deletion
+    (none for a removed Kustomization kept for what it applies: `reason` says so)."""
 
     manifest: Manifest
     findings: tuple[Finding, ...]
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -64,8 +69,30 @@ def plan_deferral(result: CheckResult) -> Deferral:
             unkeepable.extend((f, why) for f in found)
         else:
             kept.append(Kept(m, tuple(found)))
+    kept.extend(_removed_appliers(kept, result))
     kept.sort(key=_where)
     return Deferral(tuple(kept), tuple(unkeepable))
+
+
+def _removed_appliers(kept: list[Kept], result: CheckResult) -> list[Kept]:
+    """The Kustomizations the candidate removes that apply a kept object, up the chain."""
+    have = {k.manifest.ref for k in kept}
+    todo = list(kept)
+    added: list[Kept] = []
+    while todo:
+        child = todo.pop().manifest
+        ref = parent_ref(child.root)
+        parent = result.base.get(ref) if ref is not None else None
+        if parent is None or ref in have or ref in result.head:
+            continue
+        have.add(parent.ref)
+        reason = (
+            f"applies {child.ref.display()}, which is kept; the candidate removes it, and its "
+            "finalizer would delete what it applied"
+        )
+        added.append(Kept(parent, (), reason))
+        todo.append(added[-1])
+    return added
 
 
 def _where(k: Kept) -> tuple[str, int, str]:

@@ -108,7 +108,7 @@ def _kept(k: Kept, kept_at: dict[ObjectRef, str]) -> dict[str, Any]:
             "name": m.ref.name,
         },
         "codes": sorted({f.code.value for f in k.findings}),
-        "why": [f.message for f in k.findings],
+        "why": [f.message for f in k.findings] or [k.reason],
         "from": {"path": m.source.path, "line": m.source.line} if m.source else None,
         "file": kept_at.get(m.ref),
     }

@@ -267,3 +267,23 @@ def test_an_artifact_path_cannot_leave_the_directory(tmp_path: Path) -> None:
             namespace="default",
             meta={},
         )
+
+
+def test_a_removed_kustomization_is_kept_with_what_it_applies() -> None:
+    """The candidate removes a Kustomization (prune on) with a retired claim: keeping only the
+    claim, the Kustomization's finalizer would delete it anyway, so the Kustomization is kept
+    too, and said why."""
+    from gate.engine.check import check_objects
+    from tests.unit.test_flux_force import kustomization
+
+    flux = parse_stream(kustomization("apps", "./apps", force=None), "clusters/apps.yaml")
+    base = [replace(r, root="flux:flux-system/flux-system") for r in flux] + [
+        replace(r, root="flux:flux-system/apps") for r in parse_stream(RETIRED, "apps/claim.yaml")
+    ]
+    result = check_objects(base, [], context=Context.SPECULATIVE, policy=Policy(), today=TODAY)
+    assert {f.code for f in result.decision.findings} == {Code.SPECULATIVE_PRUNE}
+    deferral = plan_deferral(result)
+    kept = {k.manifest.ref.display(): k for k in deferral.kept}
+    assert set(kept) == {"PersistentVolumeClaim app/data", "Kustomization flux-system/apps"}
+    parent = kept["Kustomization flux-system/apps"]
+    assert parent.findings == () and "its finalizer would delete" in parent.reason
