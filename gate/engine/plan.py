@@ -76,7 +76,7 @@ def compute_plan(
         if check is None:
             continue  # no immutable field prune-gate guards: nothing to replace
         # The controller reads force from the object it applies: the candidate's.
-        force = "--force" if force_all else force_reason(other, head, live)
+        force = "--force" if force_all else force_reason(other, m, base, head, live)
         live_obj = live.get(m.ref) if live is not None else None
         facts = live_obj.facts if live_obj is not None else (None if live is None else {})
         known = Known(facts, bool(force))
@@ -91,11 +91,14 @@ def compute_plan(
     return changes
 
 
-def force_reason(m: Manifest, head: Inventory | None = None, live: LiveView | None = None) -> str:
-    """Why a controller would force-replace this object, or "" when it would not: its own
-    annotation, or a Flux Kustomization that may apply it with `spec.force: true` (the
-    candidate's; under --live, the live one its labels name too), which the object's
-    `force: disabled` does not switch off."""
+def force_reason(
+    m: Manifest, before: Manifest, base: Inventory, head: Inventory, live: LiveView | None
+) -> str:
+    """Why a controller would force-replace this object (`m`, the candidate's; `before`, base's),
+    or "" when it would not: its own annotation, or a Flux Kustomization that may apply it with
+    `spec.force: true`, which the object's `force: disabled` does not switch off. One forcing in
+    base counts too (the candidate turning force off may reach the cluster after the object's
+    apply), and under --live so does the live one the object's labels name."""
     ann = m.annotations
     if str(ann.get(FLUX_FORCE, "")).strip().lower() == "enabled":
         return f"{FLUX_FORCE}: enabled"
@@ -103,9 +106,11 @@ def force_reason(m: Manifest, head: Inventory | None = None, live: LiveView | No
     if "Replace=true" in options:
         return f"{ARGO_SYNC_OPTIONS}: Replace=true"
     void = f"; its {FLUX_FORCE}: disabled does not switch that off" if force_disabled(m) else ""
-    k = forcing_kustomization(m, head) if head is not None else None
+    k, where = forcing_kustomization(m, head), ""
+    if k is None:
+        k, where = forcing_kustomization(before, base), " in base"
     if k is not None:
-        return f"{k.ref.display()} has spec.force: true{void}"
+        return f"{k.ref.display()} has spec.force: true{where}{void}"
     forcing = live_forcing_kustomization(m.ref, live) if live is not None else ""
     return f"{forcing} has spec.force: true (live){void}" if forcing else ""
 

@@ -226,3 +226,16 @@ def test_under_live_a_kustomization_the_repository_lacks_is_read_from_the_cluste
         if forced:
             (f,) = [f for f in result.decision.findings if f.code is Code.FORCED_REPLACEMENT]
             assert "Kustomization flux-system/apps has spec.force: true (live)" in f.message
+
+
+def test_force_turned_off_in_the_same_change_still_counts() -> None:
+    """The candidate switches spec.force off and sets the class base left unset: the child may
+    reconcile the new revision before its parent applies the new spec, so base's force counts."""
+    unset = claim("fast").replace("  storageClassName: fast\n", "")
+    base = side({"k.yaml": kustomization("apps", "./apps", force=True), "apps/db/c.yaml": unset})
+    head = side(
+        {"k.yaml": kustomization("apps", "./apps", force=False), "apps/db/c.yaml": claim("fast")}
+    )
+    result = check(base, head)
+    (f,) = [f for f in result.decision.findings if f.code is Code.FORCED_REPLACEMENT]
+    assert "Kustomization flux-system/apps has spec.force: true in base" in f.message
