@@ -291,16 +291,15 @@ def check_command(
         _write_sarif(sarif_path, result, context, base_label, head_label)
     code = result.decision.verdict.exit_code
     if defer_to is not None:
-        layout = (
-            (
+        if rendered:  # a file per input file, named as in the input
+            layout = (
                 by_input_file(_workspace_relative(base_manifests or "-")),
                 by_input_file(_workspace_relative(head_manifests or "-")),
             )
-            if rendered
-            else (by_root, by_root)
-            if flux_roots or render == "kustomize"
-            else (by_repository_file, by_repository_file)
-        )
+        elif flux_roots or render == "kustomize":  # a file per --path or Kustomization
+            layout = (by_root, by_root)
+        else:  # a file per file of the repository
+            layout = (by_repository_file, by_repository_file)
         meta = {"context": context.value, "base": base_label, "head": head_label}
         code = _defer(defer_to, result, (base_raw, head_raw), layout, namespace, meta, fmt)
     sys.exit(code)
