@@ -35,7 +35,7 @@ from kubernetes.client.exceptions import ApiException
 from . import kube as k
 from .flux import OWNER_NAME, Flux
 from .kube import Cluster
-from .test_flux_prune import claim_yaml, pod_yaml
+from .test_flux_prune import claim_yaml, mark_running, pod_yaml, read_claim
 from .test_live import run_gate
 from .webhookserver import (
     DEPLOYER,
@@ -100,10 +100,6 @@ def read_dir(root: Path) -> dict[str, str]:
     return {p.name: p.read_text(encoding="utf-8") for p in sorted(root.iterdir()) if p.is_file()}
 
 
-def read_claim(kube: Cluster, ns: str) -> Any:
-    return k.core(kube.client).read_namespaced_persistent_volume_claim(CLAIM, ns)
-
-
 def assert_intact(kube: Cluster, flux: Flux, ns: str, uid: str) -> None:
     """The claim is the one v0 made (same uid), marked by stage 1 and not being deleted; the
     failure says what the Kustomization and its controller say."""
@@ -120,22 +116,6 @@ def assert_intact(kube: Cluster, flux: Flux, ns: str, uid: str) -> None:
 
 def settings_storage(kube: Cluster, ns: str) -> str:
     return str(k.core(kube.client).read_namespaced_config_map(SETTINGS, ns).data["storage"])
-
-
-def mark_running(kube: Cluster, ns: str) -> None:
-    """Report the pod Running, as its kubelet would (there is none)."""
-    stamp = k.now().isoformat()
-    k.core(kube.client).patch_namespaced_pod_status(
-        POD,
-        ns,
-        {
-            "status": {
-                "phase": "Running",
-                "startTime": stamp,
-                "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": stamp}],
-            }
-        },
-    )
 
 
 def finish_pod_deletion(kube: Cluster, flux: Flux, ns: str) -> None:
