@@ -20,7 +20,7 @@ import pytest
 from kubernetes import client
 
 from . import kube as k
-from .flux import Flux, run_flux
+from .flux import FLUX_APP, Flux, run_flux
 from .kube import Cluster
 from .webhookserver import Webhook, cleanup_claims, serve_webhook
 
@@ -149,6 +149,16 @@ def flux(
         pytest.fail(f"scripts/build-binaries kustomize-controller failed ({built.returncode})")
     with run_flux(kube, tmp_path_factory.mktemp("flux")) as running:
         yield running
+
+
+@pytest.fixture
+def app(flux: Flux, namespace: str) -> Iterator[str]:
+    """The test's namespace; its Kustomization ``app`` is deleted (orphaning) before the
+    namespace is."""
+    try:
+        yield namespace
+    finally:
+        flux.delete_kustomization(namespace, FLUX_APP)
 
 
 @pytest.fixture

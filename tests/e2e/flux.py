@@ -58,6 +58,8 @@ KUSTOMIZE_GROUP, KUSTOMIZE_VERSION, KUSTOMIZATIONS = (
 )
 #: A label kustomize-controller puts on what it applies (it prunes only what carries it).
 OWNER_NAME = "kustomize.toolkit.fluxcd.io/name"
+#: The Kustomization a Flux test applies its app with (the ``app`` fixture deletes it).
+FLUX_APP = "app"
 
 
 def _run_build_binaries(*args: str) -> str:

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from . import kube as k
-from .flux import OWNER_NAME, Flux
+from .flux import FLUX_APP, OWNER_NAME, Flux
 from .kube import Cluster
 from .webhookserver import (
     DEPLOYER,
@@ -38,7 +38,7 @@ from .webhookserver import (
 pytestmark = pytest.mark.e2e
 
 PVC_PROTECTION = "kubernetes.io/pvc-protection"
-CLAIM, POD, SOURCE, APP = "data", "app", "repo", "app"
+CLAIM, POD, SOURCE, APP = "data", "app", "repo", FLUX_APP
 
 
 def claim_yaml(retire: str | None = None) -> str:
@@ -122,15 +122,6 @@ def deploy_main(kube: Cluster, flux: Flux, ns: str, node: str) -> str:
     assert f"{ns}_{CLAIM}__PersistentVolumeClaim" in flux.inventory(ns, APP)
     mark_running(kube, ns)
     return main
-
-
-@pytest.fixture
-def app(flux: Flux, namespace: str) -> Iterator[str]:
-    """The test's namespace; its Kustomization is deleted (orphaning) before the namespace is."""
-    try:
-        yield namespace
-    finally:
-        flux.delete_kustomization(namespace, APP)
 
 
 @pytest.fixture

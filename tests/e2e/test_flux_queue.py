@@ -33,7 +33,7 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 
 from . import kube as k
-from .flux import OWNER_NAME, Flux
+from .flux import FLUX_APP, OWNER_NAME, Flux
 from .kube import Cluster
 from .test_flux_prune import claim_yaml, mark_running, pod_yaml, read_claim
 from .test_live import run_gate
@@ -50,7 +50,7 @@ from .webhookserver import (
 
 pytestmark = pytest.mark.e2e
 
-CLAIM, POD, SETTINGS, SOURCE, APP = "data", "app", "settings", "repo", "app"
+CLAIM, POD, SETTINGS, SOURCE, APP = "data", "app", "settings", "repo", FLUX_APP
 REASON = "moved to data-v2"
 PVC_PROTECTION = "kubernetes.io/pvc-protection"
 #: The queue's branch for the candidate, as GitHub names a merge group's ref.
@@ -162,15 +162,6 @@ def check(
             f"gate check gave no JSON (exit {done.returncode}):\n{done.stdout}\n{done.stderr}"
         ) from None
     return done, report
-
-
-@pytest.fixture
-def app(flux: Flux, namespace: str) -> Iterator[str]:
-    """The test's namespace; its Kustomization is deleted (orphaning) before the namespace is."""
-    try:
-        yield namespace
-    finally:
-        flux.delete_kustomization(namespace, APP)
 
 
 @pytest.fixture
