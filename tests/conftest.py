@@ -7,7 +7,14 @@ turns both off for every property test, explicit `@settings` included (they inhe
 
 from __future__ import annotations
 
+import os
+import tempfile
+
 from hypothesis import HealthCheck, settings
 
 settings.register_profile("prune-gate", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("prune-gate")
+
+# Parsed manifests are cached between runs (gate.sources.parsecache): the tests keep theirs in a
+# folder of their own, so no run reads what another run, or the person running them, left behind.
+os.environ.setdefault("PRUNE_GATE_PARSE_CACHE", tempfile.mkdtemp(prefix="prune-gate-parsed-"))

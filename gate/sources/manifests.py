@@ -28,6 +28,8 @@ import yaml
 from gate.model.errors import InputError
 from gate.model.objects import RawObject, Source
 from gate.model.shapes import shape_problem
+from gate.sources import parsecache
+from gate.sources.yamlevents import load_documents
 from gate.sources.yamlread import KubeLoader as _Loader
 
 #: File name endings read from directories and git trees.
@@ -70,33 +72,46 @@ def parse_stream(
     """
     if len(text) > max_chars:
         raise InputError(_too_big(len(text), max_chars), path)
+    entry = parsecache.key(text, only_objects)
+    kept = parsecache.get(entry)
+    if kept is not None:
+        return [RawObject(body, Source(path, line)) for body, line in kept]
+    docs = load_documents(text, MAX_DEPTH)
+    if docs is None:  # anchors, tags, an error...: the careful reading, with its exact errors
+        docs = _careful_documents(text, path)
     out: list[RawObject] = []
+    for line, doc in docs:
+        if doc is None:
+            continue
+        if only_objects and not _looks_like_object(doc):
+            continue
+        _collect(doc, Source(path, line), out)
+    parsecache.put(entry, [(o.body, o.source.line) for o in out])
+    return out
+
+
+def _careful_documents(text: str, path: str) -> list[tuple[int, Any]]:
+    """The documents of `text` read by PyYAML's loader, after `_check_limits`."""
     try:
         _check_limits(text, path)
     except yaml.MarkedYAMLError as exc:
         raise _yaml_error(exc, path) from None
     except yaml.YAMLError as exc:
         raise InputError(f"invalid YAML: {exc}", path) from None
+    docs: list[tuple[int, Any]] = []
     loader = _Loader(text)
     try:
         while loader.check_node():
             node = loader.get_node()
-            if node is None:
-                continue
-            line = node.start_mark.line + 1
-            doc = loader.construct_document(node)
-            if doc is None:
-                continue
-            if only_objects and not _looks_like_object(doc):
-                continue
-            _collect(doc, Source(path, line), out)
+            if node is not None:
+                docs.append((node.start_mark.line + 1, loader.construct_document(node)))
     except yaml.MarkedYAMLError as exc:
         raise _yaml_error(exc, path) from None
     except yaml.YAMLError as exc:
         raise InputError(f"invalid YAML: {exc}", path) from None
     finally:
         loader.dispose()
-    return out
+    return docs
 
 
 def _yaml_error(exc: yaml.MarkedYAMLError, path: str) -> InputError:

@@ -1,0 +1,137 @@
+"""The fast way to read a manifest: Python objects built straight from libyaml's events.
+
+PyYAML's loader makes three passes in Python over every node (compose, resolve, construct) and
+`gate.sources.manifests` adds a fourth for its limits; on 10,000 objects that was 85% of a run.
+This reads libyaml's event stream once and builds dicts, lists and scalars as it goes, reading
+plain scalars exactly as `gate.sources.yamlread.KubeLoader` does (YAML 1.1 without timestamps or
+`=`), memoised, since keys and small values repeat on every object.
+
+It covers what manifests are made of and nothing else: no anchors, aliases, explicit tags, merge
+keys or complex keys, no duplicate keys, nesting within the limit. On anything else, a syntax
+error included, it returns None and the caller reads the text the careful way, which gives the
+exact error or the exact reading; so a document it accepts reads exactly as PyYAML reads it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from yaml.nodes import ScalarNode
+
+from gate.sources.yamlread import KubeLoader
+
+_CParser: Any
+try:
+    from yaml._yaml import CParser as _CParser
+except ImportError:  # PyYAML built without libyaml: every text takes the careful way
+    _CParser = None
+
+_STR = "tag:yaml.org,2002:str"
+_SCALARS = {
+    "tag:yaml.org,2002:null",
+    "tag:yaml.org,2002:bool",
+    "tag:yaml.org,2002:int",
+    "tag:yaml.org,2002:float",
+}
+_NO_KEY: Any = object()
+_UNSUPPORTED: Any = object()
+
+
+class _UnsupportedError(Exception):
+    """The text uses something this reader leaves to the careful one."""
+
+
+_LOADER = KubeLoader("")
+_PLAIN: dict[str, Any] = {}
+
+
+def _plain(value: str) -> Any:
+    """A plain scalar as KubeLoader reads it (the resolver, then the constructor of its tag)."""
+    tag = _LOADER.resolve(ScalarNode, value, (True, False))
+    if tag == _STR:
+        result: Any = value
+    elif tag in _SCALARS:
+        result = _LOADER.construct_object(ScalarNode(tag, value))
+    else:  # a merge key `<<`, or a tag this reader does not build
+        result = _UNSUPPORTED
+    if len(_PLAIN) < 100_000:
+        _PLAIN[value] = result
+    return result
+
+
+def load_documents(text: str, max_depth: int) -> list[tuple[int, Any]] | None:
+    """Every document of `text` with the line of its root node, or None to read it carefully."""
+    if _CParser is None:
+        return None
+    parser = _CParser(text)
+    try:
+        return _build(parser, max_depth)
+    except (_UnsupportedError, yaml.YAMLError):
+        return None
+    finally:
+        parser.dispose()
+
+
+def _build(parser: Any, max_depth: int) -> list[tuple[int, Any]]:
+    scalar, mapping_start, sequence_start = (
+        yaml.ScalarEvent,
+        yaml.MappingStartEvent,
+        yaml.SequenceStartEvent,
+    )
+    collection_end = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
+    plain_cache = _PLAIN
+    docs: list[tuple[int, Any]] = []
+    stack: list[Any] = []  # the open collections, innermost last
+    keys: list[Any] = []  # for each open collection: its pending key, or _NO_KEY
+    get_event = parser.get_event
+    while True:
+        event = get_event()
+        if event is None:
+            return docs
+        cls = event.__class__
+        if cls is scalar:
+            if event.anchor is not None or event.tag is not None:
+                raise _UnsupportedError
+            if event.implicit[0]:
+                value = plain_cache.get(event.value, _NO_KEY)
+                if value is _NO_KEY:
+                    value = _plain(event.value)
+                if value is _UNSUPPORTED:
+                    raise _UnsupportedError
+            else:
+                value = event.value
+            opened = False
+        elif cls is mapping_start or cls is sequence_start:
+            if event.anchor is not None or not event.implicit:
+                raise _UnsupportedError
+            if len(stack) >= max_depth:
+                raise _UnsupportedError
+            value = {} if cls is mapping_start else []
+            opened = True
+        elif cls in collection_end:
+            stack.pop()
+            keys.pop()
+            continue
+        elif cls is yaml.AliasEvent:
+            raise _UnsupportedError
+        else:  # stream and document start and end
+            continue
+        if not stack:
+            docs.append((event.start_mark.line + 1, value))
+        else:
+            parent = stack[-1]
+            if parent.__class__ is list:
+                parent.append(value)
+            else:
+                key = keys[-1]
+                if key is _NO_KEY:
+                    if opened or value in parent:  # a complex key, or a duplicate
+                        raise _UnsupportedError
+                    keys[-1] = value
+                else:
+                    parent[key] = value
+                    keys[-1] = _NO_KEY
+        if opened:
+            stack.append(value)
+            keys.append(_NO_KEY)
