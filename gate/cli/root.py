@@ -1,4 +1,4 @@
-"""The `gate` command group: loads `gate webhook` only when it runs, and turns a crash into exit 3.
+"""The `gate` command group: loads each command only when it runs, and turns a crash into exit 3.
 
 Every `GateError` becomes `error: <what>` on stderr and exit code 2 ("could not decide");
 click's own usage errors exit 2 as well. Exit codes come from `gate.engine.verdict`. The
@@ -11,24 +11,33 @@ from __future__ import annotations
 import errno
 import sys
 import traceback
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 import click
 
 from gate import __version__
-from gate.cli.check import check_command
-from gate.cli.common import fail
-from gate.cli.fence import fence_group
-from gate.cli.history import history_command
-from gate.cli.retire import retire_group
-from gate.engine.verdict import EXIT_BUG
 from gate.model.errors import GateError
 from gate.model.findings import MEANING, Code
-from gate.report.common import inert
+
+#: Exit code of an internal error (`gate.engine.verdict.EXIT_BUG`, which test_cli compares).
+EXIT_BUG = 3
+
+
+class _Door(click.Command):
+    """A command `gate --help` lists by its summary, whose module is imported only when it runs.
+
+    `gate --help` and `gate --version` import no engine, no report and no YAML library: start-up
+    is paid on every CI step. test_cli holds each summary to its command's own.
+    """
+
+    def __init__(self, name: str, summary: str, load: Callable[[], click.Command]) -> None:
+        super().__init__(name, help=summary)
+        self.load = load
 
 
 class _Gate(click.Group):
-    """The `gate` group: loads `gate webhook` only when it runs, and turns a crash into exit 3.
+    """The `gate` group: loads each command only when it runs, and turns a crash into exit 3.
 
     An exception no command expected is a bug, not a verdict: exit 1 would read as "blocked by
     policy" and exit 0 as a pass, so it gets its own code and asks to be reported.
@@ -38,8 +47,8 @@ class _Gate(click.Group):
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
         name, command, rest = super().resolve_command(ctx, args)
-        if command is _webhook_door:
-            return name, _load_webhook(), rest
+        if isinstance(command, _Door):
+            return name, command.load(), rest
         return name, command, rest
 
     def invoke(self, ctx: click.Context) -> Any:
@@ -48,6 +57,8 @@ class _Gate(click.Group):
         except _CLICK_FLOW:
             raise
         except GateError as exc:  # a command that forgot to map it: still "could not decide"
+            from gate.cli.common import fail
+
             fail(str(exc))
         except Exception as exc:
             if isinstance(exc, OSError) and exc.errno == errno.EPIPE:
@@ -85,6 +96,8 @@ def _report_url() -> str:
 def _crash(exc: BaseException, *, debug: bool) -> NoReturn:
     """Say an internal error happened, whose bug it is and where to report it; exit EXIT_BUG.
     The traceback only with --debug: it is for the report, not for the operator."""
+    from gate.report.common import inert
+
     if debug:
         click.echo("".join(traceback.format_exception(exc)).rstrip("\n"), err=True)
     detail = inert(f"{type(exc).__name__}: {exc}")
@@ -111,10 +124,42 @@ def main(debug: bool) -> None:
     """
 
 
-main.add_command(check_command)
-main.add_command(retire_group)
-main.add_command(fence_group)
-main.add_command(history_command)
+def _lazy(module: str, attr: str) -> Callable[[], click.Command]:
+    def load() -> click.Command:
+        import importlib
+
+        command = getattr(importlib.import_module(module), attr)
+        assert isinstance(command, click.Command)
+        return command
+
+    return load
+
+
+#: name: (summary for `gate --help`, module, attribute), in the order `gate --help` lists them.
+COMMANDS = {
+    "check": (
+        "Compare base and candidate manifests and say which deletions must not happen.",
+        "gate.cli.check",
+        "check_command",
+    ),
+    "retire": (
+        "Two-stage retirement of claims: where each one stands.",
+        "gate.cli.retire",
+        "retire_group",
+    ),
+    "fence": (
+        "The speculation fence: the Lease CI holds while a speculative deploy is in flight.",
+        "gate.cli.fence",
+        "fence_group",
+    ),
+    "history": (
+        "Replay the gate over past commits: how would it have judged each one?",
+        "gate.cli.history",
+        "history_command",
+    ),
+}
+for _name, (_summary, _module, _attr) in COMMANDS.items():
+    main.add_command(_Door(_name, _summary, _lazy(_module, _attr)))
 
 
 @main.command("codes")
@@ -133,12 +178,6 @@ def codes_command() -> None:
 #: Top-level modules of the `webhook` extra: pip install 'prune-gate[webhook]'.
 WEBHOOK_EXTRA = ("flask", "gunicorn", "prometheus_client", "cryptography")
 
-_webhook_door = click.Group(
-    "webhook",
-    help="The admission webhook: refuse guarded deletions at the API server.",
-)
-main.add_command(_webhook_door)
-
 
 def _load_webhook() -> click.Command:
     """The real `gate webhook` group; without the extra, say how to install it and exit 2."""
@@ -146,7 +185,18 @@ def _load_webhook() -> click.Command:
     import importlib.util
 
     if any(importlib.util.find_spec(name) is None for name in WEBHOOK_EXTRA):
+        from gate.cli.common import fail
+
         fail("the webhook needs its extra: pip install 'prune-gate[webhook]'")
     command = importlib.import_module("webhook.cli").webhook
     assert isinstance(command, click.Command)
     return command
+
+
+main.add_command(
+    _Door(
+        "webhook",
+        "The admission webhook: refuse guarded deletions at the API server.",
+        _load_webhook,
+    )
+)

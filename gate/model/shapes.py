@@ -137,11 +137,15 @@ def _get(obj: Any, path: Path) -> Any:
 
 
 def _field_problem(obj: dict[str, Any], path: Path, kind: type) -> str | None:
-    for n in range(1, len(path) + 1):
-        value = _get(obj, path[:n])
-        want = kind if n == len(path) else dict
-        if value is not None and not isinstance(value, want):
-            return f"{'.'.join(path[:n])} must be {_NAMES[want]}, not {type(value).__name__}"
+    value: Any = obj
+    last = len(path) - 1
+    for n, key in enumerate(path):  # every prefix must be an object, the field itself `kind`
+        value = value.get(key)
+        if value is None:
+            return None
+        want = kind if n == last else dict
+        if not isinstance(value, want):
+            return f"{'.'.join(path[: n + 1])} must be {_NAMES[want]}, not {type(value).__name__}"
     return None
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import posixpath
 import stat
+import subprocess
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -27,12 +28,14 @@ import git
 
 from gate.model.errors import GitError, InputError
 from gate.model.objects import RawObject
+from gate.sources import parsecache
 from gate.sources.manifests import (
     KUSTOMIZATION_NAMES,
     MANIFEST_SUFFIXES,
     helm_chart_dirs,
     in_any_dir,
     parse_stream,
+    relabel,
 )
 
 #: Files kustomize reads as its own configuration: they are build instructions, not objects.
@@ -127,9 +130,22 @@ def read_tree(repo: str | Path, rev: str, paths: Sequence[str] = ()) -> list[Raw
             and e.mode != _MODE_SYMLINK
             and posixpath.basename(e.path) not in KUSTOMIZATION_NAMES
         ]
-        todo = [e for e in entries if (e.sha, e.path) not in _PARSED]
+        todo = []
+        for e in entries:
+            if (e.sha, e.path) in _PARSED:
+                continue
+            kept = parsecache.get(parsecache.blob_key(e.sha, True))
+            if kept is None:
+                todo.append(e)
+            else:  # parsed on an earlier run: the blob need not even be read
+                _PARSED[(e.sha, e.path)] = relabel(kept, e.path)
         for entry, data in _blobs(r, todo):
-            parsed = parse_stream(_decode(data, entry.path), entry.path, only_objects=True)
+            parsed = parse_stream(
+                _decode(data, entry.path),
+                entry.path,
+                only_objects=True,
+                cache_key=parsecache.blob_key(entry.sha, True),
+            )
             _PARSED[(entry.sha, entry.path)] = parsed
         wanted = [_normalise(r, p) for p in paths] or ["."]
         out: list[RawObject] = []
@@ -323,13 +339,33 @@ def _select(r: git.Repo, sha: str, rev: str, paths: Sequence[str]) -> list[TreeE
 
 
 def _blobs(r: git.Repo, entries: Sequence[TreeEntry]) -> Iterator[tuple[TreeEntry, bytes]]:
-    """The content of each entry, read through GitPython's persistent `cat-file --batch`."""
+    """The content of each entry, from one `git cat-file --batch` given every id at once.
+
+    One process and one pipe for the whole tree: a request-and-answer per blob (GitPython's
+    persistent cat-file) cost a quarter of a run on 2,000 files.
+    """
+    if not entries:
+        return
+    ids = "".join(f"{e.sha}\n" for e in entries).encode()
+    try:
+        done = subprocess.run(
+            ["git", f"--git-dir={r.git_dir}", "cat-file", "--batch"],
+            input=ids,
+            capture_output=True,
+            check=True,
+        )
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise GitError(f"cannot read the blobs of the tree: {exc}") from None
+    out, at = done.stdout, 0
     for entry in entries:
-        try:
-            _, _, _, data = r.git.get_object_data(entry.sha)
-        except (ValueError, git.GitCommandError) as exc:
-            raise GitError(f"cannot read {entry.path} ({entry.sha}): {exc}") from None
-        yield entry, data
+        end = out.find(b"\n", at)
+        header = out[at:end].split()
+        if len(header) != 3 or header[1] != b"blob" or header[0].decode() != entry.sha:
+            got = out[at:end].decode(errors="replace") if end >= 0 else "nothing"
+            raise GitError(f"cannot read {entry.path} ({entry.sha}): git answered {got!r}")
+        size = int(header[2])
+        yield entry, out[end + 1 : end + 1 + size]
+        at = end + 1 + size + 1
 
 
 def _decode(data: bytes, path: str) -> str:

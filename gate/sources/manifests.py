@@ -61,7 +61,12 @@ def in_any_dir(path: str, dirs: frozenset[str]) -> bool:
 
 
 def parse_stream(
-    text: str, path: str, *, only_objects: bool = False, max_chars: int = MAX_MANIFEST_BYTES
+    text: str,
+    path: str,
+    *,
+    only_objects: bool = False,
+    max_chars: int = MAX_MANIFEST_BYTES,
+    cache_key: str | None = None,
 ) -> list[RawObject]:
     """Parse a multi-document YAML (or JSON) stream into objects, each with its line.
 
@@ -69,13 +74,15 @@ def parse_stream(
     raises `InputError` naming `path:line`. With `only_objects` (directories and git trees, which
     hold other YAML too: Helm values, CI config), documents with neither apiVersion nor kind are
     skipped; one with only one of them is still an error, since it is a broken manifest.
+    What parsed cleanly is kept in `gate.sources.parsecache`, under `cache_key` when the caller
+    has one that names the content (a git blob id), else under a hash of the text.
     """
     if len(text) > max_chars:
         raise InputError(_too_big(len(text), max_chars), path)
-    entry = parsecache.key(text, only_objects)
+    entry = cache_key or parsecache.key(text, only_objects)
     kept = parsecache.get(entry)
     if kept is not None:
-        return [RawObject(body, Source(path, line)) for body, line in kept]
+        return relabel(kept, path)
     docs = load_documents(text, MAX_DEPTH)
     if docs is None:  # anchors, tags, an error...: the careful reading, with its exact errors
         docs = _careful_documents(text, path)
@@ -88,6 +95,11 @@ def parse_stream(
         _collect(doc, Source(path, line), out)
     parsecache.put(entry, [(o.body, o.source.line) for o in out])
     return out
+
+
+def relabel(kept: list[tuple[dict[str, Any], int]], path: str) -> list[RawObject]:
+    """Objects kept by `gate.sources.parsecache`, as declared in `path`."""
+    return [RawObject(body, Source(path, line)) for body, line in kept]
 
 
 def _careful_documents(text: str, path: str) -> list[tuple[int, Any]]:

@@ -57,6 +57,11 @@ def key(text: str, only_objects: bool) -> str:
     return digest.hexdigest()
 
 
+def blob_key(blob_id: str, only_objects: bool) -> str:
+    """The cache key of a git blob: its id names its content, so it is read only on a miss."""
+    return key(f"git blob {blob_id}", only_objects)
+
+
 def get(entry: str) -> list[tuple[dict[str, Any], int]] | None:
     """The (body, line) pairs stored under `entry`, or None (absent, unreadable or damaged)."""
     folder = _folder()

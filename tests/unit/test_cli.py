@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
@@ -231,3 +232,33 @@ def test_no_objects_on_either_side_is_an_error(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert "no Kubernetes objects" in result.stderr and "--render kustomize" in result.stderr
+
+
+def test_gate_help_lists_every_command_by_its_own_summary() -> None:
+    """The summaries `gate --help` shows without loading a command are each command's own."""
+    from gate.cli import root
+    from gate.engine.verdict import EXIT_BUG
+
+    assert root.EXIT_BUG == EXIT_BUG
+    for name, (summary, module, attr) in root.COMMANDS.items():
+        real = getattr(importlib.import_module(module), attr)
+        assert real.name == name
+        assert real.get_short_help_str(limit=200) == summary
+    listed = CliRunner().invoke(main, ["--help"]).output
+    assert all(name in listed for name in [*root.COMMANDS, "codes", "webhook"])
+
+
+def test_gate_help_imports_no_engine_and_no_yaml() -> None:
+    code = (
+        "import sys\n"
+        "from gate.cli import main\n"
+        "try:\n"
+        "    main(['--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "engine = [m for m in sys.modules if m.startswith(('gate.engine', 'gate.report'))]\n"
+        "loaded = engine + [m for m in ('yaml', 'jsonschema', 'flask') if m in sys.modules]\n"
+        "print(loaded)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip().splitlines()[-1] == "[]"
