@@ -12,7 +12,7 @@ import sys
 import time
 
 BENCHMARKS = (
-    ("gate check, rendered and git mode, vs a bash gate", "bench.bench_check"),
+    ("gate check, rendered, git and kustomize mode, vs yq pipelines", "bench.bench_check"),
     ("git tree reading", "bench.bench_git"),
     ("live snapshot, vs kubectl and the typed client", "bench.bench_snapshot"),
     ("admission webhook latency and cache memory", "bench.bench_webhook"),

@@ -1,24 +1,35 @@
-"""Time `gate check` end to end on 10,000 objects in 2,000 files, rendered and git mode.
+"""`gate check` against the shell pipeline a user writes instead, on the same input in the same run.
 
-Each run is the real console script in a fresh process (what CI pays). Compared in the same run,
-on the same input, with what a hand-written bash gate does: `git diff --diff-filter=D` piped to
-`grep -l 'kind: PersistentVolumeClaim'` (which sees only whole deleted files and knows nothing of
-consumers, retirement, or objects removed from files that remain). A smaller input checks that
-the cost grows linearly. Run: `python -m bench.bench_check [--files N] [--per-file M]`.
+The input: 10,000 objects in 2,000 files (a claim, a Deployment mounting it, a Service, a
+ConfigMap and a PodDisruptionBudget per file), base and a candidate that drops ten claims from
+files that stay. Every command is a fresh process (what CI pays), timed whole, its peak RSS read
+from wait4. prune-gate runs cold (an empty parse cache) and warm (the cache of an earlier run, as
+on a CI runner that keeps ~/.cache); the alternative is mikefarah's yq v4 (built from its Go
+module, tools/yq) extracting claim identities from both sides, then `comm -23`: it finds the same
+ten claims and nothing else (no consumers, retirement, moves or prune scopes). For kustomize
+input, `kubectl kustomize` + yq against `gate check --render kustomize`, at a tenth of the files:
+a kustomize build grows faster than its input (at 2,000 files `kubectl kustomize` alone takes
+minutes, and prune-gate's build no less), so the full size measures kustomize, not the gate. Each
+row is run again at a tenth of its size to show how the cost grows.
+Run: `python -m bench.bench_check [--files N] [--runs R]`.
 """
 
 from __future__ import annotations
 
 import argparse
-import resource
+import json
+import os
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
+REPO = Path(__file__).resolve().parents[1]
+BUILD_BINARIES = REPO / "scripts" / "build-binaries"
 _DOCS = (
     """\
 apiVersion: v1
@@ -91,98 +102,221 @@ def git(repo: Path, *args: str) -> str:
     ).stdout
 
 
-def make_inputs(root: Path, files: int, per_file: int) -> tuple[Path, Path, Path]:
-    """Rendered base and head directories, and a git repository with the same two trees."""
-    removed = set(range(0, files, max(1, files // 10)))  # 10 claims leave their files
-    base, head, repo = root / "base", root / "head", root / "repo"
+def commit_sides(repo: Path, sides: tuple[Path, Path], kustomization: bool) -> None:
+    """A repository whose HEAD~1 holds the first side's apps/ and HEAD the second's."""
+    git(repo.parent, "init", "-q", "-b", "main", str(repo))
+    for side in sides:
+        shutil.rmtree(repo / "apps", ignore_errors=True)
+        shutil.copytree(side / "apps", repo / "apps")
+        if kustomization:
+            files = sorted(p.relative_to(repo / "apps") for p in (repo / "apps").rglob("*.yaml"))
+            resources = "".join(f"  - {f}\n" for f in files)
+            (repo / "apps/kustomization.yaml").write_text(
+                f"apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+                f"resources:\n{resources}"
+            )
+        git(repo, "add", "-A")
+        author = ("-c", "user.name=b", "-c", "user.email=b@example.invalid")
+        git(repo, *author, "commit", "-qm", side.name)
+
+
+def make_inputs(root: Path, files: int, per_file: int) -> tuple[Path, Path, Path, Path]:
+    """Rendered base and head directories, a repository with the same two trees, and one whose
+    apps/ is a kustomization of them."""
+    removed = set(range(0, files, max(1, files // 10)))  # 10 claims leave files that stay
+    base, head = root / "base", root / "head"
     write_tree(base, files, per_file, set())
     write_tree(head, files, per_file, removed)
-    git(root, "init", "-q", "-b", "main", str(repo))
-    for side in (base, head):
-        for old in repo.glob("apps"):
-            shutil.rmtree(old)
-        shutil.copytree(side / "apps", repo / "apps")
-        git(repo, "add", "-A")
-        git(
-            repo,
-            "-c",
-            "user.name=b",
-            "-c",
-            "user.email=b@example.invalid",
-            "commit",
-            "-qm",
-            side.name,
-        )
-    return base, head, repo
+    commit_sides(root / "repo", (base, head), kustomization=False)
+    commit_sides(root / "krepo", (base, head), kustomization=True)
+    return base, head, root / "repo", root / "krepo"
 
 
-def timed(cmd: list[str], cwd: Path, runs: int) -> tuple[float, int]:
-    """Median wall time over `runs`, and the exit code of the last run."""
-    times, code = [], 0
-    for _ in range(runs):
+# The pipeline a user writes instead: claim identities from both sides, those only base has.
+YQ_IDS = (
+    'select(.kind == "PersistentVolumeClaim") | '
+    '(.metadata.namespace // "default") + "/" + .metadata.name'
+)
+PIPELINE_FUNCTIONS = """
+set -euo pipefail
+ids() { find "$1" -name '*.yaml' -print0 | xargs -0 yq e -N "$YQ_IDS" | sort; }
+kids() { kubectl kustomize "$1" | yq e -N "$YQ_IDS" - | sort; }
+checkout() { mkdir "$2"; git archive "$1" apps | tar -x -C "$2"; }
+tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
+"""
+PIPELINES = {
+    "rendered": 'comm -23 <(ids "$BASE") <(ids "$HEAD")',
+    "git": (
+        'checkout HEAD~1 "$tmp/b"; checkout HEAD "$tmp/h"; comm -23 <(ids "$tmp/b") <(ids "$tmp/h")'
+    ),
+    "kustomize": (
+        'checkout HEAD~1 "$tmp/b"; checkout HEAD "$tmp/h"; '
+        'comm -23 <(kids "$tmp/b/apps") <(kids "$tmp/h/apps")'
+    ),
+}
+
+
+@dataclass
+class Run:
+    """One command's median wall time, its largest peak RSS, and its last output."""
+
+    seconds: float
+    rss_mib: float
+    stdout: str
+
+
+def run_once(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float, int, str, str]:
+    """Wall seconds, peak RSS in MiB (of the process or its largest waited-for descendant, as
+    wait4 reports it), exit code, stdout and stderr of one fresh process."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
-        proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
-        times.append(time.perf_counter() - start)
-        code = proc.returncode
-        if code == 2:
-            raise SystemExit(f"{cmd[:3]} failed: {proc.stderr}")
-    return statistics.median(times), code
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        return (
+            seconds,
+            usage.ru_maxrss / 1024,
+            proc.returncode,
+            out.read().decode(),
+            err.read().decode(),
+        )
 
 
-def measure(files: int, per_file: int, runs: int) -> dict[str, float]:
+def measure(
+    cmd: list[str],
+    cwd: Path,
+    env: dict[str, str],
+    runs: int,
+    expect: int,
+    fresh_cache: bool = False,
+) -> Run:
+    """Median of `runs`; with fresh_cache each run starts from an empty parse cache."""
+    times, peak, stdout = [], 0.0, ""
+    for _ in range(runs):
+        run_env = dict(env)
+        if fresh_cache:
+            run_env["PRUNE_GATE_PARSE_CACHE"] = tempfile.mkdtemp(prefix="prune-gate-cold-")
+        seconds, rss, code, stdout, stderr = run_once(cmd, cwd, run_env)
+        if fresh_cache:
+            shutil.rmtree(run_env["PRUNE_GATE_PARSE_CACHE"])
+        if code != expect:
+            raise SystemExit(f"{' '.join(cmd[:3])}: exit {code}, expected {expect}\n{stderr}")
+        times.append(seconds)
+        peak = max(peak, rss)
+    return Run(statistics.median(times), peak, stdout)
+
+
+def binary(name: str) -> str:
+    """A pinned binary's path from scripts/build-binaries, built on first use."""
+    out = subprocess.run(
+        [str(BUILD_BINARIES), "path", name], check=True, capture_output=True, text=True
+    )
+    return out.stdout.strip()
+
+
+def blocked_claims(report: str) -> list[str]:
+    """The claims a JSON report blocks, as namespace/name, sorted."""
+    found = json.loads(report)["findings"]
+    return sorted(
+        {
+            f"{f['object']['namespace']}/{f['object']['name']}"
+            for f in found
+            if f["object"]["kind"] == "PersistentVolumeClaim" and f["severity"] == "block"
+        }
+    )
+
+
+def bench(files: int, per_file: int, runs: int, modes: tuple[str, ...]) -> dict[str, Run]:
+    """Each mode's commands on one input; checks each finds the same claims."""
     gate = shutil.which("gate") or sys.exit("gate is not on PATH: run `pip install -e .` first")
+    tools = [binary(n) for n in ("yq", "kubectl", "prune-gate-kustomize")]
+    path = os.pathsep.join([*(str(Path(t).parent) for t in tools), os.environ["PATH"]])
     with tempfile.TemporaryDirectory(prefix="prune-gate-bench-") as tmp:
-        base, head, repo = make_inputs(Path(tmp), files, per_file)
-        rendered, code_r = timed(
-            [
-                gate,
-                "check",
-                "--base-manifests",
-                str(base),
-                "--head-manifests",
-                str(head),
-                "-o",
-                "json",
-            ],
-            repo,
-            runs,
-        )
-        gitmode, code_g = timed(
-            [gate, "check", "--base", "HEAD~1", "--head", "HEAD", "-o", "json"], repo, runs
-        )
-        bash_gate = (
-            "git diff --diff-filter=D --name-only HEAD~1 HEAD | "
-            "xargs -r grep -l 'kind: PersistentVolumeClaim'; "
-            "git diff -U0 HEAD~1 HEAD | grep -c '^-kind: PersistentVolumeClaim' || true"
-        )
-        bash, _ = timed(["bash", "-c", bash_gate], repo, runs)
-        assert code_r == code_g == 1, "the removed claims must be blocked"
-    return {"rendered": rendered, "git": gitmode, "bash": bash}
+        base, head, repo, krepo = make_inputs(Path(tmp), files, per_file)
+        cache = Path(tmp) / "cache"
+        env = {
+            **os.environ,
+            "PATH": path,
+            "PRUNE_GATE_PARSE_CACHE": str(cache),
+            "BASE": str(base),
+            "HEAD": str(head),
+            "YQ_IDS": YQ_IDS,
+            "GITHUB_ACTIONS": "",
+        }
+        check = [gate, "check", "--context", "speculative", "-o", "json"]
+        gate_cmds = {
+            "rendered": (
+                [*check, "--base-manifests", str(base), "--head-manifests", str(head)],
+                repo,
+            ),
+            "git": ([*check, "--base", "HEAD~1", "--head", "HEAD"], repo),
+            "kustomize": (
+                [
+                    *check,
+                    "--base",
+                    "HEAD~1",
+                    "--head",
+                    "HEAD",
+                    "--path",
+                    "apps",
+                    "--render",
+                    "kustomize",
+                ],
+                krepo,
+            ),
+        }
+        results: dict[str, Run] = {}
+        for mode in modes:
+            cmd, cwd = gate_cmds[mode]
+            results[f"{mode} cold"] = measure(cmd, cwd, env, runs, expect=1, fresh_cache=True)
+            measure(cmd, cwd, env, 1, expect=1)  # fill the cache
+            results[f"{mode} warm"] = measure(cmd, cwd, env, runs, expect=1)
+            script = PIPELINE_FUNCTIONS + PIPELINES[mode]
+            results[f"{mode} yq"] = measure(["bash", "-c", script], cwd, env, runs, expect=0)
+            want = results[f"{mode} yq"].stdout.split()
+            for variant in ("cold", "warm"):
+                got = blocked_claims(results[f"{mode} {variant}"].stdout)
+                if got != want or len(want) != len(range(0, files, max(1, files // 10))):
+                    raise SystemExit(f"{mode}: gate blocked {got}, the pipeline found {want}")
+    return results
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--files", type=int, default=2000)
     parser.add_argument("--per-file", type=int, default=5)
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
-    objects = args.files * args.per_file
-    big = measure(args.files, args.per_file, args.runs)
-    small = measure(args.files // 10, args.per_file, args.runs)
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    print(f"gate check on {objects:,} objects in {args.files:,} files (median of {args.runs} runs)")
-    print(f"  rendered mode           {big['rendered']:6.2f} s")
-    print(f"  git mode                {big['git']:6.2f} s")
+    plain, kustomize = ("rendered", "git"), ("kustomize",)
+    sizes = {"rendered": args.files, "git": args.files, "kustomize": args.files // 10}
+    big = bench(args.files, args.per_file, args.runs, plain)
+    big |= bench(args.files // 10, args.per_file, args.runs, kustomize)
+    small = bench(args.files // 10, args.per_file, args.runs, plain)
+    small |= bench(args.files // 100, args.per_file, args.runs, kustomize)
+    print(f"gate check, whole process, median of {args.runs} runs; peak RSS the largest of any run")
     print(
-        f"  bash gate (git diff|grep) {big['bash']:4.2f} s   gate/bash: rendered "
-        f"{big['rendered'] / big['bash']:.1f}x, git {big['git'] / big['bash']:.1f}x "
-        "(the bash gate sees deleted files only)"
+        f"  {'mode':<10} {'objects':>7} {'prune-gate':>22} {'yq pipeline':>17}"
+        f"   {'yq / gate':>16}   10x input"
     )
+    for mode in (*plain, *kustomize):
+        yq = big[f"{mode} yq"]
+        objects = sizes[mode] * args.per_file
+        for variant in ("cold", "warm"):
+            g = big[f"{mode} {variant}"]
+            grow = g.seconds / small[f"{mode} {variant}"].seconds
+            print(
+                f"  {mode:<10} {objects:>7,} {variant:>4} {g.seconds:6.2f} s {g.rss_mib:5.0f} MiB"
+                f" {yq.seconds:6.2f} s {yq.rss_mib:4.0f} MiB"
+                f"   {yq.seconds / g.seconds:5.2f}x time {yq.rss_mib / g.rss_mib:4.2f}x mem"
+                f"   x{grow:.1f} (yq x{yq.seconds / small[f'{mode} yq'].seconds:.1f})"
+            )
     print(
-        f"  scaling 10x input: rendered x{big['rendered'] / small['rendered']:.1f}, "
-        f"git x{big['git'] / small['git']:.1f} (10 = linear; process start-up is fixed)"
+        "  (yq / gate above 1 means prune-gate is faster or smaller; the pipeline's RSS is its "
+        "largest process, yq or kubectl)"
     )
-    print(f"  peak RSS of a child process: {rss:,.0f} MiB")
 
 
 if __name__ == "__main__":

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
 import click
 
@@ -43,6 +45,8 @@ from gate.sources.policyfile import (
     policy_from_text,
     require_regular_file,
 )
+
+_T = TypeVar("_T")
 
 
 @click.command("check")
@@ -424,17 +428,18 @@ def _read_git(
 
         if base_paths or head_paths or render == "none":
             raise InputError("--flux-root builds what Flux applies: leave out --path and --render")
-        base_raw = [
-            o for r in flux_roots for o in render_flux(repo, base_sha, r, sources=flux_sources)
-        ]
-        head_raw = [
-            o for r in flux_roots for o in render_flux(repo, head_sha, r, sources=flux_sources)
-        ]
+
+        def flux_side(sha: str) -> list[RawObject]:
+            return [o for r in flux_roots for o in render_flux(repo, sha, r, sources=flux_sources)]
+
+        base_raw, head_raw = _both(lambda: flux_side(base_sha), lambda: flux_side(head_sha))
     elif render == "kustomize":
         if not base_paths or not head_paths:
             raise InputError("--render kustomize needs at least one --path to build (per side)")
-        base_raw = renderers.render_kustomize_paths(repo, base_sha, base_paths)
-        head_raw = renderers.render_kustomize_paths(repo, head_sha, head_paths)
+        base_raw, head_raw = _both(
+            lambda: renderers.render_kustomize_paths(repo, base_sha, base_paths),
+            lambda: renderers.render_kustomize_paths(repo, head_sha, head_paths),
+        )
     else:
         if render is None:
             _refuse_kustomizations(repo, base_sha, base_paths)
@@ -448,6 +453,15 @@ def _read_git(
     )
     head_label = _rev_label(head_rev, head_sha)
     return base_raw, head_raw, policy, base_label, head_label
+
+
+def _both(read_base: Callable[[], _T], read_head: Callable[[], _T]) -> tuple[_T, _T]:
+    """Read base and candidate at once: their builds are subprocesses (kustomize, per revision),
+    so the second core pays. An error of the base side is raised first, as in order."""
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="prune-gate-side") as pool:
+        base = pool.submit(read_base)
+        head = pool.submit(read_head)
+        return base.result(), head.result()
 
 
 def _refuse_changed_submodules(

@@ -4,15 +4,21 @@ Each entry is the checked objects of one text (bodies and lines), keyed by a has
 of the code that reads it (the loader, the YAML library, the shape checks), so a change to either
 is a new key rather than a stale answer. Only texts that parsed cleanly are kept; an error is
 found again, with its file and line, on every run. Entries are `marshal` data: plain dicts,
-lists and scalars, nothing that runs code when read. The folder is safe to delete at any time;
-`PRUNE_GATE_PARSE_CACHE=off` turns it off, and `PRUNE_GATE_CACHE` moves it with the binaries'.
+lists and scalars, nothing that runs code when read, each with its digest, so a damaged entry is
+read from its text again. They live in one SQLite file per code version (a file per entry cost
+more to create than the parse it saved), and new entries are written in one transaction when
+the process exits. The folder is safe to delete at any time; `PRUNE_GATE_PARSE_CACHE=off` turns
+it off, a path moves it, and `PRUNE_GATE_CACHE` moves it with the binaries'.
 """
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import marshal
 import os
+import sqlite3
+import threading
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -27,9 +33,11 @@ _READERS = (
     "model/shapes.py",
 )
 
+Entry = list[tuple[dict[str, Any], int]]
+
 
 @cache
-def _folder() -> Path | None:
+def _database() -> Path | None:
     setting = os.environ.get("PRUNE_GATE_PARSE_CACHE", "")
     if setting.lower() in ("off", "0", "false", "no"):
         return None
@@ -39,7 +47,7 @@ def _folder() -> Path | None:
         cache_home = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
         root = os.environ.get("PRUNE_GATE_CACHE") or Path(cache_home) / "prune-gate"
         base = Path(root) / "parsed"
-    return base / _code_version()
+    return base / f"{_code_version()}.sqlite"
 
 
 def _code_version() -> str:
@@ -62,14 +70,100 @@ def blob_key(blob_id: str, only_objects: bool) -> str:
     return key(f"git blob {blob_id}", only_objects)
 
 
-def get(entry: str) -> list[tuple[dict[str, Any], int]] | None:
+class _Store:
+    """The open database and the entries not yet written; one lock, since base and candidate
+    may be read in two threads. Any SQLite error turns the cache off for the process."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.pending: dict[str, bytes] = {}
+        self.db: sqlite3.Connection | None = None
+        self.broken = False
+
+    def connect(self) -> sqlite3.Connection | None:
+        path = _database()
+        if path is None or self.broken:
+            return None
+        if self.db is None:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                db = sqlite3.connect(path, timeout=10, check_same_thread=False)
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=OFF")  # a lost entry is parsed again
+                db.execute(
+                    "CREATE TABLE IF NOT EXISTS entries"
+                    " (key TEXT PRIMARY KEY, digest BLOB NOT NULL, data BLOB NOT NULL)"
+                    " WITHOUT ROWID"
+                )
+                db.commit()
+            except (OSError, sqlite3.Error):
+                self.broken = True
+                return None
+            self.db = db
+        return self.db
+
+    def read(self, entry: str) -> bytes | None:
+        with self.lock:
+            if entry in self.pending:
+                return self.pending[entry]
+            db = self.connect()
+            if db is None:
+                return None
+            try:
+                row = db.execute(
+                    "SELECT digest, data FROM entries WHERE key = ?", (entry,)
+                ).fetchone()
+            except sqlite3.Error:
+                self.broken = True
+                return None
+        if row is None or not isinstance(row[1], bytes) or row[0] != _digest(row[1]):
+            return None
+        return row[1]
+
+    def write(self, entry: str, data: bytes) -> None:
+        with self.lock:
+            if not self.pending:
+                atexit.register(self.flush)
+            self.pending[entry] = data
+
+    def flush(self) -> None:
+        """Write the pending entries in one transaction (at exit; or now, for tests)."""
+        with self.lock:
+            pending, self.pending = self.pending, {}
+            db = self.connect() if pending else None
+            if db is None:
+                return
+            try:
+                with db:
+                    db.executemany(
+                        "INSERT OR REPLACE INTO entries VALUES (?, ?, ?)",
+                        [(k, _digest(v), v) for k, v in pending.items()],
+                    )
+            except sqlite3.Error:
+                self.broken = True
+
+    def close(self) -> None:
+        with self.lock:
+            if self.db is not None:
+                self.db.close()
+            self.db, self.broken, self.pending = None, False, {}
+
+
+def _digest(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+_STORE = _Store()
+
+
+def get(entry: str) -> Entry | None:
     """The (body, line) pairs stored under `entry`, or None (absent, unreadable or damaged)."""
-    folder = _folder()
-    if folder is None:
+    raw = _STORE.read(entry)
+    if raw is None:
         return None
     try:
-        data = marshal.loads((folder / entry[:2] / entry).read_bytes())
-    except (OSError, EOFError, ValueError, TypeError):
+        data = marshal.loads(raw)
+    except (EOFError, ValueError, TypeError):
         return None
     if not isinstance(data, list) or not all(
         isinstance(x, tuple) and len(x) == 2 and isinstance(x[0], dict) and type(x[1]) is int
@@ -79,16 +173,24 @@ def get(entry: str) -> list[tuple[dict[str, Any], int]] | None:
     return data
 
 
-def put(entry: str, objects: list[tuple[dict[str, Any], int]]) -> None:
-    """Store `objects` under `entry`; a cache that cannot be written is no cache, not an error."""
-    folder = _folder()
-    if folder is None:
+def put(entry: str, objects: Entry) -> None:
+    """Keep `objects` under `entry`, written at exit; a cache that cannot be written is no
+    cache, not an error."""
+    if _database() is None:
         return
-    path = folder / entry[:2] / entry
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{entry}.{os.getpid()}")
-        tmp.write_bytes(marshal.dumps(objects))
-        tmp.replace(path)
-    except (OSError, ValueError):
+        data = marshal.dumps(objects)
+    except ValueError:
         return
+    _STORE.write(entry, data)
+
+
+def flush() -> None:
+    """Write what `put` kept now rather than at exit."""
+    _STORE.flush()
+
+
+def reset() -> None:
+    """Forget the open database and the settings read (tests change the environment)."""
+    _STORE.close()
+    _database.cache_clear()

@@ -31,6 +31,7 @@ path is a `Component`, say), the plain build is used without origins.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -368,8 +369,18 @@ def _pop_origin(body: dict[str, Any]) -> dict[str, Any] | None:
     raw = annotations.pop(ORIGIN_ANNOTATION)
     if not annotations:
         del meta["annotations"]
+    return _read_origin(raw) if isinstance(raw, str) else None
+
+
+_ORIGIN_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@functools.lru_cache(maxsize=4096)
+def _read_origin(raw: str) -> dict[str, Any] | None:
+    """The origin annotation read as YAML (libyaml when there), once per distinct text: every
+    object of a file carries the same one. Callers only read the dict."""
     try:
-        origin = yaml.safe_load(raw) if isinstance(raw, str) else None
+        origin = yaml.load(raw, Loader=_ORIGIN_LOADER)
     except yaml.YAMLError:
         return None
     return origin if isinstance(origin, dict) else None

@@ -14,6 +14,7 @@ exact error or the exact reading; so a document it accepts reads exactly as PyYA
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import yaml
@@ -43,18 +44,22 @@ class _UnsupportedError(Exception):
 
 
 _LOADER = KubeLoader("")
+_LOADER_LOCK = threading.Lock()
 _PLAIN: dict[str, Any] = {}
 
 
 def _plain(value: str) -> Any:
-    """A plain scalar as KubeLoader reads it (the resolver, then the constructor of its tag)."""
-    tag = _LOADER.resolve(ScalarNode, value, (True, False))
-    if tag == _STR:
-        result: Any = value
-    elif tag in _SCALARS:
-        result = _LOADER.construct_object(ScalarNode(tag, value))
-    else:  # a merge key `<<`, or a tag this reader does not build
-        result = _UNSUPPORTED
+    """A plain scalar as KubeLoader reads it (the resolver, then the constructor of its tag).
+
+    The one loader keeps per-document state: base and candidate may be read in two threads."""
+    with _LOADER_LOCK:
+        tag = _LOADER.resolve(ScalarNode, value, (True, False))
+        if tag == _STR:
+            result: Any = value
+        elif tag in _SCALARS:
+            result = _LOADER.construct_object(ScalarNode(tag, value))
+        else:  # a merge key `<<`, or a tag this reader does not build
+            result = _UNSUPPORTED
     if len(_PLAIN) < 100_000:
         _PLAIN[value] = result
     return result
