@@ -903,6 +903,7 @@ GUARD_LABELS = {"app.kubernetes.io/part-of": "prune-gate"}
 _VWC = ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration")
 _LEASE = ("coordination.k8s.io", "Lease")
 _DEPLOYMENT = ("apps", "Deployment")
+_GUARD_KINDS = (_VWC, _LEASE, _DEPLOYMENT)
 
 
 def _is_guard(m: Manifest, world: World) -> bool:
@@ -941,7 +942,9 @@ def check_guard_tampered(world: World) -> Iterator[Finding]:
                 Change(m.ref, Action.DELETE, m, None, "removed from the manifests"),
                 "deletes the namespace of prune-gate's webhook",
             )
-    refs = sorted({m.ref for m in world.base} | {m.ref for m in world.head})
+    refs = sorted(
+        {m.ref for side in (world.base, world.head) for k in _GUARD_KINDS for m in side.of_kind(*k)}
+    )
     for ref in refs:
         base, head = world.base.get(ref), world.head.get(ref)
         if not any(x is not None and _is_guard(x, world) for x in (base, head)):
