@@ -11,6 +11,8 @@ import logging
 import os
 import shutil
 import tempfile
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -141,7 +143,14 @@ def serve(
     """Serve /validate over TLS with gunicorn; the watch cache fills from the API server."""
     from webhook import register as reg
     from webhook import tls
-    from webhook.serve import CertReloader, HealthServer, WebhookServer, host_of
+    from webhook.serve import (
+        CertReloader,
+        HealthServer,
+        WebhookServer,
+        answers_tls,
+        check_can_listen,
+        host_of,
+    )
     from webhook.tls import CertificateError
 
     jsonlog.configure()
@@ -189,15 +198,20 @@ def serve(
         )
         if health is not None:
             health.start(app)
-        if "registered" in state or watch_registration:  # nothing can refuse its deletion
-            state["selfwatch"] = _watch_registration(
-                api, state.get("registered"), events, app, watch_registration or ""
+        if "registration" in state:  # registered once this worker serves, then watched
+            state["registrar"] = _Registrar(
+                api, state["registration"], cache, events, app, serving=state["serving"]
             )
+            state["registrar"].start()
+        elif watch_registration:  # nothing can refuse its deletion
+            state["selfwatch"] = _watch_registration(api, None, events, app, watch_registration)
         return app
 
     def stop_worker() -> None:
         if health is not None:
             health.stop()
+        if "registrar" in state:
+            state["registrar"].stop()
         if "selfwatch" in state:
             state["selfwatch"].stop()
         if "cache" in state:
@@ -239,6 +253,13 @@ def serve(
                     f"cannot listen on {host}:{health_port} (--health-port): "
                     f"{exc.strerror or exc}; choose another port, or 0 for none"
                 ) from None
+        try:
+            check_can_listen(host, _port)
+        except OSError as exc:
+            raise ServeError(
+                f"cannot listen on {listen} (--listen): {exc.strerror or exc}; stop what holds "
+                "it or choose another port"
+            ) from None
         server = WebhookServer(build_app, listen, reloader, threads, stop_worker)
         if register:
             assert ca_pem is not None
@@ -262,14 +283,16 @@ def serve(
                     failure_policy,
                     timeout_seconds,
                 )
-                registering = True
-                state["registered"] = config
-                reg.register(api, config)
             except GateError as exc:  # a kind it cannot name, an API server that refuses
                 raise ServeError(f"cannot register the webhook: {exc}") from None
             finally:
                 api.close()
-            log.info("webhook registered", extra={"registration": name, "url": url})
+            # Registered by the worker once it answers TLS with a ready cache, never before: a
+            # registration that points at nothing refuses every guarded DELETE (failurePolicy
+            # Fail). Removed by this process on exit, whoever wrote it.
+            registering = True
+            state["registration"] = config
+            state["serving"] = lambda: answers_tls(host, _port, ca_pem)
         server.run()
     finally:
         if os.getpid() == master:
@@ -297,6 +320,58 @@ def _watch_registration(
     app.extensions["prune_gate"]["metrics"].registry.register(watch.collector())
     watch.start()
     return watch
+
+
+class _Registrar:
+    """Registers the webhook once this worker serves: the cache is ready (else every review is a
+    503) and the TLS port completes a handshake. Then it starts the self-watch, which restores
+    the registration if someone changes it. An API server that refuses is logged and retried."""
+
+    def __init__(
+        self,
+        api: Any,
+        config: dict[str, Any],
+        cache: Any,
+        events: Any,
+        app: Any,
+        serving: Callable[[], bool],
+        interval: float = 0.2,
+    ) -> None:
+        self.api, self.config, self.cache, self.events, self.app = api, config, cache, events, app
+        self.serving, self.interval = serving, interval
+        self.selfwatch: Any = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="registrar", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        if self.selfwatch is not None:
+            self.selfwatch.stop()
+
+    def _run(self) -> None:
+        from webhook import register as reg
+
+        name = self.config["metadata"]["name"]
+        while not self._stop.wait(self.interval):
+            if not (self.cache.ready()[0] and self.serving()):
+                continue
+            try:
+                reg.register(self.api, self.config)
+            except GateError as exc:
+                log.error("cannot register the webhook, retrying", extra={"error": str(exc)})
+                self._stop.wait(2.0)
+                continue
+            url = self.config["webhooks"][0]["clientConfig"].get("url")
+            log.info("webhook registered", extra={"registration": name, "url": url})
+            if not self._stop.is_set():
+                self.selfwatch = _watch_registration(
+                    self.api, self.config, self.events, self.app, ""
+                )
+            return
 
 
 def _unregister(kubeconfig: str | None, name: str) -> None:

@@ -329,3 +329,36 @@ def host_of(listen: str) -> tuple[str, int]:
     if not sep or not port.isdigit():
         raise ValueError(f"--listen {listen!r}: expected HOST:PORT, like 127.0.0.1:8443")
     return host.strip("[]"), int(port)
+
+
+def check_can_listen(host: str, port: int) -> None:
+    """Raise OSError when host:port cannot be bound (taken, or not an address of this host), so
+    that is a clear error before anything is registered, not gunicorn's retries and a log line.
+    gunicorn binds it again just after (both with SO_REUSEADDR)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind((host, port))
+        probe.listen()
+
+
+def answers_tls(host: str, port: int, ca_pem: bytes, timeout: float = 2.0) -> bool:
+    """Whether a TLS server with a certificate from `ca_pem` answers on host:port: a completed
+    handshake (or a TLS alert, as when the server requires a client certificate) proves that
+    gunicorn's worker is taking connections, since it does the handshake; a refused, reset or
+    silent port does not, nor does a certificate from another CA."""
+    context = ssl.create_default_context(cadata=ca_pem.decode())
+    context.check_hostname = False  # the listen address need not be a name in the certificate
+    try:
+        with (
+            socket.create_connection((host, port), timeout=timeout) as raw,
+            context.wrap_socket(raw) as conn,
+        ):
+            conn.getpeercert()
+    except ssl.SSLCertVerificationError:
+        return False
+    except ssl.SSLError:
+        return True
+    except OSError:
+        return False
+    return True
