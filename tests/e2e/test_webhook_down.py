@@ -81,7 +81,9 @@ def test_a_killed_webhook(
                 assert outcome is not None, "a guarded DELETE passed with the webhook down"
                 message = json.loads(outcome.body or "{}")["message"]
                 assert 'failed calling webhook "prune-gate.prune-gate.io"' in message, message
-                assert "connection refused" in message, message
+                # The URL it could not reach; how it failed varies (refused for a new connection,
+                # reset or EOF for one the API server kept alive).
+                assert f"{hook.url}/validate" in message, message
             else:
                 assert outcome is None, outcome
             _others_unaffected(kube, ns)
