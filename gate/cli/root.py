@@ -152,6 +152,16 @@ COMMANDS = {
         "gate.cli.fence",
         "fence_group",
     ),
+    "doctor": (
+        "Explain what each stuck deletion is waiting on, with its evidence and the fix.",
+        "gate.cli.doctor",
+        "doctor_command",
+    ),
+    "heal": (
+        "Get out of a wedge without losing data: dry run by default, --apply acts.",
+        "gate.cli.heal",
+        "heal_command",
+    ),
     "history": (
         "Replay the gate over past commits: how would it have judged each one?",
         "gate.cli.history",

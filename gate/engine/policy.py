@@ -84,6 +84,23 @@ class Exemption:
 
 
 @dataclass(frozen=True)
+class DisposableClaims:
+    """Claims whose data `gate heal` may lose to release them (`heal.disposableClaims`)."""
+
+    reason: str
+    namespace: str = "*"
+    name: str = "*"
+    labels: tuple[tuple[str, str], ...] = ()
+
+    def matches(self, ref: ObjectRef, labels: dict[str, str]) -> bool:
+        return (
+            fnmatch.fnmatchcase(ref.namespace, self.namespace)
+            and fnmatch.fnmatchcase(ref.name, self.name)
+            and all(labels.get(k) == v for k, v in self.labels)
+        )
+
+
+@dataclass(frozen=True)
 class WebhookSettings:
     """What the admission webhook needs beyond the rules."""
 
@@ -120,11 +137,16 @@ class Policy:
     mass_prune_fraction: float = 0.5
     mass_prune_min_objects: int = 20
     mass_prune_empty_min_objects: int = 5
+    disposable_claims: tuple[DisposableClaims, ...] = ()
     webhook: WebhookSettings = field(
         default_factory=lambda: WebhookSettings(
             frozenset(parse_group_kind(k) for k in DEFAULT_WEBHOOK_GUARDED)
         )
     )
+
+    def heal_disposable(self, ref: ObjectRef, labels: dict[str, str]) -> bool:
+        """True when the policy says this claim's data may be lost to release it."""
+        return any(d.matches(ref, labels) for d in self.disposable_claims)
 
     def is_guarded_kind(self, group: str, kind: str) -> bool:
         return (group, kind) in self.guarded_kinds

@@ -371,10 +371,14 @@ class KubeClient:
         resource_version: str | None = None,
         dry_run: bool = False,
         propagation: str | None = None,
+        grace_period: int | None = None,
     ) -> dict[str, Any]:
         """DELETE with preconditions: the object must still be the one read (`uid`) and unchanged
-        since (`resource_version`), else a `ConflictError` and nothing is deleted."""
+        since (`resource_version`), else a `ConflictError` and nothing is deleted. A
+        `grace_period` of 0 is a force delete (a pod's kubelet is not waited for)."""
         options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if grace_period is not None:
+            options["gracePeriodSeconds"] = grace_period
         pre = {k: v for k, v in (("uid", uid), ("resourceVersion", resource_version)) if v}
         if pre:
             options["preconditions"] = pre
@@ -409,3 +413,29 @@ def _short(reason: object) -> str:
     if ">: " in text:
         text = text.split(">: ", 1)[1]
     return text.strip().rstrip(")'\"")
+
+
+def context_namespace(kubeconfig: str | None, context: str | None) -> str:
+    """The namespace kubectl would use without -n: the context's, in a pod its own, else
+    `default`."""
+    from kubernetes import config
+    from kubernetes.config.config_exception import ConfigException
+
+    where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+    first = Path(where.split(os.pathsep)[0]).expanduser()
+    if kubeconfig is None and not first.exists():
+        try:
+            return Path(_SA_NAMESPACE).read_text(encoding="utf-8").strip() or "default"
+        except OSError:
+            return "default"
+    try:
+        list_contexts: Any = config.list_kube_config_contexts  # untyped in the client
+        contexts, current = list_contexts(config_file=str(first))
+    except (ConfigException, OSError, ValueError, TypeError):
+        return "default"  # load_configuration reports what is wrong with the file
+    chosen = next((c for c in contexts if c.get("name") == context), None) if context else current
+    namespace = ((chosen or {}).get("context") or {}).get("namespace")
+    return str(namespace) if namespace else "default"
+
+
+_SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"

@@ -19,3 +19,8 @@ def utc_date(moment: dt.datetime) -> dt.date:
 def utc_today() -> dt.date:
     """Today's date in UTC: the date exemptions expire by, in `gate check` and the webhook."""
     return utc_date(dt.datetime.now(dt.UTC))
+
+
+def utc_now() -> dt.datetime:
+    """This instant, timezone-aware: what `gate doctor` and `gate heal` measure waiting by."""
+    return dt.datetime.now(dt.UTC)

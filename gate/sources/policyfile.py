@@ -21,6 +21,7 @@ from gate.engine.context import Context
 from gate.engine.policy import (
     DEFAULT_SEVERITY,
     MIN_MAX_CACHE_AGE_SECONDS,
+    DisposableClaims,
     Exemption,
     Policy,
     WebhookSettings,
@@ -237,6 +238,15 @@ def _build(data: dict[str, Any], label: str) -> Policy:
                 frozenset(Code(c) for c in ex["codes"]) if "codes" in ex else None,
             )
         )
+    disposable = tuple(
+        DisposableClaims(
+            d["reason"],
+            d.get("namespace", "*"),
+            d.get("name", "*"),
+            tuple(sorted((d.get("labels") or {}).items())),
+        )
+        for d in (data.get("heal") or {}).get("disposableClaims") or ()
+    )
     ann = data.get("annotations") or {}
     live = data.get("live") or {}
     mass = data.get("massPrune") or {}
@@ -272,5 +282,6 @@ def _build(data: dict[str, Any], label: str) -> Policy:
         mass_prune_empty_min_objects=int(
             mass.get("emptyMinObjects", base.mass_prune_empty_min_objects)
         ),
+        disposable_claims=disposable,
         webhook=webhook,
     )

@@ -1,0 +1,165 @@
+"""How `gate doctor` and `gate heal` print their answers: text for a person at 3 a.m., JSON for
+a machine. Every string that came from the cluster is made inert (`inert`): an object name or a
+condition message must not write terminal escapes or CI commands."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from gate.engine.doctor import Diagnosis, State, duration_text
+from gate.engine.heal import HealPlan, Outcome
+from gate.report.common import inert
+
+
+def _stamp(t: dt.datetime | None) -> str | None:
+    return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if t else None
+
+
+def _ref(d: Diagnosis) -> dict[str, str]:
+    r = d.ref
+    return {"group": r.group, "kind": r.kind, "namespace": r.namespace, "name": r.name}
+
+
+def diagnosis_json(d: Diagnosis, now: dt.datetime) -> dict[str, Any]:
+    return {
+        "object": _ref(d),
+        "uid": d.uid,
+        "state": d.state.value,
+        "reason": d.reason,
+        "deletionRequestedAt": _stamp(d.requested),
+        "waitingSeconds": round((now - d.requested).total_seconds()) if d.requested else None,
+        "finalizers": [{"name": f.name, "owner": f.owner} for f in d.finalizers],
+        "evidence": list(d.evidence),
+        "pods": [
+            {
+                "namespace": p.namespace,
+                "name": p.name,
+                "uid": p.uid,
+                "node": p.node,
+                "nodeReady": p.node_ready,
+                "phase": p.phase,
+                "since": _stamp(p.since),
+                "terminating": p.terminating,
+                "owner": p.owner,
+            }
+            for p in d.pods
+        ],
+        "declaredAt": d.declared,
+        "fixes": list(d.fixes),
+        "waitsOn": [diagnosis_json(c, now) for c in d.children],
+    }
+
+
+def _states(stuck: Sequence[Diagnosis]) -> Counter[str]:
+    return Counter(d.state.value for r in stuck for d in r.walk())
+
+
+def doctor_json(stuck: Sequence[Diagnosis], now: dt.datetime) -> str:
+    return json.dumps(
+        {
+            "apiVersion": "prune-gate.io/v1",
+            "kind": "DoctorReport",
+            "now": _stamp(now),
+            "stuck": [diagnosis_json(d, now) for d in stuck],
+            "states": dict(sorted(_states(stuck).items())),
+        },
+        indent=2,
+    )
+
+
+def _lines(d: Diagnosis, now: dt.datetime, depth: int) -> list[str]:
+    pad = "  " * depth
+    age = (
+        f"deletion asked {duration_text((now - d.requested).total_seconds())} ago"
+        if (d.requested)
+        else "no deletion time"
+    )
+    loud = "UNKNOWN STATE: " if d.state is State.UNKNOWN else ""
+    out = [f"{pad}{loud}{inert(d.ref.display())}  {d.state.value}  ({age})"]
+    out.append(f"{pad}  {inert(d.reason)}")
+    if d.evidence or d.pods:
+        out.append(f"{pad}  evidence:")
+        out += [f"{pad}    - {inert(p.describe(now))}" for p in d.pods]
+        out += [f"{pad}    - {inert(e)}" for e in d.evidence]
+    if d.finalizers:
+        out.append(f"{pad}  finalizers:")
+        out += [f"{pad}    - {inert(f.name)}: {inert(f.owner)}" for f in d.finalizers]
+    if d.fixes:
+        out.append(f"{pad}  fix:")
+        out += [f"{pad}    - {inert(f)}" for f in d.fixes]
+    if d.children:
+        out.append(f"{pad}  waits on:")
+        for child in d.children:
+            out += _lines(child, now, depth + 2)
+    return out
+
+
+def doctor_text(stuck: Sequence[Diagnosis], now: dt.datetime, older_than: float) -> str:
+    if not stuck:
+        return (
+            f"nothing stuck: no deletion asked for more than {duration_text(older_than)} ago is "
+            "still waiting"
+        )
+    out: list[str] = []
+    for d in stuck:
+        out += _lines(d, now, 0)
+        out.append("")
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(_states(stuck).items()))
+    out.append(f"{len(stuck)} stuck deletion(s): {counts}")
+    return "\n".join(out)
+
+
+def heal_json(plan: HealPlan, outcomes: Sequence[Outcome], apply: bool, now: dt.datetime) -> str:
+    def ref(r: Any) -> dict[str, str]:
+        return {"group": r.group, "kind": r.kind, "namespace": r.namespace, "name": r.name}
+
+    return json.dumps(
+        {
+            "apiVersion": "prune-gate.io/v1",
+            "kind": "HealReport",
+            "now": _stamp(now),
+            "dryRun": not apply,
+            "actions": [
+                {
+                    "action": o.action.kind.value,
+                    "object": ref(o.action.target),
+                    "uid": o.action.uid,
+                    "heals": ref(o.action.heals),
+                    "result": o.result,
+                    "detail": o.detail,
+                    "event": {"reason": o.action.event.reason, "message": o.action.event.message},
+                    "command": o.action.command,
+                }
+                for o in outcomes
+            ],
+            "skipped": [
+                {"object": ref(s.ref), "state": s.state.value, "why": s.why} for s in plan.skipped
+            ],
+        },
+        indent=2,
+    )
+
+
+def heal_text(plan: HealPlan, outcomes: Sequence[Outcome], apply: bool) -> str:
+    out: list[str] = []
+    if not apply:
+        out.append("dry run: nothing was changed (run with --apply to act)")
+    for o in outcomes:
+        a = o.action
+        out.append(
+            f"{o.result:<9} {a.kind.value} {inert(a.target.display())} (heals "
+            f"{inert(a.heals.display())})"
+        )
+        out.append(f"          {inert(a.event.message)}")
+        if o.detail:
+            out.append(f"          {inert(o.detail)}")
+        out.append(f"          by hand: {inert(a.command)}")
+    for s in plan.skipped:
+        out.append(f"left      {inert(s.ref.display())}  {s.state.value}: {inert(s.why)}")
+    if not outcomes and not plan.skipped:
+        out.append("nothing stuck: nothing to heal")
+    return "\n".join(out)
