@@ -310,10 +310,10 @@ class Doctor:
             if users:
                 pods = tuple(self._pod_evidence(p) for p in users)
                 children = tuple(self._pod(p) for p in users if p.meta.deleting)
-                evidence.insert(
-                    0,
-                    f"{PVC_PROTECTION} keeps it until no pod uses it; {len(users)} pod(s) do",
-                )
+                evidence[:0] = [
+                    f"{PVC_PROTECTION} keeps it until no pod uses it; {len(users)} pod(s) do:",
+                    *(f"  {p.describe(self.now)}" for p in pods),
+                ]
                 if volume is not None and volume.reclaim_policy != "Retain":
                     fixes.append(
                         f"keep the data: gate heal --rescue --apply {sel} (sets PersistentVolume "
@@ -561,8 +561,9 @@ class Doctor:
         ]
         if live:
             evidence.append(
-                "claims not being deleted yet (the namespace controller deletes them next; a "
-                "refused DELETE shows as NamespaceDeletionContentFailure): " + ", ".join(live)
+                "claims not being deleted yet (the namespace controller deletes pods first, "
+                "then the rest; a refused DELETE shows as NamespaceDeletionContentFailure): "
+                + ", ".join(live)
             )
         content = [c for c in ns.conditions if c.status == "True" and c.type in _CONTENT]
         if children or content or live:

@@ -81,10 +81,12 @@ def _lines(d: Diagnosis, now: dt.datetime, depth: int) -> list[str]:
     loud = "UNKNOWN STATE: " if d.state is State.UNKNOWN else ""
     out = [f"{pad}{loud}{inert(d.ref.display())}  {d.state.value}  ({age})"]
     out.append(f"{pad}  {inert(d.reason)}")
-    if d.evidence or d.pods:
+    if d.evidence:
         out.append(f"{pad}  evidence:")
-        out += [f"{pad}    - {inert(p.describe(now))}" for p in d.pods]
-        out += [f"{pad}    - {inert(e)}" for e in d.evidence]
+        out += [
+            f"{pad}      {inert(e[2:])}" if e.startswith("  ") else f"{pad}    - {inert(e)}"
+            for e in d.evidence
+        ]
     if d.finalizers:
         out.append(f"{pad}  finalizers:")
         out += [f"{pad}    - {inert(f.name)}: {inert(f.owner)}" for f in d.finalizers]
