@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import signal
 import sys
+import threading
+from collections.abc import Callable
+from dataclasses import replace
 
 import click
 
 from gate.cli.common import fail, policy_for_files
 from gate.cli.doctor import (
+    Scope,
     declared_lookup,
     describe_target,
     make_scope,
@@ -16,9 +22,11 @@ from gate.cli.doctor import (
     select,
 )
 from gate.engine.doctor import Doctor
-from gate.engine.heal import Healer, HealOptions
+from gate.engine.heal import Healer, HealOptions, HealPlan, Outcome
+from gate.engine.policy import Policy, parse_duration
 from gate.engine.verdict import EXIT_UNDECIDED
-from gate.model.errors import GateError
+from gate.model.errors import GateError, InputError
+from gate.model.refs import ObjectRef
 
 #: Exit codes: every action done (or nothing to do), something stuck left alone.
 EXIT_HEALED, EXIT_LEFT = 0, 1
@@ -34,6 +42,13 @@ EXIT_HEALED, EXIT_LEFT = 0, 1
 )
 @click.option("--apply", "apply", is_flag=True, help="Act (default: a dry run).")
 @click.option("--yes", is_flag=True, help="With --apply, do not ask (CI, a heal job).")
+@click.option(
+    "--watch",
+    is_flag=True,
+    help="Keep healing, a pass every --interval, until SIGTERM: only the actions heal.watch in "
+    "the policy enables (with --apply; without, it logs what it would do).",
+)
+@click.option("--interval", metavar="DURATION", help="Time between --watch passes (default 1m).")
 def heal_command(
     target: str | None,
     namespace: str | None,
@@ -53,6 +68,8 @@ def heal_command(
     rescue: bool,
     apply: bool,
     yes: bool,
+    watch: bool,
+    interval: str | None,
 ) -> None:
     """Get out of a wedge without losing data: dry run by default, --apply acts.
 
@@ -65,10 +82,7 @@ def heal_command(
     force-delete it. Never strips a finalizer. Exit 0 done (or nothing to do), 1 something stuck
     was left alone, 2 could not read or an action failed.
     """
-    from gate.kube.heal import HEAL_HINT, carry_out
-    from gate.kube.snapshot import ApiLister
     from gate.report.doctor import heal_json, heal_text
-    from gate.sources.clock import utc_now
 
     try:
         scope = make_scope(
@@ -81,40 +95,29 @@ def heal_command(
         )
         policy = policy_for_files(config_path)
         declared = declared_lookup(manifests, rev, repo, paths, render)
-        ledger = read_cluster(scope, policy, kubeconfig, kube_context, HEAL_HINT)
+        if interval is not None and not watch:
+            raise click.UsageError("--interval goes with --watch")
+        every = _interval(interval or "1m")
     except GateError as exc:
         fail(str(exc))
-    now = utc_now()
-    doctor = Doctor(ledger, now, scope.thresholds, declared)
-    roots, meta = select(doctor, scope)
-    if scope.target is not None and scope.target[1] != "PersistentVolumeClaim" and meta is None:
-        fail(f"no {describe_target(scope)} exists in the cluster")
-
-    def reserve(ns: str, claim: str) -> bool:
-        """Whose volumes a rescue reserves: the target claim's (it may be gone already), or
-        those of the namespace in scope, or all."""
+    run = _Pass(scope, policy, declared, (kubeconfig, kube_context), rescue)
+    if watch:
         if scope.target is not None:
-            return scope.target[1] == "PersistentVolumeClaim" and (ns, claim) == (
-                scope.namespace,
-                scope.target[2],
+            raise click.UsageError(
+                "--watch heals what is stuck in -n NAMESPACE or -A, not one object"
             )
-        return scope.namespace is None or ns == scope.namespace
-
-    disposable = frozenset(
-        key for key, c in ledger.claims.items() if policy.heal_disposable(c.meta.ref, c.meta.labels)
-    )
-    healer = Healer(doctor, HealOptions(rescue=rescue, disposable=disposable))
-    plan = healer.plan(roots, reserve)
+        sys.exit(_watch(run, every, apply))
+    try:
+        plan, now = run.plan()
+    except GateError as exc:
+        fail(str(exc))
     if apply and plan.actions and not yes:
         if not sys.stdin.isatty():
             fail("--apply without --yes needs a terminal to confirm; add --yes to act unasked")
         click.echo(heal_text(plan, [], apply=True), err=True)
         click.confirm(f"carry out these {len(plan.actions)} action(s)?", abort=True, err=True)
     try:
-        with ApiLister.from_kubeconfig(
-            kubeconfig, kube_context, policy.live_timeout_seconds, hint=HEAL_HINT
-        ) as client:
-            outcomes = carry_out(client, plan, utc_now(), apply=apply)
+        outcomes = run.carry_out(plan, apply)
     except GateError as exc:
         fail(str(exc))
     if fmt == "json":
@@ -124,3 +127,128 @@ def heal_command(
     if any(o.result == "failed" for o in outcomes):
         sys.exit(EXIT_UNDECIDED)
     sys.exit(EXIT_LEFT if plan.skipped else EXIT_HEALED)
+
+
+def _interval(text: str) -> float:
+    try:
+        seconds = parse_duration(text)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--interval") from None
+    if seconds < 1:
+        raise click.BadParameter("at least 1s", param_hint="--interval")
+    return seconds
+
+
+class _Pass:
+    """One heal pass: read the ledger, diagnose, plan; then carry the plan out. `--watch`
+    repeats it on a timer (watches are fast, lists are complete: a reconciler lists)."""
+
+    def __init__(
+        self,
+        scope: Scope,
+        policy: Policy,
+        declared: Callable[[ObjectRef], str | None],
+        cluster: tuple[str | None, str | None],
+        rescue: bool,
+    ) -> None:
+        self.scope = scope
+        self.policy = policy
+        self.declared = declared
+        self.cluster = cluster
+        self.rescue = rescue
+
+    def options(self, watching: bool) -> HealOptions:
+        if not watching:
+            return HealOptions(rescue=self.rescue)
+        w = self.policy.heal_watch
+        return HealOptions(
+            rescue=w.rescue_volumes,
+            release=w.release_disposable_claims,
+            force=w.force_delete_pods_on_dead_nodes,
+            off_because="heal.watch",
+        )
+
+    def plan(self, watching: bool = False) -> tuple[HealPlan, dt.datetime]:
+        from gate.kube.heal import HEAL_HINT
+        from gate.sources.clock import utc_now
+
+        scope = self.scope
+        ledger = read_cluster(scope, self.policy, *self.cluster, HEAL_HINT)
+        now = utc_now()
+        doctor = Doctor(ledger, now, scope.thresholds, self.declared)
+        roots, meta = select(doctor, scope)
+        target = scope.target
+        if target is not None and target[1] != "PersistentVolumeClaim" and meta is None:
+            raise InputError(f"no {describe_target(scope)} exists in the cluster")
+
+        def reserve(ns: str, claim: str) -> bool:
+            """Whose volumes a rescue reserves: the target claim's (it may be gone already), or
+            those of the namespace in scope, or all."""
+            if target is not None:
+                return target[1] == "PersistentVolumeClaim" and (ns, claim) == (
+                    scope.namespace,
+                    target[2],
+                )
+            return scope.namespace is None or ns == scope.namespace
+
+        disposable = frozenset(
+            key
+            for key, c in ledger.claims.items()
+            if self.policy.heal_disposable(c.meta.ref, c.meta.labels)
+        )
+        options = replace(self.options(watching), disposable=disposable)
+        return Healer(doctor, options).plan(roots, reserve), now
+
+    def carry_out(self, plan: HealPlan, apply: bool) -> list[Outcome]:
+        from gate.kube.heal import HEAL_HINT, carry_out
+        from gate.kube.snapshot import ApiLister
+        from gate.sources.clock import utc_now
+
+        if not plan.actions:
+            return []
+        with ApiLister.from_kubeconfig(
+            *self.cluster, self.policy.live_timeout_seconds, hint=HEAL_HINT
+        ) as client:
+            return carry_out(client, plan, utc_now(), apply=apply)
+
+
+def _watch(run: _Pass, every: float, apply: bool) -> int:
+    """Heal on a timer until SIGTERM or SIGINT; one JSON log line per action, per object left
+    alone (when its reason changes) and per failed pass. A failed pass (the API server away)
+    is logged and retried at the next tick: a reconciler outlives a blip."""
+    from gate.report.doctor import log_line
+    from gate.sources.clock import utc_now
+
+    def log(msg: str, **fields: object) -> None:
+        click.echo(log_line(msg, utc_now(), **fields), err=True)  # type: ignore[arg-type]
+
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    said: dict[str, str] = {}
+    log("heal watch started", interval=every, apply=apply)
+    while not stop.is_set():
+        try:
+            plan, _ = run.plan(watching=True)
+            outcomes = run.carry_out(plan, apply)
+        except GateError as exc:
+            log("heal pass failed", level="error", error=str(exc))
+        else:
+            for o in outcomes:
+                log(
+                    "heal action",
+                    action=o.action.kind.value,
+                    object=o.action.target.display(),
+                    heals=o.action.heals.display(),
+                    result=o.result,
+                    detail=o.detail,
+                    event=o.action.event.message,
+                )
+            now_said = {s.ref.display(): f"{s.state.value}: {s.why}" for s in plan.skipped}
+            for obj, why in now_said.items():
+                if said.get(obj) != why:
+                    log("left alone", object=obj, why=why)
+            said = now_said
+        stop.wait(every)
+    log("heal watch stopped")
+    return EXIT_HEALED

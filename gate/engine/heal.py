@@ -103,6 +103,12 @@ class Outcome:
 @dataclass(frozen=True)
 class HealOptions:
     rescue: bool = False
+    #: Release claims whose data is disposable (`gate heal --watch`: `heal.watch` in the policy).
+    release: bool = True
+    #: Force-delete pods on dead nodes (the same).
+    force: bool = True
+    #: Why an action that is off is off: what to turn on.
+    off_because: str = ""
     #: Claims whose data the policy file says is disposable (`heal.disposableClaims`), besides
     #: those annotated `prune-gate.io/data: disposable`.
     disposable: frozenset[tuple[str, str]] = field(default_factory=frozenset)
@@ -188,6 +194,17 @@ class Healer:
             if volume.reclaim_policy != "Retain":
                 requires = len(self._actions)
                 self._actions.append(self._retain(volume, claim))
+        elif not self.options.release:
+            self._skip(
+                diag,
+                "releasing claims is not enabled here"
+                + (
+                    f" ({self.options.off_because}.releaseDisposableClaims)"
+                    if self.options.off_because
+                    else ""
+                ),
+            )
+            return
         elif not self._disposable(claim):
             self._skip(
                 diag,
@@ -272,6 +289,17 @@ class Healer:
         )
 
     def _force(self, pod: Pod, diag: Diagnosis) -> None:
+        if not self.options.force:
+            self._skip(
+                diag,
+                "force-deleting pods on dead nodes is not enabled here"
+                + (
+                    f" ({self.options.off_because}.forceDeletePodsOnDeadNodes)"
+                    if self.options.off_because
+                    else ""
+                ),
+            )
+            return
         node = self.ledger.nodes.get(pod.node)
         missing = force_delete_missing(pod, node, self.now, self.doctor.th)
         if missing:

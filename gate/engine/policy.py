@@ -101,6 +101,15 @@ class DisposableClaims:
 
 
 @dataclass(frozen=True)
+class HealWatch:
+    """The actions `gate heal --watch` takes unasked (`heal.watch` in the policy file)."""
+
+    release_disposable_claims: bool = False
+    rescue_volumes: bool = False
+    force_delete_pods_on_dead_nodes: bool = False
+
+
+@dataclass(frozen=True)
 class WebhookSettings:
     """What the admission webhook needs beyond the rules."""
 
@@ -138,6 +147,8 @@ class Policy:
     mass_prune_min_objects: int = 20
     mass_prune_empty_min_objects: int = 5
     disposable_claims: tuple[DisposableClaims, ...] = ()
+    #: What `gate heal --watch` may do on its own (`heal.watch`): each off by default.
+    heal_watch: HealWatch = field(default_factory=lambda: HealWatch())
     webhook: WebhookSettings = field(
         default_factory=lambda: WebhookSettings(
             frozenset(parse_group_kind(k) for k in DEFAULT_WEBHOOK_GUARDED)

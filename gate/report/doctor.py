@@ -165,3 +165,8 @@ def heal_text(plan: HealPlan, outcomes: Sequence[Outcome], apply: bool) -> str:
     if not outcomes and not plan.skipped:
         out.append("nothing stuck: nothing to heal")
     return "\n".join(out)
+
+
+def log_line(msg: str, time: dt.datetime, level: str = "info", **fields: object) -> str:
+    """One structured log line (JSON) of `gate heal --watch`: time, level, msg, then fields."""
+    return json.dumps({"time": _stamp(time), "level": level, "msg": msg, **fields}, default=str)

@@ -23,6 +23,7 @@ from gate.engine.policy import (
     MIN_MAX_CACHE_AGE_SECONDS,
     DisposableClaims,
     Exemption,
+    HealWatch,
     Policy,
     WebhookSettings,
     parse_duration,
@@ -247,6 +248,12 @@ def _build(data: dict[str, Any], label: str) -> Policy:
         )
         for d in (data.get("heal") or {}).get("disposableClaims") or ()
     )
+    watch = (data.get("heal") or {}).get("watch") or {}
+    heal_watch = HealWatch(
+        bool(watch.get("releaseDisposableClaims", False)),
+        bool(watch.get("rescueVolumes", False)),
+        bool(watch.get("forceDeletePodsOnDeadNodes", False)),
+    )
     ann = data.get("annotations") or {}
     live = data.get("live") or {}
     mass = data.get("massPrune") or {}
@@ -283,5 +290,6 @@ def _build(data: dict[str, Any], label: str) -> Policy:
             mass.get("emptyMinObjects", base.mass_prune_empty_min_objects)
         ),
         disposable_claims=disposable,
+        heal_watch=heal_watch,
         webhook=webhook,
     )

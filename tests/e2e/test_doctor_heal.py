@@ -11,17 +11,20 @@ renewed: the real node-lifecycle controller marks it Unknown and taints it unrea
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 from kubernetes import client
 
 from . import kube as k
 from .kube import Cluster
-from .test_live import run_gate
+from .test_live import REPO, gate_command, run_gate
 
 pytestmark = pytest.mark.e2e
 
@@ -401,3 +404,67 @@ def test_doctor_that_cannot_reach_the_cluster_exits_2(tmp_path: Path) -> None:
     done = run_gate(tmp_path, "doctor", "-A", f"--kubeconfig={config}")
     assert done.returncode == 2, done
     assert "cannot reach the API server" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_heal_watch_acts_only_where_the_policy_enables_it_and_stops_on_sigterm(
+    kube: Cluster, namespace: str, node: str, tmp_path: Path
+) -> None:
+    core = k.core(kube.client)
+    (tmp_path / "prune-gate.yaml").write_text(
+        "heal:\n  watch:\n    releaseDisposableClaims: true\n"
+    )
+    pods = {}
+    for claim, data in (("scratch", "disposable"), ("precious", None)):
+        annotations = {"prune-gate.io/data": data} if data else None
+        k.make_claim(kube.client, namespace, claim, annotations=annotations)
+        pods[claim] = k.make_pod(kube.client, namespace, node, [claim]).metadata.name
+        core.delete_namespaced_persistent_volume_claim(claim, namespace)
+    env = {k_: v for k_, v in os.environ.items() if not k_.startswith(("GITHUB_", "KUBECONFIG"))}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    log = tmp_path / "heal-watch.log"
+    with log.open("w") as log_file:
+        watcher = _start_watch(namespace, kube, tmp_path, env, log_file)
+    try:
+        k.wait_for(
+            lambda: (
+                core.read_namespaced_pod(pods["scratch"], namespace).metadata.deletion_timestamp
+            ),
+            timeout=60,
+            what="heal --watch to delete the pod that pins the disposable claim",
+        )
+        k.wait_for(lambda: events(kube, namespace, "scratch"), what="its ClaimReleased Event")
+    finally:
+        watcher.send_signal(signal.SIGTERM)
+        watcher.wait(timeout=60)
+    err = log.read_text()
+    assert watcher.returncode == 0, err
+    lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+    assert {"heal watch started", "heal action", "heal watch stopped"} <= {e["msg"] for e in lines}
+    [left] = [e for e in lines if e["msg"] == "left alone" and "precious" in e["object"]]
+    assert "not marked disposable" in left["why"]
+    assert not core.read_namespaced_pod(pods["precious"], namespace).metadata.deletion_timestamp
+
+
+def _start_watch(
+    namespace: str, kube: Cluster, cwd: Path, env: dict[str, str], log: IO[str]
+) -> subprocess.Popen[str]:
+    """`gate heal --watch` on `namespace`, logging to `log` (a file, not a pipe: a full pipe
+    would block the watcher)."""
+    return subprocess.Popen(
+        [
+            *gate_command(),
+            "heal",
+            "--watch",
+            "--interval=1s",
+            "--apply",
+            "-n",
+            namespace,
+            "--older-than=0s",
+            f"--kubeconfig={kube.kubeconfig}",
+        ],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+        text=True,
+    )

@@ -176,3 +176,13 @@ def test_a_pod_is_not_force_deleted_when_any_evidence_is_missing() -> None:
         p = plan(th=th, **objects)
         assert p.actions == (), objects
         assert len(p.skipped) == 1
+
+
+def test_watch_mode_does_only_what_the_policy_enables() -> None:
+    off = HealOptions(release=False, force=False, off_because="heal.watch")
+    p = plan(off, **pinned({"prune-gate.io/data": "disposable"}))
+    assert p.actions == ()
+    assert any("heal.watch.releaseDisposableClaims" in s.why for s in p.skipped)
+    p = plan(off, th=Thresholds(older_than=0), **_stranded())
+    assert p.actions == ()
+    assert "heal.watch.forceDeletePodsOnDeadNodes" in p.skipped[0].why

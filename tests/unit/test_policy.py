@@ -219,3 +219,27 @@ def test_an_unquoted_off_is_told_to_be_quoted(tmp_path: Path) -> None:
         load_policy(path)
     path.write_text('severity:\n  SPECULATIVE_PRUNE: "off"\n', encoding="utf-8")
     assert load_policy(path).severity_for(Code.SPECULATIVE_PRUNE, Context.MERGED) is Severity.OFF
+
+
+def test_the_heal_section() -> None:
+    p = policy_from_dict(
+        {
+            "heal": {
+                "watch": {"releaseDisposableClaims": True, "forceDeletePodsOnDeadNodes": True},
+                "disposableClaims": [
+                    {"namespace": "ci-*", "labels": {"tier": "cache"}, "reason": "rebuilt nightly"}
+                ],
+            }
+        },
+        "prune-gate.yaml",
+    )
+    assert p.heal_watch.release_disposable_claims and p.heal_watch.force_delete_pods_on_dead_nodes
+    assert not p.heal_watch.rescue_volumes
+    claim = ObjectRef("", "PersistentVolumeClaim", "ci-42", "cache")
+    assert p.heal_disposable(claim, {"tier": "cache"})
+    assert not p.heal_disposable(claim, {"tier": "db"})
+    assert not Policy().heal_disposable(claim, {"tier": "cache"})
+    with pytest.raises(ConfigError, match="reason"):
+        policy_from_dict({"heal": {"disposableClaims": [{"name": "x"}]}}, "prune-gate.yaml")
+    with pytest.raises(ConfigError, match="forceDelete"):
+        policy_from_dict({"heal": {"watch": {"forceDelete": True}}}, "prune-gate.yaml")
