@@ -80,7 +80,11 @@ def kubectl_json(kube: Cluster, *args: str) -> Obj:
 @pytest.mark.parametrize(
     "values",
     [
-        {"liveReader": {"create": True}, "networkPolicy": {"enabled": True}},
+        {
+            "liveReader": {"create": True},
+            "networkPolicy": {"enabled": True},
+            "healer": {"enabled": True},
+        },
         {
             "tls": {"mode": "certManager"},
             "serviceMonitor": {"enabled": True},
@@ -150,6 +154,7 @@ def installed(kube: Cluster, helm: Helm, namespace: str) -> Iterator[tuple[str, 
             "objectSelector": {"matchLabels": {"prune-gate.io/e2e-chart": release}},
         },
         "liveReader": {"create": True},
+        "healer": {"enabled": True},
         "policy": {"webhook": {"resync": "5m"}},
         "rbac": {
             "countedResources": [{"apiGroups": ["e2e.prune-gate.io"], "resources": ["widgets"]}]
@@ -242,6 +247,35 @@ def test_helm_install_registers_the_webhook_rbac_and_deployment(
 
     status = helm("status", release, "--namespace", namespace)
     assert "https://" in status.stdout and "/validate" in status.stdout
+
+
+def test_the_healer_may_release_and_rescue_but_never_strip_a_finalizer_or_delete_a_claim(
+    kube: Cluster, installed: tuple[str, str]
+) -> None:
+    release, namespace = installed
+    sa = f"system:serviceaccount:{namespace}:{release}-prune-gate-healer"
+
+    def can(*args: str) -> bool:
+        out = kube.kubectl("auth", "can-i", *args, f"--as={sa}", check=False)
+        return out.stdout.strip() == "yes"
+
+    for resource in ("pods", "persistentvolumeclaims", "persistentvolumes", "nodes", "namespaces"):
+        assert can("list", resource, "--all-namespaces"), resource
+    assert can("delete", "pods", "--all-namespaces")
+    assert can("patch", "persistentvolumes")
+    assert can("create", "events", "-n", "default")
+    # Finalizers are stripped by update/patch: the healer may do neither on pods or claims.
+    for verb in ("update", "patch"):
+        assert not can(verb, "pods", "--all-namespaces"), verb
+        assert not can(verb, "persistentvolumeclaims", "--all-namespaces"), verb
+    assert not can("delete", "persistentvolumeclaims", "--all-namespaces")
+    assert not can("delete", "persistentvolumes")
+    assert not can("delete", "nodes")
+    assert not can("get", "secrets", "-n", namespace)
+    deploy = kubectl_json(
+        kube, "get", "deployment", "-n", namespace, f"{release}-prune-gate-healer"
+    )
+    assert deploy["spec"]["replicas"] == 1
 
 
 def test_helm_uninstall_removes_the_cluster_scoped_objects(

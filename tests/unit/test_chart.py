@@ -806,3 +806,49 @@ def test_notes_name_the_webhook_its_service_and_the_live_reader(tmp_path: Path) 
     assert f"ClusterRole {FULLNAME}-live-reader" in notes
     assert "webhook.clientCA is off: anyone who reaches port 8443 can post a review" in notes
     assert 'plain HTTP on port 8081 (Service port "metrics")' in notes
+
+
+# --- the healer -----------------------------------------------------------------------------
+
+
+def test_the_healer_is_off_by_default_and_runs_heal_watch_with_its_own_identity_when_on() -> None:
+    assert not [o for o in render() if "healer" in o["metadata"]["name"]]
+    objs = render({"healer": {"enabled": True, "interval": "30s", "nodeDeadAfter": "10m"}})
+    healer = f"{FULLNAME}-healer"
+    deploy = one(objs, "Deployment", healer)
+    pod = deploy["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == healer
+    [c] = pod["containers"]
+    assert c["command"] == ["gate"]
+    assert c["args"][:4] == ["heal", "--watch", "--apply", "--all-namespaces"]
+    assert "--interval=30s" in c["args"] and "--node-dead-after=10m" in c["args"]
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    # The webhook's Service and PodDisruptionBudget must not select the healer's pod.
+    labels = deploy["spec"]["template"]["metadata"]["labels"]
+    for kind in ("Service", "PodDisruptionBudget"):
+        obj = one(objs, kind, FULLNAME)
+        selector = obj["spec"]["selector"]
+        selector = selector.get("matchLabels", selector)
+        assert not all(labels.get(k) == v for k, v in selector.items()), kind
+    rules = one(objs, "ClusterRole", healer)["rules"]
+    writes = {
+        (g, r, v)
+        for rule in rules
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+        for v in rule["verbs"]
+        if v != "list"
+    }
+    assert writes == {
+        ("", "pods", "delete"),
+        ("", "persistentvolumes", "patch"),
+        ("", "events", "create"),
+    }
+    binding = one(objs, "ClusterRoleBinding", healer)
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": healer, "namespace": NAMESPACE}
+    ]
+
+
+def test_healer_durations_are_checked_by_the_schema() -> None:
+    assert "interval" in render_error({"healer": {"enabled": True, "interval": "5"}})
