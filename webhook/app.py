@@ -31,7 +31,7 @@ from gate.sources.clock import utc_date
 from webhook.cache import CacheView
 from webhook.decide import Outcome, decide_admission, ref_of_request
 from webhook.events import EventCounts, EventSink, RecordingSink
-from webhook.metrics import Metrics
+from webhook.metrics import Metrics, StuckStats
 from webhook.review import (
     DEFAULT_MAX_BYTES,
     AdmissionRequest,
@@ -70,6 +70,8 @@ class Settings:
     #: reaches the port could otherwise post one (user `eve`, group `platform-oncall`) and put a
     #: real PruneOverridden Event on a claim. The verdict is the same either way.
     record_events: bool = True
+    #: The stuck-deletion detector, whose counts /metrics publishes; None when it is off.
+    stuck: StuckStats | None = None
 
 
 #: Logged once at start when reviews may not record Events (no `--client-ca`).
@@ -85,7 +87,9 @@ def create_app(settings: Settings) -> Flask:
     app = Flask("prune_gate_webhook")
     # Flask reads at most this much of a body; the review parser checks the exact limit.
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes + 1
-    metrics = Metrics(settings.cache.stats, settings.event_counts, settings.certificate_expiry)
+    metrics = Metrics(
+        settings.cache.stats, settings.event_counts, settings.certificate_expiry, settings.stuck
+    )
     app.extensions["prune_gate"] = {"settings": settings, "metrics": metrics}
     if not settings.record_events:
         log.warning(EVENTS_OFF)

@@ -18,6 +18,7 @@ from typing import Any
 
 import click
 
+from gate.engine.policy import parse_duration
 from gate.kube.client import load_configuration, new_api_client
 from gate.model.errors import GateError
 from gate.sources.policyfile import load_policy
@@ -120,6 +121,21 @@ def webhook() -> None:
     "host, for kubelet probes and Prometheus (they have no client certificate for --client-ca).",
 )
 @click.option("--max-body-bytes", type=int, default=DEFAULT_MAX_BYTES, show_default=True)
+@click.option(
+    "--stuck-interval",
+    default="5m",
+    show_default=True,
+    metavar="DURATION",
+    help="List the cluster this often for stuck deletions (gate doctor): the metric "
+    "prune_gate_stuck_objects and a DeletionStuck Event per object. 0s: off.",
+)
+@click.option(
+    "--stuck-older-than",
+    default="5m",
+    show_default=True,
+    metavar="DURATION",
+    help="A deletion counts as stuck once asked for this long ago.",
+)
 def serve(
     listen: str,
     cert_file: str | None,
@@ -139,6 +155,8 @@ def serve(
     threads: int,
     health_port: int,
     max_body_bytes: int,
+    stuck_interval: str,
+    stuck_older_than: str,
 ) -> None:
     """Serve /validate over TLS with gunicorn; the watch cache fills from the API server."""
     from webhook import register as reg
@@ -161,6 +179,8 @@ def serve(
         # again: the client writes certificate data to temporary files, which a gunicorn worker
         # removes when it exits (atexit runs in the fork too), and a fresh load writes them again.
         kube_configuration(kubeconfig)
+        stuck_every = parse_duration(stuck_interval)
+        stuck_after = parse_duration(stuck_older_than)
     except (GateError, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
     ca_pem: bytes | None = Path(ca_file).read_bytes() if ca_file else None
@@ -184,6 +204,23 @@ def serve(
         state.update(api=api, cache=cache, events=events)
         cache.start()
         events.start()
+        stuck = None
+        if stuck_every > 0:
+            from gate.engine.doctor import Thresholds
+            from gate.kube.client import KubeClient
+            from webhook.stuck import StuckDetector
+
+            lister = KubeClient(
+                kube_configuration(kubeconfig),
+                policy.live_timeout_seconds,
+                hint="the stuck-deletion detector lists pods, claims, volumes, nodes and "
+                "namespaces (the chart's ClusterRole grants it; --stuck-interval 0s turns it off)",
+            )
+            stuck = StuckDetector(
+                lister, events, policy, stuck_every, Thresholds(older_than=stuck_after)
+            )
+            state.update(stuck=stuck, stuck_lister=lister)
+            stuck.start()
         app = create_app(
             Settings(
                 policy=policy,
@@ -194,6 +231,7 @@ def serve(
                 serving_problem=reloader.problem,
                 certificate_expiry=reloader.not_after,
                 record_events=client_ca is not None,
+                stuck=stuck,
             )
         )
         if health is not None:
@@ -214,6 +252,9 @@ def serve(
             state["registrar"].stop()
         if "selfwatch" in state:
             state["selfwatch"].stop()
+        if "stuck" in state:
+            state["stuck"].stop()
+            state["stuck_lister"].close()
         if "cache" in state:
             state["events"].stop()
             state["cache"].stop()

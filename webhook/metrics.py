@@ -8,7 +8,7 @@ serving certificate's expiry is read from the certificate reloader the same way.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -92,6 +92,41 @@ class _CertificateCollector(Collector):
             )
 
 
+class StuckStats(Protocol):
+    """What the stuck-deletion detector (`webhook.stuck.StuckDetector`) publishes."""
+
+    passes: int
+    errors: int
+
+    def counts(self) -> dict[tuple[str, str], int]: ...
+
+
+class _StuckCollector(Collector):
+    def __init__(self, stuck: StuckStats) -> None:
+        self._stuck = stuck
+
+    def collect(self) -> Iterator[Any]:
+        gauge = GaugeMetricFamily(
+            "prune_gate_stuck_objects",
+            "Objects whose deletion was asked for longer ago than --stuck-older-than and is "
+            "still waiting, by kind and state (gate doctor's vocabulary), at the last pass",
+            labels=["kind", "state"],
+        )
+        for (kind, state), n in sorted(self._stuck.counts().items()):
+            gauge.add_metric([kind, state], n)
+        yield gauge
+        yield CounterMetricFamily(
+            "prune_gate_stuck_detector_passes",
+            "Passes of the stuck-deletion detector that listed the cluster",
+            value=self._stuck.passes,
+        )
+        yield CounterMetricFamily(
+            "prune_gate_stuck_detector_errors",
+            "Passes of the stuck-deletion detector that failed (each logged)",
+            value=self._stuck.errors,
+        )
+
+
 class Metrics:
     """The app's metrics."""
 
@@ -100,6 +135,7 @@ class Metrics:
         stats: Callable[[], CacheStats],
         events: Callable[[], EventCounts] = EventCounts,
         certificate_expiry: Callable[[], float | None] = lambda: None,
+        stuck: StuckStats | None = None,
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.requests = Counter(
@@ -125,3 +161,5 @@ class Metrics:
         )
         self.registry.register(_CacheCollector(stats, events))
         self.registry.register(_CertificateCollector(certificate_expiry))
+        if stuck is not None:
+            self.registry.register(_StuckCollector(stuck))

@@ -170,6 +170,7 @@ class Diagnosis:
     declared: str | None = None
     #: What it waits on that is stuck too: a namespace's claims, a claim's Terminating pods.
     children: tuple[Diagnosis, ...] = field(default_factory=tuple)
+    api_version: str = "v1"
 
     def walk(self) -> Iterable[Diagnosis]:
         yield self
@@ -215,7 +216,7 @@ class Doctor:
         declared: Declared = _never_declared,
     ) -> None:
         self.ledger = ledger
-        self.now = now
+        self.at = now
         self.th = thresholds
         self.declared = declared
 
@@ -259,7 +260,7 @@ class Doctor:
         requested = meta.requested
         if requested is None:
             return False
-        return (self.now - requested).total_seconds() >= self.th.older_than
+        return (self.at - requested).total_seconds() >= self.th.older_than
 
     def diagnose(self, meta: Meta) -> Diagnosis:
         """The diagnosis of one object that is being deleted."""
@@ -285,6 +286,7 @@ class Doctor:
             requested=meta.requested,
             finalizers=_finalizers(meta),
             declared=self.declared(meta.ref),
+            api_version=meta.api_version,
             **kw,  # type: ignore[arg-type]
         )
 
@@ -312,7 +314,7 @@ class Doctor:
                 children = tuple(self._pod(p) for p in users if p.meta.deleting)
                 evidence[:0] = [
                     f"{PVC_PROTECTION} keeps it until no pod uses it; {len(users)} pod(s) do:",
-                    *(f"  {p.describe(self.now)}" for p in pods),
+                    *(f"  {p.describe(self.at)}" for p in pods),
                 ]
                 if volume is not None and volume.reclaim_policy != "Retain":
                     fixes.append(
@@ -351,7 +353,7 @@ class Doctor:
                     meta,
                     State.CONTROLLER_GONE,
                     f"no pod uses it, yet {PVC_PROTECTION} is still on it after "
-                    f"{_age(self.now, meta.requested)}",
+                    f"{_age(self.at, meta.requested)}",
                     evidence=(
                         *evidence,
                         "pvc-protection removes its finalizer within seconds of the last pod "
@@ -422,7 +424,7 @@ class Doctor:
                     meta,
                     State.CONTROLLER_GONE,
                     f"it is {volume.phase or 'in no phase'}, not Bound, yet {PV_PROTECTION} is "
-                    f"still on it after {_age(self.now, meta.requested)}",
+                    f"still on it after {_age(self.at, meta.requested)}",
                     evidence=tuple(evidence),
                     fixes=(
                         "check kube-controller-manager: kubectl -n kube-system get pods "
@@ -438,7 +440,7 @@ class Doctor:
         meta = pod.meta
         deadline = meta.deletion
         assert deadline is not None
-        past = (self.now - deadline).total_seconds()
+        past = (self.at - deadline).total_seconds()
         when = (
             f"its deadline {_stamp(deadline)} passed {duration_text(past)} ago"
             if past >= 0
@@ -457,7 +459,7 @@ class Doctor:
                 f"it is bound to node {pod.node}, which no longer exists",
                 evidence,
             )
-        evidence.append(node_line(node, self.now))
+        evidence.append(node_line(node, self.at))
         if meta.finalizers:
             evidence.append("finalizers: " + ", ".join(meta.finalizers))
         if pod.shut_down:  # the kubelet confirmed, or a force delete: only finalizers remain
@@ -505,7 +507,7 @@ class Doctor:
                 + "); prune-gate never strips them"
             )
         if state is State.NODE_UNREACHABLE:
-            missing = force_delete_missing(pod, self.ledger.nodes.get(pod.node), self.now, self.th)
+            missing = force_delete_missing(pod, self.ledger.nodes.get(pod.node), self.at, self.th)
             if missing:
                 evidence.append("not yet safe to force-delete: " + "; ".join(missing))
                 fixes.append(
@@ -582,7 +584,7 @@ class Doctor:
                 meta,
                 State.CONTROLLER_GONE,
                 f"it is empty of what prune-gate reads, yet the namespace controller has not "
-                f"finished after {_age(self.now, meta.requested)}",
+                f"finished after {_age(self.at, meta.requested)}",
                 evidence=(*evidence, "spec.finalizers: kubernetes"),
                 fixes=(
                     f"list what is left: kubectl api-resources --verbs=list --namespaced -o name "

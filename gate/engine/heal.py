@@ -134,7 +134,7 @@ class Healer:
     def __init__(self, doctor: Doctor, options: HealOptions = HealOptions()) -> None:
         self.doctor = doctor
         self.ledger = doctor.ledger
-        self.now = doctor.now
+        self.at = doctor.at
         self.options = options
         self._actions: list[Action] = []
         self._skipped: list[Skip] = []
@@ -301,7 +301,7 @@ class Healer:
             )
             return
         node = self.ledger.nodes.get(pod.node)
-        missing = force_delete_missing(pod, node, self.now, self.doctor.th)
+        missing = force_delete_missing(pod, node, self.at, self.doctor.th)
         if missing:
             self._skip(
                 diag, "not force-deleted, the evidence does not hold yet: " + "; ".join(missing)
@@ -309,12 +309,12 @@ class Healer:
             return
         assert node is not None and pod.meta.deletion is not None
         ref = pod.meta.ref
-        past = (self.now - pod.meta.deletion).total_seconds()
+        past = (self.at - pod.meta.deletion).total_seconds()
         th = self.doctor.th
         message = (
             f"prune-gate heal force-deleted pod {ref.name} (uid {pod.meta.uid}): its deadline "
             f"passed {duration_text(past)} ago (slack {duration_text(th.deadline_slack)}), it "
-            f"has no finalizers, and {node_line(node, self.now)} (dead after "
+            f"has no finalizers, and {node_line(node, self.at)} (dead after "
             f"{duration_text(th.node_dead_after)})"
         )
         force = f"kubectl delete pod -n {ref.namespace} {ref.name} --grace-period=0 --force"

@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import textwrap
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -25,6 +26,7 @@ from kubernetes import client
 from . import kube as k
 from .kube import Cluster
 from .test_live import REPO, gate_command, run_gate
+from .webhookserver import Webhook, serve_webhook
 
 pytestmark = pytest.mark.e2e
 
@@ -468,3 +470,36 @@ def _start_watch(
         stderr=log,
         text=True,
     )
+
+
+def test_the_webhook_publishes_stuck_deletions_and_records_one_event_per_object(
+    kube: Cluster, namespace: str, node: str, tmp_path: Path
+) -> None:
+    core = k.core(kube.client)
+    k.make_claim(kube.client, namespace, "data")
+    pod = k.make_pod(kube.client, namespace, node, ["data"]).metadata.name
+    core.delete_namespaced_persistent_volume_claim("data", namespace)  # before the webhook is up
+    series = 'prune_gate_stuck_objects{kind="PersistentVolumeClaim",state="WaitingOnPods"}'
+
+    def metrics(hook: Webhook) -> dict[str, float]:
+        with urllib.request.urlopen(f"{hook.health_url}/metrics", timeout=5) as resp:
+            text = resp.read().decode()
+        return {
+            line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith("prune_gate_stuck")
+        }
+
+    with serve_webhook(
+        kube, tmp_path, args=["--stuck-interval=1s", "--stuck-older-than=0s"]
+    ) as hook:
+        k.wait_for(lambda: metrics(hook).get(series, 0) >= 1, what=f"{series} to be 1")
+        [event] = k.wait_for(lambda: events(kube, namespace, "data"), what="DeletionStuck")
+        assert event.reason == "DeletionStuck" and pod in event.message
+        passes = metrics(hook)["prune_gate_stuck_detector_passes_total"]
+        k.wait_for(
+            lambda: metrics(hook)["prune_gate_stuck_detector_passes_total"] >= passes + 2,
+            what="two more detector passes",
+        )
+        assert len(events(kube, namespace, "data")) == 1  # once per object, not per pass
+        assert metrics(hook)["prune_gate_stuck_detector_errors_total"] == 0

@@ -300,6 +300,8 @@ def test_deployment_runs_the_webhook_in_cluster() -> None:
         "--threads=8",
         f"--watch-registration={FULLNAME}",
         "--health-port=8081",
+        "--stuck-interval=5m",
+        "--stuck-older-than=5m",
     ]
     assert not any("kubeconfig" in a for a in c["args"])
     env = {e["name"]: e for e in c["env"]}
