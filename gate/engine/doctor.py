@@ -31,7 +31,7 @@ from gate.engine.ledger import (
 from gate.model.refs import ObjectRef
 
 #: The claim annotation that says its data may be lost: `gate heal` may then release the claim.
-DATA_ANNOTATION = "prune-gate.io/data"
+DATA_ANNOTATION = "prune-gate.io/data"  # also gate.engine.ledger._DATA
 DISPOSABLE = "disposable"
 
 

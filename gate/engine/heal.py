@@ -109,6 +109,9 @@ class HealOptions:
     force: bool = True
     #: Why an action that is off is off: what to turn on.
     off_because: str = ""
+    #: Trust a claim's disposable mark only when it was written before its deletion was asked
+    #: (`--watch`: nobody is there to judge a mark a deployer applied to the Terminating claim).
+    marks_before_deletion: bool = False
     #: Claims whose data the policy file says is disposable (`heal.disposableClaims`), besides
     #: those annotated `prune-gate.io/data: disposable`.
     disposable: frozenset[tuple[str, str]] = field(default_factory=frozenset)
@@ -175,10 +178,16 @@ class Healer:
 
     def _disposable(self, claim: Claim) -> bool:
         ref = claim.meta.ref
-        return (
-            claim.meta.annotations.get(DATA_ANNOTATION) == DISPOSABLE
-            or (ref.namespace, ref.name) in self.options.disposable
-        )
+        if (ref.namespace, ref.name) in self.options.disposable:
+            return True
+        if claim.meta.annotations.get(DATA_ANNOTATION) != DISPOSABLE:
+            return False
+        if not self.options.marks_before_deletion:
+            return True
+        marked, asked = claim.data_marked, claim.meta.requested
+        # Strictly before: both are whole seconds, and a mark in the deletion's second may be
+        # the deployer's reaction to it.
+        return marked is not None and asked is not None and marked < asked
 
     def _release(self, claim: Claim, diag: Diagnosis) -> None:
         volume = self.ledger.volume_of(claim)
@@ -206,11 +215,19 @@ class Healer:
             )
             return
         elif not self._disposable(claim):
+            late = (
+                self.options.marks_before_deletion
+                and claim.meta.annotations.get(DATA_ANNOTATION) == DISPOSABLE
+            )
             self._skip(
                 diag,
-                f"its data is not marked disposable ({DATA_ANNOTATION}={DISPOSABLE} on the claim, "
-                "or heal.disposableClaims in the policy): use --rescue to keep its volume, then "
-                "release it",
+                f"it was marked {DATA_ANNOTATION}={DISPOSABLE} after its deletion was asked (or "
+                "when is unknown): unattended, only a mark that was there before counts; run "
+                "gate heal --apply yourself, or list it in heal.disposableClaims"
+                if late
+                else f"its data is not marked disposable ({DATA_ANNOTATION}={DISPOSABLE} on the "
+                "claim, or heal.disposableClaims in the policy): use --rescue to keep its volume, "
+                "then release it",
             )
             return
         users = [p for p in self.ledger.claim_users(claim) if not p.meta.deleting]

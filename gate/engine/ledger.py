@@ -164,6 +164,9 @@ class Claim:
     phase: str
     volume_name: str
     storage_class: str | None
+    #: When its `prune-gate.io/data` annotation was last written (managedFields), if known:
+    #: `gate heal --watch` trusts only a mark that was there before the deletion was asked.
+    data_marked: dt.datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,6 +267,32 @@ def project_node(obj: dict[str, Any]) -> Node:
     )
 
 
+def annotation_written(obj: dict[str, Any], key: str) -> dt.datetime | None:
+    """The latest managedFields time of an entry that owns annotation `key`: when it was last
+    written, as far as the API server can tell (an entry's time moves with any of its fields,
+    so this is never earlier than the truth)."""
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    assert isinstance(meta, dict)
+    field = f"f:{key}"
+    times = []
+    for entry in meta.get("managedFields") or ():
+        if not isinstance(entry, dict):
+            continue
+        fields = entry.get("fieldsV1") or {}
+        annotations = ((fields.get("f:metadata") or {}) if isinstance(fields, dict) else {}).get(
+            "f:annotations"
+        ) or {}
+        if isinstance(annotations, dict) and field in annotations:
+            stamp = parse_time(entry.get("time"))
+            if stamp is not None:
+                times.append(stamp)
+    return max(times) if times else None
+
+
+#: The claim annotation that says its data may be lost (`gate.engine.doctor.DATA_ANNOTATION`).
+_DATA = "prune-gate.io/data"
+
+
 def project_claim(obj: dict[str, Any]) -> Claim:
     spec = _spec(obj)
     cls = spec.get("storageClassName")
@@ -272,6 +301,7 @@ def project_claim(obj: dict[str, Any]) -> Claim:
         phase=str(_status(obj).get("phase") or "Pending"),
         volume_name=str(spec.get("volumeName") or ""),
         storage_class=cls if isinstance(cls, str) else None,
+        data_marked=annotation_written(obj, _DATA),
     )
 
 

@@ -413,14 +413,27 @@ def test_heal_watch_acts_only_where_the_policy_enables_it_and_stops_on_sigterm(
 ) -> None:
     core = k.core(kube.client)
     (tmp_path / "prune-gate.yaml").write_text(
-        "heal:\n  watch:\n    releaseDisposableClaims: true\n"
+        json.dumps(
+            {
+                "heal": {
+                    "watch": {"releaseDisposableClaims": True},
+                    "disposableClaims": [
+                        {"namespace": namespace, "name": "scratch", "reason": "e2e scratch"}
+                    ],
+                }
+            }
+        )
     )
     pods = {}
-    for claim, data in (("scratch", "disposable"), ("precious", None)):
-        annotations = {"prune-gate.io/data": data} if data else None
-        k.make_claim(kube.client, namespace, claim, annotations=annotations)
+    for claim in ("scratch", "precious"):
+        k.make_claim(kube.client, namespace, claim)
         pods[claim] = k.make_pod(kube.client, namespace, node, [claim]).metadata.name
         core.delete_namespaced_persistent_volume_claim(claim, namespace)
+    # What a candidate commit could do to a Terminating claim: mark it disposable. Unattended,
+    # heal does not take that mark.
+    core.patch_namespaced_persistent_volume_claim(
+        "precious", namespace, {"metadata": {"annotations": {"prune-gate.io/data": "disposable"}}}
+    )
     env = {k_: v for k_, v in os.environ.items() if not k_.startswith(("GITHUB_", "KUBECONFIG"))}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     log = tmp_path / "heal-watch.log"
@@ -443,7 +456,7 @@ def test_heal_watch_acts_only_where_the_policy_enables_it_and_stops_on_sigterm(
     lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
     assert {"heal watch started", "heal action", "heal watch stopped"} <= {e["msg"] for e in lines}
     [left] = [e for e in lines if e["msg"] == "left alone" and "precious" in e["object"]]
-    assert "not marked disposable" in left["why"]
+    assert "after its deletion was asked" in left["why"]
     assert not core.read_namespaced_pod(pods["precious"], namespace).metadata.deletion_timestamp
 
 
