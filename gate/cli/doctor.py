@@ -189,10 +189,16 @@ def make_scope(
 
 
 def declared_lookup(
-    manifests: str | None, rev: str | None, repo: str, paths: Sequence[str], render: str | None
+    manifests: str | None,
+    rev: str | None,
+    repo: str,
+    paths: Sequence[str],
+    render: str | None,
+    default_namespace: str = "default",
 ) -> Callable[[ObjectRef], str | None]:
     """Where git declares an object (`path:line`), from --manifests or --rev; nothing given:
-    nothing is known to be declared."""
+    nothing is known to be declared. An object without a namespace is in `default_namespace`
+    (-n, as `kubectl apply -n NS -f DIR` or a Flux Kustomization's targetNamespace put it)."""
     from gate.engine.check import build_sides
 
     if manifests and rev:
@@ -217,7 +223,7 @@ def declared_lookup(
             raw = gitsource.read_tree(repo, sha, paths)
     else:
         return lambda _ref: None
-    inventory, _ = build_sides(raw, [], "default")
+    inventory, _ = build_sides(raw, [], default_namespace)
 
     def declared(ref: ObjectRef) -> str | None:
         m = inventory.get(ref)
@@ -317,7 +323,9 @@ def doctor_command(
             kube_context,
         )
         policy = policy_for_files(config_path)
-        declared = declared_lookup(manifests, rev, repo, paths, render)
+        declared = declared_lookup(
+            manifests, rev, repo, paths, render, scope.namespace or "default"
+        )
         ledger = read_cluster(scope, policy, kubeconfig, kube_context, None)
     except GateError as exc:
         fail(str(exc))

@@ -94,7 +94,9 @@ def heal_command(
             kube_context,
         )
         policy = policy_for_files(config_path)
-        declared = declared_lookup(manifests, rev, repo, paths, render)
+        declared = declared_lookup(
+            manifests, rev, repo, paths, render, scope.namespace or "default"
+        )
         if interval is not None and not watch:
             raise click.UsageError("--interval goes with --watch")
         every = _interval(interval or "1m")

@@ -6,7 +6,8 @@ the claim sticks Terminating behind ``kubernetes.io/pvc-protection`` (the dev cl
 kube-controller-manager with every controller, pvc-protection among them); serving main again
 does not bring it back: the wedge. With the webhook, Flux's DELETE is refused, the claim is
 untouched, the Kustomization says why (Ready=False, the refusal's code in its message) and keeps
-the claim in its inventory; serving main again makes it Ready by itself.
+the claim in its inventory; serving main again makes it Ready by itself. After the wedge,
+`gate doctor` names what pins the claim and `gate heal` releases it, and Flux recreates it.
 
 kustomize-controller runs as a process (``flux`` fixture, see ``flux.py``) and fetches each
 revision from a tarball served on loopback.
@@ -24,6 +25,7 @@ import pytest
 from . import kube as k
 from .flux import FLUX_APP, OWNER_NAME, Flux
 from .kube import Cluster
+from .test_live import run_gate
 from .webhookserver import (
     DEPLOYER,
     RETIRE,
@@ -190,3 +192,87 @@ def test_with_the_webhook_flux_prune_is_refused_and_main_heals_it(
     assert healed["reason"] == "ReconciliationSucceeded", healed
     assert healed["message"] == f"Applied revision: {main}"
     assert not claim_terminating(kube, ns, CLAIM)
+
+
+def test_after_the_wedge_doctor_names_the_pod_and_heal_lets_flux_recreate_the_claim(
+    kube: Cluster, flux: Flux, app: str, node: str, tmp_path: Path
+) -> None:
+    """The incident's aftermath with the real deployer: Flux pruned the mounted claim and main
+    cannot bring it back. `gate doctor` names the pod that pins it and that main still declares
+    it; `gate heal --apply` releases it once its data is marked disposable; Flux's next
+    reconciliation of main recreates it (a new claim, not Terminating)."""
+    ns = app
+    main = deploy_main(kube, flux, ns, node)
+    uid = read_claim(kube, ns).metadata.uid
+    candidate = flux.serve(ns, SOURCE, "gh-readonly-queue/main/pr-7", candidate_files(node))
+    flux.wait_reconciled(ns, APP, candidate, ready=True)
+    assert flux.serve(ns, SOURCE, "main", main_files(node)) == main
+    flux.wait_reconciled(ns, APP, main, ready=True)
+    assert read_claim(kube, ns).metadata.deletion_timestamp is not None  # the wedge
+
+    manifests = tmp_path / "main"
+    for name, text in main_files(node).items():
+        (manifests / name).parent.mkdir(parents=True, exist_ok=True)
+        (manifests / name).write_text(text)
+    done = run_gate(
+        tmp_path,
+        "doctor",
+        "-n",
+        ns,
+        "--older-than=0s",
+        f"--manifests={manifests}",
+        f"--kubeconfig={kube.kubeconfig}",
+        "-o",
+        "json",
+    )
+    assert done.returncode == 1, done.stderr
+    [stuck] = json.loads(done.stdout)["stuck"]
+    assert stuck["state"] == "WaitingOnPods" and stuck["pods"][0]["name"] == POD
+    assert stuck["pods"][0]["node"] == node
+    assert stuck["declaredAt"].endswith("claim.yaml:1")
+
+    k.core(kube.client).patch_namespaced_persistent_volume_claim(
+        CLAIM, ns, {"metadata": {"annotations": {"prune-gate.io/data": "disposable"}}}
+    )
+    done = run_gate(
+        tmp_path,
+        "heal",
+        "-n",
+        ns,
+        f"pvc/{CLAIM}",
+        "--apply",
+        "--yes",
+        f"--kubeconfig={kube.kubeconfig}",
+        "-o",
+        "json",
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [a["action"] for a in json.loads(done.stdout)["actions"]] == ["DeletePod"]
+    k.wait_for(
+        lambda: k.core(kube.client).read_namespaced_pod(POD, ns).metadata.deletion_timestamp,
+        what="the pinning pod to be deleted",
+    )
+    k.force_delete_pod(kube.client, ns, POD)  # the kubelet finishing the shutdown
+    k.wait_for(
+        lambda: k.gone(k.core(kube.client).read_namespaced_persistent_volume_claim, CLAIM, ns),
+        what="the released claim to be gone",
+    )
+    # Flux's next reconciliation of main (asked for, instead of waiting for its interval).
+    flux.custom.patch_namespaced_custom_object(
+        "kustomize.toolkit.fluxcd.io",
+        "v1",
+        ns,
+        "kustomizations",
+        APP,
+        {"metadata": {"annotations": {"reconcile.fluxcd.io/requestedAt": k.now().isoformat()}}},
+    )
+    back = k.wait_for(
+        lambda: (
+            not k.gone(k.core(kube.client).read_namespaced_persistent_volume_claim, CLAIM, ns)
+            and read_claim(kube, ns)
+        ),
+        timeout=120,
+        what="Flux to recreate the claim",
+    )
+    assert back.metadata.uid != uid and back.metadata.deletion_timestamp is None
+    assert back.metadata.labels[OWNER_NAME] == APP

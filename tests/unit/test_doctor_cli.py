@@ -87,3 +87,11 @@ def test_a_revision_says_where_git_declares_it(tmp_path: Path) -> None:
         declared_lookup(None, None, str(repo.root), ("apps",), None)
     with pytest.raises(InputError, match="not both"):
         declared_lookup("x", "HEAD", str(repo.root), (), None)
+
+
+def test_a_manifest_without_a_namespace_is_in_the_namespace_looked_in(tmp_path: Path) -> None:
+    (tmp_path / "claim.yaml").write_text(
+        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: data}\n"
+    )
+    assert declared_lookup(str(tmp_path), None, ".", (), None, "shop")(DATA) is not None
+    assert declared_lookup(str(tmp_path), None, ".", (), None)(DATA) is None
