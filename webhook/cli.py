@@ -217,7 +217,12 @@ def serve(
                 "namespaces (the chart's ClusterRole grants it; --stuck-interval 0s turns it off)",
             )
             stuck = StuckDetector(
-                lister, events, policy, stuck_every, Thresholds(older_than=stuck_after)
+                lister,
+                events,
+                policy,
+                stuck_every,
+                Thresholds(older_than=stuck_after),
+                ready=lambda: cache.ready()[0],
             )
             state.update(stuck=stuck, stuck_lister=lister)
             stuck.start()

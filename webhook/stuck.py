@@ -22,6 +22,7 @@ from gate.engine.policy import Policy
 from gate.kube.ledger import read_ledger
 from gate.model.errors import GateError
 from gate.model.events import EventSpec
+from gate.sources.clock import utc_now
 from webhook.events import EventSink
 
 log = logging.getLogger("prune_gate.webhook.stuck")
@@ -32,12 +33,9 @@ DELETION_STUCK = "DeletionStuck"
 KINDS = ("PersistentVolumeClaim", "PersistentVolume", "Pod", "Namespace")
 
 
-def _utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
-
-
 class StuckDetector:
-    """`run_once` is one pass; `start` runs a pass at once, then every `interval` seconds."""
+    """`run_once` is one pass; `start` runs one once `ready` (the watch cache has listed), then
+    one every `interval` seconds."""
 
     def __init__(
         self,
@@ -46,7 +44,8 @@ class StuckDetector:
         policy: Policy,
         interval: float,
         thresholds: Thresholds,
-        now: Callable[[], dt.datetime] = _utcnow,
+        now: Callable[[], dt.datetime] = utc_now,
+        ready: Callable[[], bool] = lambda: True,
     ) -> None:
         self.lister = lister
         self.events = events
@@ -54,6 +53,7 @@ class StuckDetector:
         self.interval = interval
         self.thresholds = thresholds
         self.now = now
+        self.ready = ready
         self._lock = threading.Lock()
         self._counts: Counter[tuple[str, str]] = Counter()
         self._reported: set[str] = set()
@@ -63,8 +63,11 @@ class StuckDetector:
         self._thread = threading.Thread(target=self._run, name="stuck-detector", daemon=True)
 
     def counts(self) -> dict[tuple[str, str], int]:
-        """Objects per (kind, state) of the last pass, with 0 for every state of KINDS."""
+        """Objects per (kind, state) of the last pass, with 0 for every state of KINDS; nothing
+        before the first pass (no pass is not "nothing stuck")."""
         with self._lock:
+            if not self.passes:
+                return {}
             out = {(kind, s.value): 0 for kind in KINDS for s in State}
             out.update(self._counts)
             return out
@@ -119,6 +122,10 @@ class StuckDetector:
         return False
 
     def _run(self) -> None:
+        # Not while the watch cache lists the same kinds: one full list at a time at start-up.
+        while not self.ready():
+            if self._stop.wait(1.0):
+                return
         while not self._stop.is_set():
             self.guarded_pass()
             self._stop.wait(self.interval)

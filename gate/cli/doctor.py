@@ -6,16 +6,18 @@ declares) and the reading of the ledger live here too; `gate.cli.heal` reuses th
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any, cast
 
 import click
 
 from gate.cli.common import F, fail, kube_options, policy_for_files
 from gate.engine.doctor import Diagnosis, Doctor, Thresholds
 from gate.engine.ledger import Ledger, Meta
-from gate.engine.policy import Policy, parse_duration
+from gate.engine.policy import Policy, duration_text, parse_duration
 from gate.model.errors import GateError, InputError
 from gate.model.refs import ObjectRef
 from gate.report.common import inert
@@ -58,11 +60,14 @@ def parse_target(text: str) -> tuple[str, str, str]:
     return found[0], found[1], name
 
 
-def _duration(option: str, text: str) -> float:
+def duration_option(option: str, text: str, minimum: float = 0.0) -> float:
+    """A duration option's seconds; no unit, or less than `minimum`, is a usage error."""
     try:
         seconds = parse_duration(text)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint=option) from None
+    if seconds < minimum:
+        raise click.BadParameter(f"at least {duration_text(minimum)}", param_hint=option)
     return seconds
 
 
@@ -151,9 +156,65 @@ def scope_options(f: F) -> F:
             help="Output format.",
         ),
     ]
+
+    @functools.wraps(f)
+    def with_inputs(**kw: Any) -> Any:
+        inputs = Inputs(**{name: kw.pop(name) for name in _INPUTS})
+        return f(inputs=inputs, **kw)
+
+    command: Any = with_inputs
     for option in reversed(options):
-        f = option(f)
-    return f
+        command = option(command)
+    return cast(F, command)
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The options doctor and heal share, as given on the command line."""
+
+    target: str | None
+    namespace: str | None
+    all_namespaces: bool
+    older_than: str
+    deadline_slack: str
+    node_dead_after: str
+    manifests: str | None
+    rev: str | None
+    repo: str
+    paths: tuple[str, ...]
+    render: str | None
+    kubeconfig: str | None
+    kube_context: str | None
+    config_path: str | None
+
+    @property
+    def cluster(self) -> tuple[str | None, str | None]:
+        return self.kubeconfig, self.kube_context
+
+    def resolve(self) -> tuple[Scope, Policy, Callable[[ObjectRef], str | None]]:
+        """What to look at, the policy, and where git declares an object; a bad option is a
+        usage error, an unreadable input a `GateError`, both before any cluster is read."""
+        scope = make_scope(
+            self.target,
+            self.namespace,
+            self.all_namespaces,
+            (self.older_than, self.deadline_slack, self.node_dead_after),
+            self.kubeconfig,
+            self.kube_context,
+        )
+        policy = policy_for_files(self.config_path)
+        declared = declared_lookup(
+            self.manifests,
+            self.rev,
+            self.repo,
+            self.paths,
+            self.render,
+            scope.namespace or "default",
+        )
+        return scope, policy, declared
+
+
+_INPUTS = tuple(f.name for f in fields(Inputs))
 
 
 def make_scope(
@@ -168,9 +229,9 @@ def make_scope(
         raise click.UsageError("give -n NAMESPACE or -A, not both")
     older, slack, dead = thresholds
     th = Thresholds(
-        older_than=_duration("--older-than", older),
-        deadline_slack=_duration("--deadline-slack", slack),
-        node_dead_after=_duration("--node-dead-after", dead),
+        older_than=duration_option("--older-than", older),
+        deadline_slack=duration_option("--deadline-slack", slack),
+        node_dead_after=duration_option("--node-dead-after", dead),
     )
     parsed = parse_target(target) if target else None
     if parsed is not None and parsed[1] in {
@@ -284,23 +345,7 @@ def describe_target(scope: Scope) -> str:
 
 @click.command("doctor")
 @scope_options
-def doctor_command(
-    target: str | None,
-    namespace: str | None,
-    all_namespaces: bool,
-    older_than: str,
-    deadline_slack: str,
-    node_dead_after: str,
-    manifests: str | None,
-    rev: str | None,
-    repo: str,
-    paths: tuple[str, ...],
-    render: str | None,
-    kubeconfig: str | None,
-    kube_context: str | None,
-    config_path: str | None,
-    fmt: str,
-) -> None:
+def doctor_command(inputs: Inputs, fmt: str) -> None:
     """Explain what each stuck deletion is waiting on, with its evidence and the fix.
 
     What it waits on: the pods that pin a claim and their nodes, a finalizer and its owner, a
@@ -314,19 +359,8 @@ def doctor_command(
     from gate.sources.clock import utc_now
 
     try:
-        scope = make_scope(
-            target,
-            namespace,
-            all_namespaces,
-            (older_than, deadline_slack, node_dead_after),
-            kubeconfig,
-            kube_context,
-        )
-        policy = policy_for_files(config_path)
-        declared = declared_lookup(
-            manifests, rev, repo, paths, render, scope.namespace or "default"
-        )
-        ledger = read_cluster(scope, policy, kubeconfig, kube_context, None)
+        scope, policy, declared = inputs.resolve()
+        ledger = read_cluster(scope, policy, *inputs.cluster, None)
     except GateError as exc:
         fail(str(exc))
     now = utc_now()

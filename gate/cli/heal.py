@@ -11,19 +11,19 @@ from dataclasses import replace
 
 import click
 
-from gate.cli.common import fail, policy_for_files
+from gate.cli.common import fail
 from gate.cli.doctor import (
+    Inputs,
     Scope,
-    declared_lookup,
     describe_target,
-    make_scope,
+    duration_option,
     read_cluster,
     scope_options,
     select,
 )
 from gate.engine.doctor import Doctor
 from gate.engine.heal import Healer, HealOptions, HealPlan, Outcome
-from gate.engine.policy import Policy, parse_duration
+from gate.engine.policy import Policy
 from gate.engine.verdict import EXIT_UNDECIDED
 from gate.model.errors import GateError, InputError
 from gate.model.refs import ObjectRef
@@ -50,20 +50,7 @@ EXIT_HEALED, EXIT_LEFT = 0, 1
 )
 @click.option("--interval", metavar="DURATION", help="Time between --watch passes (default 1m).")
 def heal_command(
-    target: str | None,
-    namespace: str | None,
-    all_namespaces: bool,
-    older_than: str,
-    deadline_slack: str,
-    node_dead_after: str,
-    manifests: str | None,
-    rev: str | None,
-    repo: str,
-    paths: tuple[str, ...],
-    render: str | None,
-    kubeconfig: str | None,
-    kube_context: str | None,
-    config_path: str | None,
+    inputs: Inputs,
     fmt: str,
     rescue: bool,
     apply: bool,
@@ -85,24 +72,13 @@ def heal_command(
     from gate.report.doctor import heal_json, heal_text
 
     try:
-        scope = make_scope(
-            target,
-            namespace,
-            all_namespaces,
-            (older_than, deadline_slack, node_dead_after),
-            kubeconfig,
-            kube_context,
-        )
-        policy = policy_for_files(config_path)
-        declared = declared_lookup(
-            manifests, rev, repo, paths, render, scope.namespace or "default"
-        )
+        scope, policy, declared = inputs.resolve()
         if interval is not None and not watch:
             raise click.UsageError("--interval goes with --watch")
-        every = _interval(interval or "1m")
+        every = duration_option("--interval", interval or "1m", minimum=1.0)
     except GateError as exc:
         fail(str(exc))
-    run = _Pass(scope, policy, declared, (kubeconfig, kube_context), rescue)
+    run = _Pass(scope, policy, declared, inputs.cluster, rescue)
     if watch:
         if scope.target is not None:
             raise click.UsageError(
@@ -129,16 +105,6 @@ def heal_command(
     if any(o.result == "failed" for o in outcomes):
         sys.exit(EXIT_UNDECIDED)
     sys.exit(EXIT_LEFT if plan.skipped else EXIT_HEALED)
-
-
-def _interval(text: str) -> float:
-    try:
-        seconds = parse_duration(text)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--interval") from None
-    if seconds < 1:
-        raise click.BadParameter("at least 1s", param_hint="--interval")
-    return seconds
 
 
 class _Pass:

@@ -28,6 +28,7 @@ from gate.engine.ledger import (
     Pod,
     Volume,
 )
+from gate.engine.policy import duration_text
 from gate.model.refs import ObjectRef
 
 #: The claim annotation that says its data may be lost: `gate heal` may then release the claim.
@@ -143,7 +144,7 @@ class PodEvidence:
     node_ready: str
 
     def describe(self, now: dt.datetime) -> str:
-        since = f" since {_stamp(self.since)} ({_age(now, self.since)})" if self.since else ""
+        since = f" since {stamp(self.since)} ({_age(now, self.since)})" if self.since else ""
         term = ", itself Terminating" if self.terminating else ""
         owner = f", owned by {self.owner}" if self.owner else ", no owner"
         ready = f" (Ready={self.node_ready or 'not reported'})" if self.node else ""
@@ -178,20 +179,17 @@ class Diagnosis:
             yield from child.walk()
 
 
-def _stamp(t: dt.datetime | None) -> str:
+def stamp(t: dt.datetime | None) -> str:
     return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if t else "unknown"
 
 
-def duration_text(seconds: float) -> str:
-    """`3725` -> `1h2m5s`, `42.4` -> `42s`: how long, in kubectl's style."""
-    s = max(0, int(seconds))
-    h, rem = divmod(s, 3600)
-    m, s = divmod(rem, 60)
-    return (f"{h}h" if h else "") + (f"{m}m" if m else "") + (f"{s}s" if s or not (h or m) else "")
+def elapsed_text(seconds: float) -> str:
+    """How long, in whole seconds, as durations are written: `3725.4` -> `1h2m5s`."""
+    return duration_text(float(max(0, int(seconds))))
 
 
 def _age(now: dt.datetime, since: dt.datetime | None) -> str:
-    return duration_text((now - since).total_seconds()) if since else "unknown"
+    return elapsed_text((now - since).total_seconds()) if since else "unknown"
 
 
 def _finalizers(meta: Meta) -> tuple[Finalizer, ...]:
@@ -244,17 +242,7 @@ class Doctor:
             if self._old_enough(m)
             and (namespace is None or not m.ref.namespace or m.ref.namespace == namespace)
         ]
-        covered = {d.ref for r in roots for d in list(r.walk())[1:]}
-        covered |= {
-            ObjectRef("", "Pod", p.namespace, p.name)
-            for r in roots
-            for d in r.walk()
-            for p in d.pods
-        }
-        return sorted(
-            (r for r in roots if r.ref not in covered),
-            key=lambda d: (d.ref.namespace, d.ref.kind, d.ref.name),
-        )
+        return sorted(_once(roots), key=lambda d: (d.ref.namespace, d.ref.kind, d.ref.name))
 
     def _old_enough(self, meta: Meta) -> bool:
         requested = meta.requested
@@ -442,9 +430,9 @@ class Doctor:
         assert deadline is not None
         past = (self.at - deadline).total_seconds()
         when = (
-            f"its deadline {_stamp(deadline)} passed {duration_text(past)} ago"
+            f"its deadline {stamp(deadline)} passed {elapsed_text(past)} ago"
             if past >= 0
-            else f"its deadline is {_stamp(deadline)}, in {duration_text(-past)}"
+            else f"its deadline is {stamp(deadline)}, in {elapsed_text(-past)}"
         )
         evidence = [when]
         if not pod.node:
@@ -487,7 +475,7 @@ class Doctor:
             State.NODE_UNREACHABLE,
             f"node {pod.node} is Ready={node.ready or 'not reported'}"
             f"{' (' + node.ready_reason + ')' if node.ready_reason else ''} since "
-            f"{_stamp(node.ready_since)}: nothing will confirm the shutdown; {when}",
+            f"{stamp(node.ready_since)}: nothing will confirm the shutdown; {when}",
             evidence,
         )
 
@@ -548,9 +536,7 @@ class Doctor:
             for m in sorted(self.ledger.in_namespace(name), key=lambda m: (m.ref.kind, m.ref.name))
             if m.deleting
         )
-        covered = {d.ref for c in children for d in list(c.walk())[1:]}
-        covered |= {ObjectRef("", "Pod", p.namespace, p.name) for c in children for p in c.pods}
-        children = tuple(c for c in children if c.ref not in covered)
+        children = tuple(_once(children))
         evidence = [
             f"{c.type}: {c.message or c.reason}"
             for c in ns.conditions
@@ -638,6 +624,20 @@ class Doctor:
         )
 
 
+def _once(diagnoses: Iterable[Diagnosis]) -> list[Diagnosis]:
+    """Each object once: one that another diagnosis waits on (under it, or named as a pod that
+    pins its claim) is shown there, not again on its own."""
+    diagnoses = list(diagnoses)
+    covered = {d.ref for r in diagnoses for d in list(r.walk())[1:]}
+    covered |= {
+        ObjectRef("", "Pod", p.namespace, p.name)
+        for r in diagnoses
+        for d in r.walk()
+        for p in d.pods
+    }
+    return [d for d in diagnoses if d.ref not in covered]
+
+
 _CONTENT = frozenset(
     {
         "NamespaceContentRemaining",
@@ -661,13 +661,13 @@ def _volume_line(volume: Volume) -> str:
 def node_line(node: Node, now: dt.datetime) -> str:
     """`node n1: Ready=Unknown (NodeStatusUnknown) since ... (5m); taints ...`."""
     since = (
-        f" since {_stamp(node.ready_since)} ({_age(now, node.ready_since)})"
+        f" since {stamp(node.ready_since)} ({_age(now, node.ready_since)})"
         if node.ready_since
         else ""
     )
     reason = f" ({node.ready_reason})" if node.ready_reason else ""
     taints = ", ".join(t.display() for t in node.taints) or "none"
-    beat = f"; last heartbeat {_stamp(node.last_heartbeat)}" if node.last_heartbeat else ""
+    beat = f"; last heartbeat {stamp(node.last_heartbeat)}" if node.last_heartbeat else ""
     ready = node.ready or "not reported"
     return f"node {node.name}: Ready={ready}{reason}{since}{beat}; taints: {taints}"
 
@@ -688,7 +688,7 @@ def node_dead_missing(node: Node | None, now: dt.datetime, dead_after: float) ->
         if down < dead_after:
             missing.append(
                 f"node {node.name} has been Ready={node.ready or 'unreported'} for "
-                f"{duration_text(down)} of the {duration_text(dead_after)} required"
+                f"{elapsed_text(down)} of the {duration_text(dead_after)} required"
             )
     if node.tainted(UNREACHABLE_TAINT) is None:
         have = (
@@ -712,7 +712,7 @@ def force_delete_missing(
     past = (now - deadline).total_seconds()
     if past < th.deadline_slack:
         missing.append(
-            f"it is {duration_text(past) if past >= 0 else '-' + duration_text(-past)} past its "
+            f"it is {elapsed_text(past) if past >= 0 else '-' + elapsed_text(-past)} past its "
             f"deadline of the {duration_text(th.deadline_slack)} slack required"
         )
     if pod.meta.finalizers:

@@ -26,11 +26,12 @@ from gate.engine.doctor import (
     Diagnosis,
     Doctor,
     State,
-    duration_text,
+    elapsed_text,
     force_delete_missing,
     node_line,
 )
 from gate.engine.ledger import Claim, Pod, Volume
+from gate.engine.policy import duration_text
 from gate.model.events import EventSpec
 from gate.model.refs import ObjectRef
 
@@ -330,7 +331,7 @@ class Healer:
         th = self.doctor.th
         message = (
             f"prune-gate heal force-deleted pod {ref.name} (uid {pod.meta.uid}): its deadline "
-            f"passed {duration_text(past)} ago (slack {duration_text(th.deadline_slack)}), it "
+            f"passed {elapsed_text(past)} ago (slack {duration_text(th.deadline_slack)}), it "
             f"has no finalizers, and {node_line(node, self.at)} (dead after "
             f"{duration_text(th.node_dead_after)})"
         )

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gate.model.refs import ObjectRef
-from gate.model.workloads import claim_names, ephemeral_volume_names
+from gate.model.workloads import claim_names, ephemeral_volume_names, pod_uses_claim
 
 PVC_PROTECTION = "kubernetes.io/pvc-protection"
 PV_PROTECTION = "kubernetes.io/pv-protection"
@@ -37,6 +37,12 @@ def parse_time(value: object) -> dt.datetime | None:
     except ValueError:
         return None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+
+
+def _part(obj: dict[str, Any], key: str) -> dict[str, Any]:
+    """`metadata`, `spec` or `status` of an API object; {} when absent or not a mapping."""
+    part = obj.get(key)
+    return part if isinstance(part, dict) else {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,8 +94,7 @@ class Meta:
 
 
 def meta_of(obj: dict[str, Any], api_version: str, kind: str, group: str) -> Meta:
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-    assert isinstance(meta, dict)
+    meta = _part(obj, "metadata")
     owners = tuple(
         Owner(
             str(o.get("apiVersion", "")),
@@ -216,20 +221,10 @@ def _conditions(status: dict[str, Any]) -> tuple[Condition, ...]:
     )
 
 
-def _status(obj: dict[str, Any]) -> dict[str, Any]:
-    status = obj.get("status")
-    return status if isinstance(status, dict) else {}
-
-
-def _spec(obj: dict[str, Any]) -> dict[str, Any]:
-    spec = obj.get("spec")
-    return spec if isinstance(spec, dict) else {}
-
-
 def project_pod(obj: dict[str, Any]) -> Pod:
     meta = meta_of(obj, "v1", "Pod", "")
-    spec = _spec(obj)
-    status = _status(obj)
+    spec = _part(obj, "spec")
+    status = _part(obj, "status")
     return Pod(
         meta=meta,
         node=str(spec.get("nodeName") or ""),
@@ -241,9 +236,8 @@ def project_pod(obj: dict[str, Any]) -> Pod:
 
 
 def project_node(obj: dict[str, Any]) -> Node:
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-    assert isinstance(meta, dict)
-    status = _status(obj)
+    meta = _part(obj, "metadata")
+    status = _part(obj, "status")
     ready = next(
         (
             c
@@ -254,7 +248,7 @@ def project_node(obj: dict[str, Any]) -> Node:
     )
     taints = tuple(
         Taint(str(t.get("key", "")), str(t.get("effect", "")), parse_time(t.get("timeAdded")))
-        for t in _spec(obj).get("taints") or ()
+        for t in _part(obj, "spec").get("taints") or ()
         if isinstance(t, dict)
     )
     return Node(
@@ -271,8 +265,7 @@ def annotation_written(obj: dict[str, Any], key: str) -> dt.datetime | None:
     """The latest managedFields time of an entry that owns annotation `key`: when it was last
     written, as far as the API server can tell (an entry's time moves with any of its fields,
     so this is never earlier than the truth)."""
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-    assert isinstance(meta, dict)
+    meta = _part(obj, "metadata")
     field = f"f:{key}"
     times = []
     for entry in meta.get("managedFields") or ():
@@ -294,11 +287,11 @@ _DATA = "prune-gate.io/data"
 
 
 def project_claim(obj: dict[str, Any]) -> Claim:
-    spec = _spec(obj)
+    spec = _part(obj, "spec")
     cls = spec.get("storageClassName")
     return Claim(
         meta=meta_of(obj, "v1", "PersistentVolumeClaim", ""),
-        phase=str(_status(obj).get("phase") or "Pending"),
+        phase=str(_part(obj, "status").get("phase") or "Pending"),
         volume_name=str(spec.get("volumeName") or ""),
         storage_class=cls if isinstance(cls, str) else None,
         data_marked=annotation_written(obj, _DATA),
@@ -306,7 +299,7 @@ def project_claim(obj: dict[str, Any]) -> Claim:
 
 
 def project_volume(obj: dict[str, Any]) -> Volume:
-    spec = _spec(obj)
+    spec = _part(obj, "spec")
     ref = spec.get("claimRef")
     claim_ref = (
         ClaimRef(
@@ -320,7 +313,7 @@ def project_volume(obj: dict[str, Any]) -> Volume:
     )
     return Volume(
         meta=meta_of(obj, "v1", "PersistentVolume", ""),
-        phase=str(_status(obj).get("phase") or ""),
+        phase=str(_part(obj, "status").get("phase") or ""),
         reclaim_policy=str(spec.get("persistentVolumeReclaimPolicy") or "Delete"),
         storage_class=str(spec.get("storageClassName") or ""),
         claim_ref=claim_ref,
@@ -328,11 +321,11 @@ def project_volume(obj: dict[str, Any]) -> Volume:
 
 
 def project_namespace(obj: dict[str, Any]) -> Namespace:
-    status = _status(obj)
+    status = _part(obj, "status")
     return Namespace(
         meta=meta_of(obj, "v1", "Namespace", ""),
         phase=str(status.get("phase") or ""),
-        spec_finalizers=tuple(str(f) for f in _spec(obj).get("finalizers") or ()),
+        spec_finalizers=tuple(str(f) for f in _part(obj, "spec").get("finalizers") or ()),
         conditions=_conditions(status),
     )
 
@@ -382,16 +375,19 @@ class Ledger:
         (`spec.nodeName` set), in any phase, Terminating ones included; a generic ephemeral
         volume's pod only while it is not shut down and only if the claim is that pod's."""
         ns, name = claim.meta.ref.namespace, claim.meta.ref.name
-        users = []
-        for pod in self._claim_users.get((ns, name), ()):
-            if not pod.node:
-                continue
-            if name in pod.claims or (
-                name in pod.ephemeral_claims
-                and not pod.shut_down
-                and any(o.uid == pod.meta.uid and o.kind == "Pod" for o in claim.meta.owners)
-            ):
-                users.append(pod)
+        owner = claim.meta.controller
+        users = [
+            pod
+            for pod in self._claim_users.get((ns, name), ())
+            if pod_uses_claim(
+                name,
+                pod.node,
+                pod.claims,
+                pod.ephemeral_claims,
+                pod.shut_down,
+                owner is not None and owner.kind == "Pod" and owner.uid == pod.meta.uid,
+            )
+        ]
         return sorted(users, key=lambda p: p.meta.ref.name)
 
     def volume_of(self, claim: Claim) -> Volume | None:

@@ -16,7 +16,12 @@ from typing import Any
 from gate.engine.scope import HELM_RELEASE_NAME, HELM_RELEASE_NAMESPACE
 from gate.model.liveview import LiveObject, PodUse, Volume
 from gate.model.refs import CLUSTER_SCOPED, ObjectRef, group_of
-from gate.model.workloads import claim_names, ephemeral_volume_names, pod_spec_of
+from gate.model.workloads import (
+    claim_names,
+    ephemeral_volume_names,
+    pod_spec_of,
+    pod_uses_claim,
+)
 
 #: Kinds whose templates create pods; a ReplicaSet with zero replicas is a leftover, not a user.
 WORKLOAD_KINDS = frozenset(
@@ -353,15 +358,10 @@ class LiveState:
         users = []
         for key in sorted(self._users.get((namespace, claim), ())):
             pod = self.pods[key]
-            if not pod.node:
-                continue  # unscheduled pods do not pin a claim
-            direct = claim in pod.claims
-            ephemeral = (
-                claim in pod.ephemeral_claims
-                and not pod.shut_down
-                and (owner_uid is None or owner_uid == pod.uid)
-            )
-            if direct or ephemeral:
+            owned = None if owner_uid is None else owner_uid == pod.uid
+            if pod_uses_claim(
+                claim, pod.node, pod.claims, pod.ephemeral_claims, pod.shut_down, owned
+            ):
                 users.append(
                     PodUse(
                         pod.namespace,
@@ -369,7 +369,7 @@ class LiveState:
                         pod.node,
                         pod.phase,
                         pod.created,
-                        ephemeral=not direct,
+                        ephemeral=claim not in pod.claims,
                     )
                 )
         return users

@@ -58,6 +58,16 @@ def parse_duration(text: str) -> float:
     return total
 
 
+def duration_text(seconds: float) -> str:
+    """300.0 -> `5m`, 5400.0 -> `1h30m`, 90.0 -> `1m30s`: a duration as the policy writes it
+    (the inverse of `parse_duration`)."""
+    whole = int(seconds)
+    if whole != seconds or whole == 0:
+        return f"{seconds:g}s"
+    parts = [(whole // 3600, "h"), (whole % 3600 // 60, "m"), (whole % 60, "s")]
+    return "".join(f"{n}{unit}" for n, unit in parts if n)
+
+
 @dataclass(frozen=True)
 class Exemption:
     """A documented, expiring exception for matching objects (optionally only some codes)."""

@@ -105,6 +105,20 @@ def status_error(what: str, host: str, status: int, raw: bytes, hint: str = "") 
     return cls(status, text)
 
 
+def _kubeconfig_source(kubeconfig: str | None) -> tuple[str, bool]:
+    """Where the kubeconfig is, as kubectl resolves it (--kubeconfig, $KUBECONFIG, a list of
+    files, ~/.kube/config), and whether to use the in-cluster service account instead (none of
+    those exists, and this runs in a pod). $KUBECONFIG is read now, not when the client was
+    imported (it caches it then)."""
+    where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+    in_cluster = (
+        kubeconfig is None
+        and not Path(where.split(os.pathsep)[0]).expanduser().exists()
+        and "KUBERNETES_SERVICE_HOST" in os.environ
+    )
+    return where, in_cluster
+
+
 def load_configuration(kubeconfig: str | None, context: str | None) -> Any:
     """A client `Configuration` as kubectl resolves one: --kubeconfig/--kube-context, else
     $KUBECONFIG (a list of files, merged), ~/.kube/config, then the in-cluster service account."""
@@ -112,13 +126,7 @@ def load_configuration(kubeconfig: str | None, context: str | None) -> Any:
     from kubernetes.config.config_exception import ConfigException
 
     cfg = client.Configuration()
-    # $KUBECONFIG is read now, not when the client was imported (it caches it then).
-    where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
-    in_cluster = (
-        kubeconfig is None
-        and not Path(where.split(os.pathsep)[0]).expanduser().exists()
-        and "KUBERNETES_SERVICE_HOST" in os.environ
-    )
+    where, in_cluster = _kubeconfig_source(kubeconfig)
     try:
         if in_cluster:
             load_incluster: Any = config.load_incluster_config  # untyped in the client
@@ -421,16 +429,15 @@ def context_namespace(kubeconfig: str | None, context: str | None) -> str:
     from kubernetes import config
     from kubernetes.config.config_exception import ConfigException
 
-    where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
-    first = Path(where.split(os.pathsep)[0]).expanduser()
-    if kubeconfig is None and not first.exists():
+    where, in_cluster = _kubeconfig_source(kubeconfig)
+    if in_cluster:
         try:
             return Path(_SA_NAMESPACE).read_text(encoding="utf-8").strip() or "default"
         except OSError:
             return "default"
     try:
         list_contexts: Any = config.list_kube_config_contexts  # untyped in the client
-        contexts, current = list_contexts(config_file=str(first))
+        contexts, current = list_contexts(config_file=where)  # a list of files is merged
     except (ConfigException, OSError, ValueError, TypeError):
         return "default"  # load_configuration reports what is wrong with the file
     chosen = next((c for c in contexts if c.get("name") == context), None) if context else current

@@ -10,6 +10,7 @@ import socket
 from gate.engine.heal import Action, ActionKind, HealPlan, Outcome
 from gate.kube.client import ApiStatusError, ConflictError, KubeClient, NotFoundError
 from gate.kube.events import event_body
+from gate.kube.resources import resource_for
 from gate.model.errors import ClusterError
 from gate.model.refs import api_path
 
@@ -22,8 +23,9 @@ HEAL_HINT = (
 
 def _path(action: Action) -> str:
     ref = action.target
-    plural = {"Pod": "pods", "PersistentVolume": "persistentvolumes"}[ref.kind]
-    return f"{api_path('v1', plural, ref.namespace)}/{ref.name}"
+    resource = resource_for(ref.group, ref.kind)
+    assert resource is not None, ref  # heal acts on pods and volumes only
+    return f"{api_path(resource.api_version, resource.plural, ref.namespace)}/{ref.name}"
 
 
 def _do(client: KubeClient, action: Action, dry_run: bool) -> None:

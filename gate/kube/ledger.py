@@ -10,13 +10,18 @@ from typing import Any
 
 from gate.engine import ledger as lg
 from gate.kube.client import NotFoundError
-from gate.kube.resources import RESOURCES, Resource
+from gate.kube.resources import RESOURCES, Resource, resource_for
 from gate.kube.snapshot import Lister, list_items
 from gate.model.refs import api_path
 
 NODES = Resource("", "v1", "Node", "nodes")
 _CORE = {"Pod", "PersistentVolumeClaim", "PersistentVolume", "Namespace", "Node"}
-_BY_KIND = {r.kind: r for r in RESOURCES if not r.group}
+
+
+def _core(kind: str) -> Resource:
+    resource = resource_for("", kind)
+    assert resource is not None, kind
+    return resource
 
 
 def _items(lister: Lister, res: Resource, page_size: int, namespace: str | None) -> Iterable[Any]:
@@ -35,15 +40,15 @@ def read_ledger(
     other guarded kinds, the objects being deleted. An optional API that is not served (404)
     is skipped; anything else that fails raises."""
     ledger = lg.Ledger()
-    for pod in _items(lister, _BY_KIND["Pod"], page_size, namespace):
+    for pod in _items(lister, _core("Pod"), page_size, namespace):
         ledger.add_pod(lg.project_pod(pod))
-    for claim in _items(lister, _BY_KIND["PersistentVolumeClaim"], page_size, namespace):
+    for claim in _items(lister, _core("PersistentVolumeClaim"), page_size, namespace):
         ledger.add_claim(lg.project_claim(claim))
-    for volume in _items(lister, _BY_KIND["PersistentVolume"], page_size, None):
+    for volume in _items(lister, _core("PersistentVolume"), page_size, None):
         ledger.add_volume(lg.project_volume(volume))
     for node in _items(lister, NODES, page_size, None):
         ledger.add_node(lg.project_node(node))
-    for ns in _items(lister, _BY_KIND["Namespace"], page_size, None):
+    for ns in _items(lister, _core("Namespace"), page_size, None):
         ledger.add_namespace(lg.project_namespace(ns))
     ledger.read |= _CORE
     wanted = set(guarded_kinds)

@@ -5,7 +5,7 @@ Shared by the static rules (templates in manifests) and the live projections (po
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 #: Workload kinds by (group, kind) -> path to the pod spec inside the object.
@@ -63,3 +63,22 @@ def statefulset_claim_matches(sts_name: str, body: dict[str, Any], claim: str) -
         ):
             return True
     return False
+
+
+def pod_uses_claim(
+    claim: str,
+    node: str,
+    claims: Iterable[str],
+    ephemeral_claims: Iterable[str],
+    shut_down: bool,
+    owned: bool | None,
+) -> bool:
+    """pvc-protection's `podUsesPVC`: a scheduled pod (`node` set), in any phase, uses a claim it
+    mounts by name; a generic ephemeral volume's claim only while the pod is not shut down and
+    only when the claim is controlled by this pod (`owned`; None when not known, which counts
+    as owned: the gate errs on the side of "in use")."""
+    if not node:
+        return False
+    if claim in claims:
+        return True
+    return claim in ephemeral_claims and not shut_down and owned is not False

@@ -10,23 +10,24 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from gate.engine.doctor import Diagnosis, State, duration_text
+from gate.engine.doctor import Diagnosis, State, elapsed_text, stamp
 from gate.engine.heal import HealPlan, Outcome
+from gate.engine.policy import duration_text
+from gate.model.refs import ObjectRef
 from gate.report.common import inert
 
 
 def _stamp(t: dt.datetime | None) -> str | None:
-    return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if t else None
+    return stamp(t) if t else None
 
 
-def _ref(d: Diagnosis) -> dict[str, str]:
-    r = d.ref
+def _ref(r: ObjectRef) -> dict[str, str]:
     return {"group": r.group, "kind": r.kind, "namespace": r.namespace, "name": r.name}
 
 
 def diagnosis_json(d: Diagnosis, now: dt.datetime) -> dict[str, Any]:
     return {
-        "object": _ref(d),
+        "object": _ref(d.ref),
         "uid": d.uid,
         "state": d.state.value,
         "reason": d.reason,
@@ -74,7 +75,7 @@ def doctor_json(stuck: Sequence[Diagnosis], now: dt.datetime) -> str:
 def _lines(d: Diagnosis, now: dt.datetime, depth: int) -> list[str]:
     pad = "  " * depth
     age = (
-        f"deletion asked {duration_text((now - d.requested).total_seconds())} ago"
+        f"deletion asked {elapsed_text((now - d.requested).total_seconds())} ago"
         if (d.requested)
         else "no deletion time"
     )
@@ -116,9 +117,6 @@ def doctor_text(stuck: Sequence[Diagnosis], now: dt.datetime, older_than: float)
 
 
 def heal_json(plan: HealPlan, outcomes: Sequence[Outcome], apply: bool, now: dt.datetime) -> str:
-    def ref(r: Any) -> dict[str, str]:
-        return {"group": r.group, "kind": r.kind, "namespace": r.namespace, "name": r.name}
-
     return json.dumps(
         {
             "apiVersion": "prune-gate.io/v1",
@@ -128,9 +126,9 @@ def heal_json(plan: HealPlan, outcomes: Sequence[Outcome], apply: bool, now: dt.
             "actions": [
                 {
                     "action": o.action.kind.value,
-                    "object": ref(o.action.target),
+                    "object": _ref(o.action.target),
                     "uid": o.action.uid,
-                    "heals": ref(o.action.heals),
+                    "heals": _ref(o.action.heals),
                     "result": o.result,
                     "detail": o.detail,
                     "event": {"reason": o.action.event.reason, "message": o.action.event.message},
@@ -139,7 +137,7 @@ def heal_json(plan: HealPlan, outcomes: Sequence[Outcome], apply: bool, now: dt.
                 for o in outcomes
             ],
             "skipped": [
-                {"object": ref(s.ref), "state": s.state.value, "why": s.why} for s in plan.skipped
+                {"object": _ref(s.ref), "state": s.state.value, "why": s.why} for s in plan.skipped
             ],
         },
         indent=2,

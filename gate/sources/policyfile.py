@@ -26,6 +26,7 @@ from gate.engine.policy import (
     HealWatch,
     Policy,
     WebhookSettings,
+    duration_text,
     parse_duration,
 )
 from gate.model.errors import ConfigError
@@ -175,15 +176,6 @@ def _check_kinds(data: dict[str, Any], label: str) -> None:
                 raise ConfigError(f"{label}: {key}.{i}: {problem}")
 
 
-def _duration_text(seconds: float) -> str:
-    """300.0 -> `5m`, 5400.0 -> `1h30m`, 90.0 -> `1m30s`: a duration as the policy writes it."""
-    whole = int(seconds)
-    if whole != seconds or whole == 0:
-        return f"{seconds:g}s"
-    parts = [(whole // 3600, "h"), (whole % 3600 // 60, "m"), (whole % 60, "s")]
-    return "".join(f"{n}{unit}" for n, unit in parts if n)
-
-
 def _check_cache_age_over_resync(wh: WebhookSettings, label: str) -> None:
     """`maxCacheAge` must be longer than `resync`; the JSON schema cannot compare two fields.
 
@@ -196,11 +188,11 @@ def _check_cache_age_over_resync(wh: WebhookSettings, label: str) -> None:
     if age > resync:
         return
     raise ConfigError(
-        f"{label}: webhook.maxCacheAge ({_duration_text(age)}) must be longer than "
-        f"webhook.resync ({_duration_text(resync)}): the cache re-lists every resync, and a kind "
+        f"{label}: webhook.maxCacheAge ({duration_text(age)}) must be longer than "
+        f"webhook.resync ({duration_text(resync)}): the cache re-lists every resync, and a kind "
         "heard from only by its list would be older than maxCacheAge before the next one, so "
-        f"/readyz would fail on a healthy cluster. Set maxCacheAge above {_duration_text(resync)} "
-        f"(e.g. {_duration_text(max(resync * 3, MIN_MAX_CACHE_AGE_SECONDS))}) or shorten resync"
+        f"/readyz would fail on a healthy cluster. Set maxCacheAge above {duration_text(resync)} "
+        f"(e.g. {duration_text(max(resync * 3, MIN_MAX_CACHE_AGE_SECONDS))}) or shorten resync"
     )
 
 

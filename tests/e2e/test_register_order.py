@@ -12,8 +12,6 @@ from __future__ import annotations
 import base64
 import socket
 import ssl
-import subprocess
-import sys
 import threading
 import urllib.error
 import urllib.request
@@ -26,7 +24,7 @@ from kubernetes import client, watch
 
 from . import kube as k
 from .kube import Cluster
-from .webhookserver import REPO, serve_webhook
+from .webhookserver import serve_and_fail, serve_webhook
 
 pytestmark = pytest.mark.e2e
 _Watch: Any = watch.Watch  # the client's watch is untyped
@@ -67,29 +65,7 @@ def test_a_taken_port_is_never_registered(kube: Cluster) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "webhook",
-                "serve",
-                "--self-signed",
-                "--register",
-                "--name",
-                name,
-                "--listen",
-                f"127.0.0.1:{port}",
-                "--health-port",
-                "0",
-                "--kubeconfig",
-                kube.kubeconfig,
-            ],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=120,  # a hang guard, not a speed assertion
-            check=False,
-        )
+        result = serve_and_fail(kube, name, "--listen", f"127.0.0.1:{port}", "--health-port", "0")
     assert result.returncode == 2, result.stderr
     assert f"cannot listen on 127.0.0.1:{port} (--listen)" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr, result.stderr

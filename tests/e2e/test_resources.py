@@ -9,8 +9,6 @@ the chart and `gate webhook serve --register` name it, is checked against the re
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -25,7 +23,7 @@ from webhook.register import rules_for
 
 from . import kube as k
 from .kube import Cluster
-from .webhookserver import REPO, free_port, serve_webhook
+from .webhookserver import free_port, serve_and_fail, serve_webhook
 
 pytestmark = pytest.mark.e2e
 
@@ -80,28 +78,13 @@ def test_register_refuses_a_guarded_kind_the_server_does_not_serve(
 ) -> None:
     policy = tmp_path / "prune-gate.yaml"
     policy.write_text(json.dumps({"webhook": {"guardedKinds": ["Mouse.absent.prune-gate.io"]}}))
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "webhook",
-            "serve",
-            "--self-signed",
-            "--register",
-            "--name",
-            f"prune-gate-e2e-{uuid.uuid4().hex[:6]}",
-            "--listen",
-            f"127.0.0.1:{free_port()}",
-            "--config",
-            str(policy),
-            "--kubeconfig",
-            kube.kubeconfig,
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,  # a hang guard, not a speed assertion
-        check=False,
+    result = serve_and_fail(
+        kube,
+        f"prune-gate-e2e-{uuid.uuid4().hex[:6]}",
+        "--listen",
+        f"127.0.0.1:{free_port()}",
+        "--config",
+        str(policy),
     )
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr, result.stderr

@@ -80,6 +80,31 @@ EXEMPT_LABEL = "prune-gate.io/e2e-exempt"
 EXEMPT_REASON = "e2e: scratch claims"
 
 
+def serve_and_fail(kube: Cluster, name: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`webhook serve --self-signed --register --name NAME ARGS` run to its end, for the tests of
+    a serve that must refuse to start (exit 2, with nothing registered)."""
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "webhook",
+            "serve",
+            "--self-signed",
+            "--register",
+            "--name",
+            name,
+            *args,
+            "--kubeconfig",
+            kube.kubeconfig,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,  # a hang guard, not a speed assertion
+        check=False,
+    )
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

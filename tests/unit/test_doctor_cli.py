@@ -95,3 +95,25 @@ def test_a_manifest_without_a_namespace_is_in_the_namespace_looked_in(tmp_path: 
     )
     assert declared_lookup(str(tmp_path), None, ".", (), None, "shop")(DATA) is not None
     assert declared_lookup(str(tmp_path), None, ".", (), None)(DATA) is None
+
+
+def test_the_default_namespace_is_the_contexts_as_kubectl_reads_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gate.kube.client import context_namespace
+
+    clusters = tmp_path / "clusters.yaml"
+    clusters.write_text(
+        "apiVersion: v1\nkind: Config\n"
+        'clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]\n'
+        "users: [{name: u, user: {token: t}}]\n"
+    )
+    contexts = tmp_path / "contexts.yaml"
+    contexts.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: shop\ncontexts:\n"
+        "  - {name: shop, context: {cluster: c, user: u, namespace: shop}}\n"
+        "  - {name: bare, context: {cluster: c, user: u}}\n"
+    )
+    monkeypatch.setenv("KUBECONFIG", f"{clusters}:{contexts}")  # a list of files, merged
+    assert context_namespace(None, None) == "shop"
+    assert context_namespace(None, "bare") == "default"

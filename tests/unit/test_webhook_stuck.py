@@ -51,6 +51,7 @@ def test_counts_per_state_and_one_event_per_object_however_many_passes() -> None
     sink = RecordingSink()
     lister = world()
     d = detector(lister, sink)
+    assert d.counts() == {}  # before the first pass: unknown, not "nothing stuck"
     for _ in range(3):
         d.run_once()
     counts = d.counts()
