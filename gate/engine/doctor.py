@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from gate.engine.ledger import (
+    DATA_ANNOTATION,
     NOT_READY_TAINT,
     OUT_OF_SERVICE_TAINT,
     PV_PROTECTION,
@@ -31,8 +32,6 @@ from gate.engine.ledger import (
 from gate.engine.policy import duration_text
 from gate.model.refs import ObjectRef
 
-#: The claim annotation that says its data may be lost: `gate heal` may then release the claim.
-DATA_ANNOTATION = "prune-gate.io/data"  # also gate.engine.ledger._DATA
 DISPOSABLE = "disposable"
 
 

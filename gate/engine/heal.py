@@ -21,7 +21,6 @@ from enum import StrEnum
 from typing import Any
 
 from gate.engine.doctor import (
-    DATA_ANNOTATION,
     DISPOSABLE,
     Diagnosis,
     Doctor,
@@ -30,14 +29,18 @@ from gate.engine.doctor import (
     force_delete_missing,
     node_line,
 )
-from gate.engine.ledger import Claim, Pod, Volume
+from gate.engine.ledger import (
+    DATA_ANNOTATION,
+    HEAL_FIELD_MANAGER,
+    RESCUED_CLAIM_UID,
+    Claim,
+    Pod,
+    Volume,
+)
 from gate.engine.policy import duration_text
 from gate.model.events import EventSpec
 from gate.model.refs import ObjectRef
 
-#: On a volume `gate heal --rescue` set to Retain: the uid of the claim it was rescued from.
-#: Only such a volume is ever re-reserved: a volume someone else released stays released.
-RESCUED_CLAIM_UID = "prune-gate.io/rescued-claim-uid"
 #: Its reclaim policy before the rescue, to put back by hand once the data is safe.
 RESCUED_POLICY = "prune-gate.io/rescued-reclaim-policy"
 
@@ -353,6 +356,10 @@ class Healer:
         rescued = volume.meta.annotations.get(RESCUED_CLAIM_UID)
         if ref is None or not rescued or ref.uid != rescued or volume.phase != "Released":
             return  # not a volume heal retained, or not released yet, or reserved already
+        if volume.rescue_marked_by != {HEAL_FIELD_MANAGER}:
+            # Only a volume heal itself retained is ever reserved; the mark in a manifest (a
+            # deployer's, a candidate's) would hand a released volume's data to a new claim.
+            return
         claim = self.ledger.claims.get((ref.namespace, ref.name))
         if claim is not None and claim.meta.uid == ref.uid:
             return  # its claim is still there (Terminating): the next run reserves it

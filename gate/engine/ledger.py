@@ -20,6 +20,12 @@ from typing import Any
 from gate.model.refs import ObjectRef
 from gate.model.workloads import claim_names, ephemeral_volume_names, pod_uses_claim
 
+#: The claim annotation that says its data may be lost: `gate heal` may then release it.
+DATA_ANNOTATION = "prune-gate.io/data"
+#: On a volume `gate heal --rescue` set to Retain: the uid of the claim it was rescued from.
+RESCUED_CLAIM_UID = "prune-gate.io/rescued-claim-uid"
+#: The field manager of heal's writes: a rescue mark is heal's only if managedFields say so.
+HEAL_FIELD_MANAGER = "prune-gate-heal"
 PVC_PROTECTION = "kubernetes.io/pvc-protection"
 PV_PROTECTION = "kubernetes.io/pv-protection"
 #: The taint node lifecycle puts on a node whose Ready condition is Unknown (no heartbeats).
@@ -189,6 +195,8 @@ class Volume:
     reclaim_policy: str
     storage_class: str
     claim_ref: ClaimRef | None
+    #: Who wrote its rescue mark (RESCUED_CLAIM_UID), by managedFields.
+    rescue_marked_by: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,29 +269,24 @@ def project_node(obj: dict[str, Any]) -> Node:
     )
 
 
-def annotation_written(obj: dict[str, Any], key: str) -> dt.datetime | None:
-    """The latest managedFields time of an entry that owns annotation `key`: when it was last
-    written, as far as the API server can tell (an entry's time moves with any of its fields,
-    so this is never earlier than the truth)."""
-    meta = _part(obj, "metadata")
+def annotation_writers(obj: dict[str, Any], key: str) -> list[tuple[str, dt.datetime | None]]:
+    """(manager, time) of every managedFields entry that owns annotation `key`. An entry's
+    time moves with any of its fields, so it is never earlier than the annotation's write."""
     field = f"f:{key}"
-    times = []
-    for entry in meta.get("managedFields") or ():
+    out = []
+    for entry in _part(obj, "metadata").get("managedFields") or ():
         if not isinstance(entry, dict):
             continue
-        fields = entry.get("fieldsV1") or {}
-        annotations = ((fields.get("f:metadata") or {}) if isinstance(fields, dict) else {}).get(
-            "f:annotations"
-        ) or {}
-        if isinstance(annotations, dict) and field in annotations:
-            stamp = parse_time(entry.get("time"))
-            if stamp is not None:
-                times.append(stamp)
+        meta = _part(_part(entry, "fieldsV1"), "f:metadata")
+        if field in _part(meta, "f:annotations"):
+            out.append((str(entry.get("manager", "")), parse_time(entry.get("time"))))
+    return out
+
+
+def annotation_written(obj: dict[str, Any], key: str) -> dt.datetime | None:
+    """When annotation `key` was last written, as far as the API server can tell."""
+    times = [t for _, t in annotation_writers(obj, key) if t is not None]
     return max(times) if times else None
-
-
-#: The claim annotation that says its data may be lost (`gate.engine.doctor.DATA_ANNOTATION`).
-_DATA = "prune-gate.io/data"
 
 
 def project_claim(obj: dict[str, Any]) -> Claim:
@@ -294,7 +297,7 @@ def project_claim(obj: dict[str, Any]) -> Claim:
         phase=str(_part(obj, "status").get("phase") or "Pending"),
         volume_name=str(spec.get("volumeName") or ""),
         storage_class=cls if isinstance(cls, str) else None,
-        data_marked=annotation_written(obj, _DATA),
+        data_marked=annotation_written(obj, DATA_ANNOTATION),
     )
 
 
@@ -317,6 +320,7 @@ def project_volume(obj: dict[str, Any]) -> Volume:
         reclaim_policy=str(spec.get("persistentVolumeReclaimPolicy") or "Delete"),
         storage_class=str(spec.get("storageClassName") or ""),
         claim_ref=claim_ref,
+        rescue_marked_by=frozenset(m for m, _ in annotation_writers(obj, RESCUED_CLAIM_UID)),
     )
 
 

@@ -361,13 +361,21 @@ class KubeClient:
         return self.request_json("PUT", path, what, query=_dry(dry_run), body=body)
 
     def patch(
-        self, path: str, patch: Any, what: str, *, json_patch: bool = False, dry_run: bool = False
+        self,
+        path: str,
+        patch: Any,
+        what: str,
+        *,
+        json_patch: bool = False,
+        dry_run: bool = False,
+        field_manager: str | None = None,
     ) -> dict[str, Any]:
         """A merge patch (a dict), or a JSON patch (a list of operations, whose `test`
-        operations are preconditions)."""
+        operations are preconditions); `field_manager` names the writer in managedFields."""
         content_type = JSON_PATCH if json_patch else MERGE_PATCH
+        query = _dry(dry_run) + ([("fieldManager", field_manager)] if field_manager else [])
         return self.request_json(
-            "PATCH", path, what, query=_dry(dry_run), body=patch, content_type=content_type
+            "PATCH", path, what, query=query, body=patch, content_type=content_type
         )
 
     def delete(

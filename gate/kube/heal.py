@@ -8,6 +8,7 @@ import datetime as dt
 import socket
 
 from gate.engine.heal import Action, ActionKind, HealPlan, Outcome
+from gate.engine.ledger import HEAL_FIELD_MANAGER
 from gate.kube.client import ApiStatusError, ConflictError, KubeClient, NotFoundError
 from gate.kube.events import event_body
 from gate.kube.resources import resource_for
@@ -45,7 +46,14 @@ def _do(client: KubeClient, action: Action, dry_run: bool) -> None:
             grace_period=0,
         )
     else:
-        client.patch(_path(action), list(action.patch), what, json_patch=True, dry_run=dry_run)
+        client.patch(
+            _path(action),
+            list(action.patch),
+            what,
+            json_patch=True,
+            dry_run=dry_run,
+            field_manager=HEAL_FIELD_MANAGER,
+        )
 
 
 def carry_out(

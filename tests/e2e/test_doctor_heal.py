@@ -516,3 +516,39 @@ def test_the_webhook_publishes_stuck_deletions_and_records_one_event_per_object(
         )
         assert len(events(kube, namespace, "data")) == 1  # once per object, not per pass
         assert metrics(hook)["prune_gate_stuck_detector_errors_total"] == 0
+
+
+def test_rescue_never_reserves_a_volume_whose_rescue_mark_someone_else_wrote(
+    kube: Cluster, namespace: str, tmp_path: Path, volumes: list[str]
+) -> None:
+    """A deployer (or a candidate commit) applying a volume with heal's rescue mark does not get
+    it reserved for a new claim: only heal's own write (its field manager) counts."""
+    core = k.core(kube.client)
+    name = k.unique("pv")
+    volumes.append(name)
+    core.create_persistent_volume(
+        client.V1PersistentVolume(
+            metadata=client.V1ObjectMeta(
+                name=name, annotations={"prune-gate.io/rescued-claim-uid": "uid-of-a-gone-claim"}
+            ),
+            spec=client.V1PersistentVolumeSpec(
+                capacity={"storage": "1Gi"},
+                access_modes=["ReadWriteOnce"],
+                persistent_volume_reclaim_policy="Retain",
+                storage_class_name="",
+                host_path=client.V1HostPathVolumeSource(path=f"/tmp/{name}"),
+                claim_ref=client.V1ObjectReference(
+                    namespace=namespace, name="data", uid="uid-of-a-gone-claim"
+                ),
+            ),
+        )
+    )
+    k.wait_for(
+        lambda: core.read_persistent_volume(name).status.phase == "Released",
+        what=f"volume {name} to be Released (its claim does not exist)",
+    )
+    code, report, _ = gate(
+        kube, tmp_path, "heal", "-n", namespace, "pvc/data", "--rescue", "--apply", "--yes"
+    )
+    assert code == 0 and report["actions"] == [], report
+    assert core.read_persistent_volume(name).spec.claim_ref.uid == "uid-of-a-gone-claim"

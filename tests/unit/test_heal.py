@@ -7,14 +7,13 @@ from typing import Any
 
 from gate.engine.doctor import Doctor, State, Thresholds
 from gate.engine.heal import (
-    RESCUED_CLAIM_UID,
     ActionKind,
     Healer,
     HealOptions,
     HealPlan,
     Reason,
 )
-from gate.engine.ledger import build_ledger
+from gate.engine.ledger import HEAL_FIELD_MANAGER, RESCUED_CLAIM_UID, build_ledger
 from tests.unit.stuckworld import T0, claim, node, owner, pod, volume
 
 AGO = dt.timedelta
@@ -89,20 +88,31 @@ def test_rescue_of_a_retained_volume_only_releases_the_claim() -> None:
     assert [a.kind for a in p.actions] == [ActionKind.DELETE_POD]
 
 
-def _released(annotations: dict[str, str] | None, claims: tuple[dict[str, Any], ...] = ()) -> World:
-    return {
-        "volumes": [
-            volume(
-                "pv-1",
-                "data",
-                claim_uid="uid-old",
-                phase="Released",
-                policy="Retain",
-                annotations=annotations,
-            )
-        ],
-        "claims": list(claims),
-    }
+def _released(
+    annotations: dict[str, str] | None,
+    claims: tuple[dict[str, Any], ...] = (),
+    marked_by: str = HEAL_FIELD_MANAGER,
+) -> World:
+    """A Released, retained volume; its annotations written by `marked_by` (managedFields)."""
+    pv = volume(
+        "pv-1",
+        "data",
+        claim_uid="uid-old",
+        phase="Released",
+        policy="Retain",
+        annotations=annotations,
+    )
+    pv["metadata"]["managedFields"] = [
+        {
+            "manager": marked_by,
+            "operation": "Update",
+            "time": "2026-12-04T10:00:00Z",
+            "fieldsV1": {
+                "f:metadata": {"f:annotations": {f"f:{k}": {} for k in annotations or {}}}
+            },
+        }
+    ]
+    return {"volumes": [pv], "claims": list(claims)}
 
 
 def test_rescue_reserves_a_volume_it_retained_once_the_claim_is_gone() -> None:
@@ -127,6 +137,12 @@ def test_rescue_reserves_a_volume_it_retained_once_the_claim_is_gone() -> None:
         )
         == 1
     )
+
+
+def test_rescue_never_reserves_a_volume_whose_mark_a_deployer_wrote() -> None:
+    """A manifest (a candidate commit) can carry the rescue mark; only heal's own write counts."""
+    forged = _released({RESCUED_CLAIM_UID: "uid-old"}, marked_by="kustomize-controller")
+    assert plan(HealOptions(rescue=True), **forged).actions == ()
 
 
 def test_rescue_never_touches_a_volume_it_did_not_retain() -> None:
