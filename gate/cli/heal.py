@@ -134,7 +134,7 @@ class _Pass:
             release=w.release_disposable_claims,
             force=w.force_delete_pods_on_dead_nodes,
             off_because="heal.watch",
-            marks_before_deletion=True,
+            trust_data_annotation=False,
         )
 
     def plan(self, watching: bool = False) -> tuple[HealPlan, dt.datetime]:

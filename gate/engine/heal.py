@@ -113,9 +113,10 @@ class HealOptions:
     force: bool = True
     #: Why an action that is off is off: what to turn on.
     off_because: str = ""
-    #: Trust a claim's disposable mark only when it was written before its deletion was asked
-    #: (`--watch`: nobody is there to judge a mark a deployer applied to the Terminating claim).
-    marks_before_deletion: bool = False
+    #: Whether the claim's own `prune-gate.io/data: disposable` counts. Not unattended
+    #: (`--watch`): whoever deploys the claim writes that mark, a speculative deploy included,
+    #: so only the policy's `heal.disposableClaims` (its owner's word) counts there.
+    trust_data_annotation: bool = True
     #: Claims whose data the policy file says is disposable (`heal.disposableClaims`), besides
     #: those annotated `prune-gate.io/data: disposable`.
     disposable: frozenset[tuple[str, str]] = field(default_factory=frozenset)
@@ -184,14 +185,10 @@ class Healer:
         ref = claim.meta.ref
         if (ref.namespace, ref.name) in self.options.disposable:
             return True
-        if claim.meta.annotations.get(DATA_ANNOTATION) != DISPOSABLE:
-            return False
-        if not self.options.marks_before_deletion:
-            return True
-        marked, asked = claim.data_marked, claim.meta.requested
-        # Strictly before: both are whole seconds, and a mark in the deletion's second may be
-        # the deployer's reaction to it.
-        return marked is not None and asked is not None and marked < asked
+        return (
+            self.options.trust_data_annotation
+            and claim.meta.annotations.get(DATA_ANNOTATION) == DISPOSABLE
+        )
 
     def _release(self, claim: Claim, diag: Diagnosis) -> None:
         volume = self.ledger.volume_of(claim)
@@ -219,16 +216,13 @@ class Healer:
             )
             return
         elif not self._disposable(claim):
-            late = (
-                self.options.marks_before_deletion
-                and claim.meta.annotations.get(DATA_ANNOTATION) == DISPOSABLE
-            )
+            marked = claim.meta.annotations.get(DATA_ANNOTATION) == DISPOSABLE
             self._skip(
                 diag,
-                f"it was marked {DATA_ANNOTATION}={DISPOSABLE} after its deletion was asked (or "
-                "when is unknown): unattended, only a mark that was there before counts; run "
-                "gate heal --apply yourself, or list it in heal.disposableClaims"
-                if late
+                f"it is marked {DATA_ANNOTATION}={DISPOSABLE}, but unattended heal takes only "
+                "the policy's word (heal.disposableClaims): whoever deploys the claim writes that "
+                "mark, a speculative deploy included; run gate heal --apply yourself"
+                if marked
                 else f"its data is not marked disposable ({DATA_ANNOTATION}={DISPOSABLE} on the "
                 "claim, or heal.disposableClaims in the policy): use --rescue to keep its volume, "
                 "then release it",

@@ -175,9 +175,6 @@ class Claim:
     phase: str
     volume_name: str
     storage_class: str | None
-    #: When its `prune-gate.io/data` annotation was last written (managedFields), if known:
-    #: `gate heal --watch` trusts only a mark that was there before the deletion was asked.
-    data_marked: dt.datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,12 +280,6 @@ def annotation_writers(obj: dict[str, Any], key: str) -> list[tuple[str, dt.date
     return out
 
 
-def annotation_written(obj: dict[str, Any], key: str) -> dt.datetime | None:
-    """When annotation `key` was last written, as far as the API server can tell."""
-    times = [t for _, t in annotation_writers(obj, key) if t is not None]
-    return max(times) if times else None
-
-
 def project_claim(obj: dict[str, Any]) -> Claim:
     spec = _part(obj, "spec")
     cls = spec.get("storageClassName")
@@ -297,7 +288,6 @@ def project_claim(obj: dict[str, Any]) -> Claim:
         phase=str(_part(obj, "status").get("phase") or "Pending"),
         volume_name=str(spec.get("volumeName") or ""),
         storage_class=cls if isinstance(cls, str) else None,
-        data_marked=annotation_written(obj, DATA_ANNOTATION),
     )
 
 

@@ -429,8 +429,8 @@ def test_heal_watch_acts_only_where_the_policy_enables_it_and_stops_on_sigterm(
         k.make_claim(kube.client, namespace, claim)
         pods[claim] = k.make_pod(kube.client, namespace, node, [claim]).metadata.name
         core.delete_namespaced_persistent_volume_claim(claim, namespace)
-    # What a candidate commit could do to a Terminating claim: mark it disposable. Unattended,
-    # heal does not take that mark.
+    # What a deployer (a candidate commit) can do to any claim, Terminating or not: mark it
+    # disposable. Unattended, heal does not take that mark.
     core.patch_namespaced_persistent_volume_claim(
         "precious", namespace, {"metadata": {"annotations": {"prune-gate.io/data": "disposable"}}}
     )
@@ -456,7 +456,7 @@ def test_heal_watch_acts_only_where_the_policy_enables_it_and_stops_on_sigterm(
     lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
     assert {"heal watch started", "heal action", "heal watch stopped"} <= {e["msg"] for e in lines}
     [left] = [e for e in lines if e["msg"] == "left alone" and "precious" in e["object"]]
-    assert "after its deletion was asked" in left["why"]
+    assert "heal.disposableClaims" in left["why"] and "speculative" in left["why"]
     assert not core.read_namespaced_pod(pods["precious"], namespace).metadata.deletion_timestamp
 
 

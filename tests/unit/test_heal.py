@@ -204,30 +204,14 @@ def test_watch_mode_does_only_what_the_policy_enables() -> None:
     assert "heal.watch.forceDeletePodsOnDeadNodes" in p.skipped[0].why
 
 
-def _marked_at(world: World, when: dt.datetime) -> World:
-    """The claim's disposable mark written at `when`, as managedFields records it."""
-    [c] = world["claims"]
-    c["metadata"]["managedFields"] = [
-        {
-            "manager": "kubectl-annotate",
-            "operation": "Update",
-            "time": when.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "fieldsV1": {"f:metadata": {"f:annotations": {"f:prune-gate.io/data": {}}}},
-        }
-    ]
-    return world
-
-
-def test_unattended_heal_trusts_only_a_mark_made_before_the_deletion_was_asked() -> None:
-    watch = HealOptions(marks_before_deletion=True)
-    before = _marked_at(pinned({"prune-gate.io/data": "disposable"}), OLD - AGO(days=3))
-    assert [a.kind for a in plan(watch, **before).actions] == [ActionKind.DELETE_POD]
-    # A deployer (or a candidate commit) marks the Terminating claim: that does not count.
-    after = _marked_at(pinned({"prune-gate.io/data": "disposable"}), OLD + AGO(minutes=5))
-    p = plan(watch, **after)
+def test_unattended_heal_takes_the_policys_word_not_the_claims_own_mark() -> None:
+    """Whoever deploys a claim writes its annotations, a speculative deploy included: `--watch`
+    releases only what `heal.disposableClaims` names."""
+    watch = HealOptions(trust_data_annotation=False)
+    p = plan(watch, **pinned({"prune-gate.io/data": "disposable"}))
     assert p.actions == ()
-    assert any("after its deletion was asked" in s.why for s in p.skipped)
-    unknown = pinned({"prune-gate.io/data": "disposable"})  # no managedFields: when is unknown
-    assert plan(watch, **unknown).actions == ()
+    assert any("heal.disposableClaims" in s.why and "speculative" in s.why for s in p.skipped)
+    listed = HealOptions(trust_data_annotation=False, disposable=frozenset({("shop", "data")}))
+    assert [a.kind for a in plan(listed, **pinned()).actions] == [ActionKind.DELETE_POD]
     # A person running heal decides for themselves.
-    assert len(plan(HealOptions(), **after).actions) == 1
+    assert len(plan(HealOptions(), **pinned({"prune-gate.io/data": "disposable"})).actions) == 1
