@@ -8,6 +8,7 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import click
 
@@ -17,7 +18,6 @@ from gate.cli.doctor import (
     Scope,
     describe_target,
     duration_option,
-    read_cluster,
     scope_options,
     select,
 )
@@ -27,6 +27,9 @@ from gate.engine.policy import Policy
 from gate.engine.verdict import EXIT_UNDECIDED
 from gate.model.errors import GateError, InputError
 from gate.model.refs import ObjectRef
+
+if TYPE_CHECKING:  # the client is imported when a pass runs: kubernetes is slow to import
+    from gate.kube.snapshot import ApiLister
 
 #: Exit codes: every action done (or nothing to do), something stuck left alone.
 EXIT_HEALED, EXIT_LEFT = 0, 1
@@ -86,16 +89,19 @@ def heal_command(
             )
         sys.exit(_watch(run, every, apply))
     try:
-        plan, now = run.plan()
-    except GateError as exc:
-        fail(str(exc))
-    if apply and plan.actions and not yes:
-        if not sys.stdin.isatty():
-            fail("--apply without --yes needs a terminal to confirm; add --yes to act unasked")
-        click.echo(heal_text(plan, [], apply=True), err=True)
-        click.confirm(f"carry out these {len(plan.actions)} action(s)?", abort=True, err=True)
-    try:
-        outcomes = run.carry_out(plan, apply)
+        with run.client() as client:
+            plan, now = run.plan(client)
+            if apply and plan.actions and not yes:
+                if not sys.stdin.isatty():
+                    fail(
+                        "--apply without --yes needs a terminal to confirm; add --yes to act "
+                        "unasked"
+                    )
+                click.echo(heal_text(plan, [], apply=True), err=True)
+                click.confirm(
+                    f"carry out these {len(plan.actions)} action(s)?", abort=True, err=True
+                )
+            outcomes = run.carry_out(client, plan, apply)
     except GateError as exc:
         fail(str(exc))
     if fmt == "json":
@@ -137,12 +143,21 @@ class _Pass:
             trust_data_annotation=False,
         )
 
-    def plan(self, watching: bool = False) -> tuple[HealPlan, dt.datetime]:
+    def client(self) -> ApiLister:
+        """The one client of a pass: it lists the ledger and carries the plan out."""
         from gate.kube.heal import HEAL_HINT
+        from gate.kube.snapshot import ApiLister
+
+        return ApiLister.from_kubeconfig(
+            *self.cluster, self.policy.live_timeout_seconds, hint=HEAL_HINT
+        )
+
+    def plan(self, client: ApiLister, watching: bool = False) -> tuple[HealPlan, dt.datetime]:
+        from gate.kube.ledger import read_ledger
         from gate.sources.clock import utc_now
 
-        scope = self.scope
-        ledger = read_cluster(scope, self.policy, *self.cluster, HEAL_HINT)
+        scope, policy = self.scope, self.policy
+        ledger = read_ledger(client, policy.live_page_size, scope.namespace, policy.guarded_kinds)
         now = utc_now()
         doctor = Doctor(ledger, now, scope.thresholds, self.declared)
         roots, meta = select(doctor, scope)
@@ -160,25 +175,15 @@ class _Pass:
                 )
             return scope.namespace is None or ns == scope.namespace
 
-        disposable = frozenset(
-            key
-            for key, c in ledger.claims.items()
-            if self.policy.heal_disposable(c.meta.ref, c.meta.labels)
-        )
-        options = replace(self.options(watching), disposable=disposable)
+        options = replace(self.options(watching), disposable=policy.heal_disposable)
         return Healer(doctor, options).plan(roots, reserve), now
 
-    def carry_out(self, plan: HealPlan, apply: bool) -> list[Outcome]:
-        from gate.kube.heal import HEAL_HINT, carry_out
-        from gate.kube.snapshot import ApiLister
+    @staticmethod
+    def carry_out(client: ApiLister, plan: HealPlan, apply: bool) -> list[Outcome]:
+        from gate.kube.heal import carry_out
         from gate.sources.clock import utc_now
 
-        if not plan.actions:
-            return []
-        with ApiLister.from_kubeconfig(
-            *self.cluster, self.policy.live_timeout_seconds, hint=HEAL_HINT
-        ) as client:
-            return carry_out(client, plan, utc_now(), apply=apply)
+        return carry_out(client, plan, utc_now(), apply=apply)
 
 
 def _watch(run: _Pass, every: float, apply: bool) -> int:
@@ -198,8 +203,9 @@ def _watch(run: _Pass, every: float, apply: bool) -> int:
     log("heal watch started", interval=every, apply=apply)
     while not stop.is_set():
         try:
-            plan, _ = run.plan(watching=True)
-            outcomes = run.carry_out(plan, apply)
+            with run.client() as client:
+                plan, _ = run.plan(client, watching=True)
+                outcomes = run.carry_out(client, plan, apply)
         except GateError as exc:
             log("heal pass failed", level="error", error=str(exc))
         else:

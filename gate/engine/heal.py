@@ -117,9 +117,9 @@ class HealOptions:
     #: (`--watch`): whoever deploys the claim writes that mark, a speculative deploy included,
     #: so only the policy's `heal.disposableClaims` (its owner's word) counts there.
     trust_data_annotation: bool = True
-    #: Claims whose data the policy file says is disposable (`heal.disposableClaims`), besides
-    #: those annotated `prune-gate.io/data: disposable`.
-    disposable: frozenset[tuple[str, str]] = field(default_factory=frozenset)
+    #: Whether the policy file says a claim's data is disposable (`heal.disposableClaims`,
+    #: `Policy.heal_disposable`), besides the claim's own annotation.
+    disposable: Callable[[ObjectRef, dict[str, str]], bool] = field(default=lambda _r, _l: False)
 
 
 def _escape(key: str) -> str:
@@ -183,7 +183,7 @@ class Healer:
 
     def _disposable(self, claim: Claim) -> bool:
         ref = claim.meta.ref
-        if (ref.namespace, ref.name) in self.options.disposable:
+        if self.options.disposable(ref, claim.meta.labels):
             return True
         return (
             self.options.trust_data_annotation

@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from gate.engine.doctor import Diagnosis, State, elapsed_text, stamp
+from gate.engine.doctor import MEANING, Diagnosis, State, elapsed_text, stamp
 from gate.engine.heal import HealPlan, Outcome
 from gate.engine.policy import duration_text
 from gate.model.refs import ObjectRef
@@ -30,6 +30,7 @@ def diagnosis_json(d: Diagnosis, now: dt.datetime) -> dict[str, Any]:
         "object": _ref(d.ref),
         "uid": d.uid,
         "state": d.state.value,
+        "meaning": MEANING[d.state],
         "reason": d.reason,
         "deletionRequestedAt": _stamp(d.requested),
         "waitingSeconds": round((now - d.requested).total_seconds()) if d.requested else None,

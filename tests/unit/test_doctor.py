@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -328,3 +329,13 @@ def test_advancing_the_clock_through_the_thresholds_makes_a_pod_safe_only_at_the
     for second in range(0, 400, 1):
         safe = not force_delete_missing(p, n, T0 + AGO(seconds=second), th)
         assert safe is (second >= 300), second
+
+
+def test_every_state_has_a_meaning_and_the_json_report_carries_it() -> None:
+    from gate.engine.doctor import MEANING
+    from gate.report.doctor import doctor_json
+
+    assert set(MEANING) == set(State)
+    bare = claim("data", deletion=NOW - AGO(hours=1), finalizers=())
+    [entry] = json.loads(doctor_json(doctor(claims=[bare]).stuck(), NOW))["stuck"]
+    assert entry["meaning"] == MEANING[State.UNKNOWN]

@@ -61,7 +61,7 @@ def test_a_claim_whose_data_is_not_disposable_is_left_with_the_way_to_rescue_it(
 
 
 def test_the_policy_can_say_a_claim_is_disposable() -> None:
-    p = plan(HealOptions(disposable=frozenset({("shop", "data")})), **pinned())
+    p = plan(HealOptions(disposable=lambda ref, _labels: ref.name == "data"), **pinned())
     assert [a.kind for a in p.actions] == [ActionKind.DELETE_POD]
 
 
@@ -211,7 +211,9 @@ def test_unattended_heal_takes_the_policys_word_not_the_claims_own_mark() -> Non
     p = plan(watch, **pinned({"prune-gate.io/data": "disposable"}))
     assert p.actions == ()
     assert any("heal.disposableClaims" in s.why and "speculative" in s.why for s in p.skipped)
-    listed = HealOptions(trust_data_annotation=False, disposable=frozenset({("shop", "data")}))
+    listed = HealOptions(
+        trust_data_annotation=False, disposable=lambda ref, _labels: ref.name == "data"
+    )
     assert [a.kind for a in plan(listed, **pinned()).actions] == [ActionKind.DELETE_POD]
     # A person running heal decides for themselves.
     assert len(plan(HealOptions(), **pinned({"prune-gate.io/data": "disposable"})).actions) == 1
