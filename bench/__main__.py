@@ -16,6 +16,7 @@ BENCHMARKS = (
     ("git tree reading", "bench.bench_git"),
     ("live snapshot, vs kubectl and the typed client", "bench.bench_snapshot"),
     ("admission webhook latency and cache memory", "bench.bench_webhook"),
+    ("gate doctor on stuck claims, vs kubectl | jq", "bench.bench_doctor"),
 )
 
 
