@@ -5,8 +5,8 @@ mounting its own claim, pod JSON shaped like real API objects):
 
 1. the decision alone (`decide_admission` on the filled LiveState), p50/p99;
 2. the whole Flask handler in process (test client: parse, decide, render), p50/p99;
-3. end to end over HTTPS to the real gunicorn server (`WebhookServer`, TLS, one worker with
-   threads) from a client on loopback, on one kept-alive connection as the API server uses, and
+3. end to end over HTTPS to the real server (`webhook.httpserver.HttpsServer`, TLS) from a
+   client on loopback, on one kept-alive connection as the API server uses, and
    with a new TLS connection per request; p50/p99;
 4. the cache's memory (tracemalloc: LiveState filled from the raw JSON, the JSON itself freed), and
    what the request path would pay without a cache: decoding and indexing a 10,000-pod list on every
@@ -160,16 +160,14 @@ def build_live(n: int, policy: Policy) -> LiveState:
 
 
 def serve(port: int, cert_dir: str, n: int) -> None:
-    """Child process: the real gunicorn server over TLS around a cache filled with `n` pods."""
-    from webhook.serve import CertReloader, WebhookServer
+    """Child process: the real HTTPS server around a cache filled with `n` pods."""
+    from webhook.httpserver import HttpsServer
+    from webhook.serve import CertReloader, listen_socket
 
     policy = policy_from_dict(POLICY)
-
-    def factory() -> Any:
-        return create_app(Settings(policy=policy, cache=StaticCache(build_live(n, policy))))
-
+    app = create_app(Settings(policy=policy, cache=StaticCache(build_live(n, policy))))
     reloader = CertReloader(Path(cert_dir) / "tls.crt", Path(cert_dir) / "tls.key")
-    WebhookServer(factory, f"127.0.0.1:{port}", reloader, threads=4).run()
+    HttpsServer(app, reloader.context).run(listen_socket("127.0.0.1", port))
 
 
 def https_figures(n_pods: int, requests: int) -> None:

@@ -1,8 +1,8 @@
 """`gate webhook serve`: the admission webhook's command line.
 
 Parses options, makes certificates when asked, registers the webhook when asked (and removes the
-registration on exit, SIGTERM or SIGINT), and hands the app to gunicorn. Everything it does is
-also a function in `webhook.*`, so tests call those directly.
+registration on exit, SIGTERM or SIGINT), and serves the app (`webhook.httpserver`). Everything
+it does is also a function in `webhook.*`, so tests call those directly.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import signal
+import socket
 import tempfile
 import threading
 from collections.abc import Callable
@@ -111,7 +113,15 @@ def webhook() -> None:
     metavar="NAME",
     help="Watch this ValidatingWebhookConfiguration (a chart's) and report changes to it.",
 )
-@click.option("--threads", type=click.IntRange(1, 64), default=8, show_default=True)
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 32),
+    default=1,
+    show_default=True,
+    help="Worker processes, each with its own watch cache, sharing the port: one uses one core "
+    "at most. More than 1 adds a small master process that restarts a worker that dies and "
+    "answers the health port for all of them.",
+)
 @click.option(
     "--health-port",
     type=click.IntRange(0, 65535),
@@ -152,32 +162,25 @@ def serve(
     config_path: str | None,
     kubeconfig: str | None,
     watch_registration: str | None,
-    threads: int,
+    workers: int,
     health_port: int,
     max_body_bytes: int,
     stuck_interval: str,
     stuck_older_than: str,
 ) -> None:
-    """Serve /validate over TLS with gunicorn; the watch cache fills from the API server."""
+    """Serve /validate over TLS; the watch cache fills from the API server."""
     from webhook import register as reg
     from webhook import tls
-    from webhook.serve import (
-        CertReloader,
-        HealthServer,
-        WebhookServer,
-        answers_tls,
-        check_can_listen,
-        host_of,
-    )
+    from webhook.httpserver import HttpsServer, Limits
+    from webhook.serve import CertReloader, answers_tls, health_only, host_of, listen_socket
     from webhook.tls import CertificateError
 
     jsonlog.configure()
     try:
         policy = load_policy(config_path)
         host, _port = host_of(listen)
-        # A missing kubeconfig is a usage error now, not a dead worker later. Each use loads it
-        # again: the client writes certificate data to temporary files, which a gunicorn worker
-        # removes when it exits (atexit runs in the fork too), and a fresh load writes them again.
+        # A missing kubeconfig is a usage error now, not a failed start later. Each use loads it
+        # again: the client writes certificate data to temporary files, removed at exit.
         kube_configuration(kubeconfig)
         stuck_every = parse_duration(stuck_interval)
         stuck_after = parse_duration(stuck_older_than)
@@ -193,7 +196,9 @@ def serve(
 
     state: dict[str, Any] = {}
 
-    def build_app() -> Any:
+    def build_app(primary: bool) -> Any:
+        """The app of one worker, around its own watch cache; the `primary` one (the only one
+        with --workers 1) also runs the registrar or the self-watch and the stuck detector."""
         from webhook.app import Settings, create_app
         from webhook.cache import WatchCache
         from webhook.events import EventQueue
@@ -205,7 +210,7 @@ def serve(
         cache.start()
         events.start()
         stuck = None
-        if stuck_every > 0:
+        if stuck_every > 0 and primary:
             from gate.engine.doctor import Thresholds
             from gate.kube.client import KubeClient
             from webhook.stuck import StuckDetector
@@ -239,8 +244,8 @@ def serve(
                 stuck=stuck,
             )
         )
-        if health is not None:
-            health.start(app)
+        if not primary:
+            return app
         if "registration" in state:  # registered once this worker serves, then watched
             state["registrar"] = _Registrar(
                 api, state["registration"], cache, events, app, serving=state["serving"]
@@ -251,8 +256,6 @@ def serve(
         return app
 
     def stop_worker() -> None:
-        if health is not None:
-            health.stop()
         if "registrar" in state:
             state["registrar"].stop()
         if "selfwatch" in state:
@@ -265,14 +268,13 @@ def serve(
             state["cache"].stop()
             state["api"].close()
 
-    # The worker is a fork of this process and unwinds through the same `finally` when it exits:
-    # only the process that registered removes the registration, and only the process that made
-    # the temporary certificate directory removes it (gunicorn exits through SystemExit on
-    # SIGTERM and SIGINT, so this runs then too).
-    master = os.getpid()
+    # SIGTERM and SIGINT stop the server, which returns; the `finally` below then removes the
+    # registration and the temporary certificate directory. Before the server runs, SIGTERM is
+    # an exit through the same `finally`.
+    _exit_on_sigterm()
     made_dir: Path | None = None
     registering = False
-    health: HealthServer | None = None
+    health: socket.socket | None = None
     try:
         if self_signed:
             if cert_dir:
@@ -293,20 +295,19 @@ def serve(
             raise ServeError(str(exc)) from None
         if health_port:
             try:
-                health = HealthServer(host, health_port)
+                health = listen_socket(host, health_port)
             except OSError as exc:
                 raise ServeError(
                     f"cannot listen on {host}:{health_port} (--health-port): "
                     f"{exc.strerror or exc}; choose another port, or 0 for none"
                 ) from None
         try:
-            check_can_listen(host, _port)
+            sock = listen_socket(host, _port)
         except OSError as exc:
             raise ServeError(
                 f"cannot listen on {listen} (--listen): {exc.strerror or exc}; stop what holds "
                 "it or choose another port"
             ) from None
-        server = WebhookServer(build_app, listen, reloader, threads, stop_worker)
         if register:
             assert ca_pem is not None
             url_host = f"[{host}]" if ":" in host else host
@@ -339,18 +340,61 @@ def serve(
             registering = True
             state["registration"] = config
             state["serving"] = lambda: answers_tls(host, _port, ca_pem)
-        server.run()
-    finally:
-        if os.getpid() == master:
-            if health is not None:
-                health.stop()
+        limits = Limits(max_body_bytes=max_body_bytes + 1)
+
+        def work(index: int, health_listener: socket.socket | None) -> None:
+            """Serve until SIGTERM or SIGINT: one worker, in this process or a fork."""
+            from webhook.workers import stop_when_master_gone
+
+            app = build_app(primary=index == 0)
+            server = HttpsServer(app, reloader.context, limits)
+            if health_listener is not None:
+                server.add_plain(health_listener, health_only(app))
+            if workers > 1:
+                server.add_background(stop_when_master_gone)
+            fields = {"listen": listen, "worker": index, "pid": os.getpid()}
             try:
-                if registering:
-                    _unregister(kubeconfig, name)
+                server.run(sock, ready=lambda: log.info("serving", extra=fields))
             finally:
-                if made_dir is not None:
-                    shutil.rmtree(made_dir, ignore_errors=True)
-                    log.info("self-signed certificate removed", extra={"dir": str(made_dir)})
+                _exit_on_sigterm()  # the loop's handlers are gone: cleaning up may not be cut short
+                stop_worker()
+
+        try:
+            if workers == 1:
+                work(0, health)
+            else:
+                from webhook.workers import Supervisor
+
+                Supervisor(
+                    workers,
+                    work,
+                    health,
+                    limits,
+                    ready=lambda: log.info("workers started", extra={"workers": workers}),
+                ).run()
+        finally:
+            _exit_on_sigterm()
+            sock.close()
+    finally:
+        if health is not None:
+            health.close()
+        try:
+            if registering:
+                _unregister(kubeconfig, name)
+        finally:
+            if made_dir is not None:
+                shutil.rmtree(made_dir, ignore_errors=True)
+                log.info("self-signed certificate removed", extra={"dir": str(made_dir)})
+
+
+def _exit_on_sigterm() -> None:
+    """SIGTERM raises SystemExit, so `finally` blocks run (Python's default is to die at once)."""
+
+    def leave(signum: int, _frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, leave)
 
 
 def _watch_registration(

@@ -1,21 +1,19 @@
-"""Serve the app with gunicorn over TLS, picking up rotated certificate files without a restart.
+"""What serving needs around the HTTPS server (`webhook.httpserver`): the TLS context, reloaded
+when the certificate files rotate; the listening socket; the plain-HTTP health listener; and the
+check that the port answers TLS.
 
-gunicorn is the production WSGI server (Flask's own server is for development). One worker
-process with threads: the watch cache lives in that worker, built after the fork (threads do not
-survive a fork) and stopped when the worker exits. Scale out with replicas, not workers: every
-replica keeps its own cache from the API server, and no replica holds state of its own.
-
-Rotation: gunicorn wraps every accepted connection with the SSLContext its `ssl_context` hook
-returns. The hook returns `CertReloader.context()`, which reads the certificate and key files (a
-few KB) and loads a new context when either changed (a failed load, e.g. a half-rotated pair,
-keeps the old context and is logged). cert-manager and kubelet secret updates replace the files
-atomically, so new connections get the new certificate and established ones keep theirs.
+Rotation: the server asks `CertReloader.context()` for the context of every new connection. It
+reads the certificate and key files (a few KB) and loads a new context when either changed (a
+failed load, e.g. a half-rotated pair, keeps the old context and is logged). cert-manager and
+kubelet secret updates replace the files atomically, so new connections get the new certificate
+and established ones keep theirs.
 
 Client certificates: with a client CA (`--client-ca`) the context requires every caller to present
 a certificate that CA signed (the API server's, from its AdmissionConfiguration kubeconfig); a
 caller without one fails the TLS handshake and never reaches /validate. The CA file is reloaded
 with the serving pair. kubelet probes and Prometheus, which have no such certificate, use the
-plain-HTTP health listener (`HealthServer`), which serves only /healthz, /readyz and /metrics.
+plain-HTTP health listener (`health_only` on --health-port, served by the same event loop), which
+serves only /healthz, /readyz and /metrics.
 """
 
 from __future__ import annotations
@@ -25,42 +23,18 @@ import hashlib
 import json
 import logging
 import socket
-import socketserver
 import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
 from cryptography import x509
-from flask import Flask
-from gunicorn.app.base import BaseApplication
 
 from webhook.tls import CertificateError, check_client_ca, check_pair, validity_problem
 
 log = logging.getLogger("prune_gate.webhook.serve")
-
-
-_JSON_HANDLER = {
-    "class": "logging.StreamHandler",
-    "formatter": "json",
-    "stream": "ext://sys.stderr",
-}
-#: gunicorn's own log lines in the same JSON shape as ours (`webhook.jsonlog`).
-LOG_CONFIG: dict[str, Any] = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"json": {"()": "webhook.jsonlog.JsonFormatter"}},
-    "handlers": {"console": _JSON_HANDLER, "error_console": _JSON_HANDLER},
-    "root": {"level": "INFO", "handlers": ["console"]},
-    "loggers": {
-        "gunicorn.error": {"level": "INFO", "handlers": ["error_console"], "propagate": False},
-        "gunicorn.access": {"level": "INFO", "handlers": [], "propagate": False},
-    },
-}
 
 
 #: How often files that were rejected are tried again (a certificate not valid yet becomes valid).
@@ -186,86 +160,8 @@ class CertReloader:
         return self._cert.not_valid_after_utc.timestamp()
 
 
-class WebhookServer(BaseApplication):  # type: ignore[misc]
-    """gunicorn running one app, built in the worker by `app_factory`."""
-
-    def __init__(
-        self,
-        app_factory: Callable[[], Flask],
-        listen: str,
-        reloader: CertReloader,
-        threads: int = 8,
-        on_worker_exit: Callable[[], None] | None = None,
-        timeout: int = 30,
-    ) -> None:
-        self.app_factory = app_factory
-        self.listen = listen
-        self.reloader = reloader
-        self.threads = threads
-        self.on_worker_exit = on_worker_exit
-        self.timeout = timeout
-        super().__init__()
-
-    def load_config(self) -> None:
-        reloader = self.reloader
-        on_exit = self.on_worker_exit
-
-        def ssl_context(_config: Any, _default: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
-            return reloader.context()
-
-        def worker_exit(_server: Any, _worker: Any) -> None:
-            if on_exit is not None:
-                on_exit()
-
-        settings: dict[str, Any] = {
-            "bind": [self.listen],
-            "workers": 1,
-            "worker_class": "gthread",
-            "threads": self.threads,
-            "certfile": reloader.cert_file,
-            "keyfile": reloader.key_file,
-            "ssl_context": ssl_context,
-            "worker_exit": worker_exit,
-            "timeout": self.timeout,
-            "graceful_timeout": 10,
-            "keepalive": 30,
-            "accesslog": None,
-            "loglevel": "info",
-            "logconfig_dict": LOG_CONFIG,
-            "proc_name": "prune-gate-webhook",
-            # gunicorn's control socket is a fixed path under $HOME: state on the host that two
-            # servers (replicas, tests) would fight over, and nothing here needs it.
-            "control_socket_disable": True,
-        }
-        for key, value in settings.items():
-            self.cfg.set(key, value)
-
-    def load(self) -> Flask:
-        return self.app_factory()
-
-
 #: What the plain-HTTP health listener serves: nothing that decides or reads a review.
 HEALTH_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
-
-
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        """Probes every few seconds are no news; gunicorn's access log is off too."""
-
-
-class _HealthWSGIServer(socketserver.ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-
-    def server_bind(self) -> None:
-        # HTTPServer.server_bind looks the host's FQDN up in DNS; nothing here needs it.
-        socketserver.TCPServer.server_bind(self)
-        host, port = self.server_address[:2]
-        self.server_name, self.server_port = str(host), int(port)
-        self.setup_environ()
-
-
-class _HealthWSGIServer6(_HealthWSGIServer):
-    address_family = socket.AF_INET6
 
 
 def health_only(app: WSGIApplication) -> WSGIApplication:
@@ -291,38 +187,6 @@ def health_only(app: WSGIApplication) -> WSGIApplication:
     return wsgi
 
 
-class HealthServer:
-    """Plain HTTP for kubelet probes and Prometheus, which have no client certificate once the
-    TLS port requires one (`--client-ca`): /healthz, /readyz and /metrics of the same app.
-
-    Bound in gunicorn's master, so a busy port fails at start (OSError) and not in a worker;
-    served by a thread in the worker, where the app and its cache live.
-    """
-
-    def __init__(self, host: str, port: int) -> None:
-        server_class = _HealthWSGIServer6 if ":" in host else _HealthWSGIServer
-        self._server = server_class((host, port), _QuietHandler)
-        self.host, self.port = host, int(self._server.server_address[1])
-        self._thread: threading.Thread | None = None
-
-    def start(self, app: WSGIApplication) -> None:
-        """Serve `app`'s health paths from a thread (in the worker)."""
-        self._server.set_app(health_only(app))
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="health", daemon=True
-        )
-        self._thread.start()
-        log.info("health listener started", extra={"url": f"http://{self.host}:{self.port}"})
-
-    def stop(self) -> None:
-        """End the serving thread (when this process started one) and close the socket."""
-        if self._thread is not None:
-            self._server.shutdown()
-            self._thread.join(5)
-            self._thread = None
-        self._server.server_close()
-
-
 def host_of(listen: str) -> tuple[str, int]:
     """`127.0.0.1:8443` -> ("127.0.0.1", 8443); `[::1]:8443` -> ("::1", 8443)."""
     host, sep, port = listen.rpartition(":")
@@ -331,21 +195,26 @@ def host_of(listen: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def check_can_listen(host: str, port: int) -> None:
-    """Raise OSError when host:port cannot be bound (taken, or not an address of this host), so
-    that is a clear error before anything is registered, not gunicorn's retries and a log line.
-    gunicorn binds it again just after (both with SO_REUSEADDR)."""
+def listen_socket(host: str, port: int) -> socket.socket:
+    """The bound, listening TCP socket of host:port (port 0: any free one). OSError when it
+    cannot be bound (taken, or not an address of this host): a clear error before anything is
+    registered or started."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        probe.bind((host, port))
-        probe.listen()
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(1024)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 def answers_tls(host: str, port: int, ca_pem: bytes, timeout: float = 2.0) -> bool:
     """Whether a TLS server with a certificate from `ca_pem` answers on host:port: a completed
     handshake (or a TLS alert, as when the server requires a client certificate) proves that
-    gunicorn's worker is taking connections, since it does the handshake; a refused, reset or
+    the server's event loop is taking connections, since it does the handshake; a refused, reset or
     silent port does not, nor does a certificate from another CA."""
     context = ssl.create_default_context(cadata=ca_pem.decode())
     context.check_hostname = False  # the listen address need not be a name in the certificate

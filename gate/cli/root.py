@@ -181,12 +181,12 @@ def codes_command() -> None:
 
 
 # The admission webhook's commands (`gate webhook serve`): a door, not the core. They live in
-# `webhook.cli` and need the `webhook` extra (Flask, gunicorn, ...), which `gate check` never
+# `webhook.cli` and need the `webhook` extra (Flask, h11, ...), which `gate check` never
 # loads: `gate --help` lists this placeholder, and `_Gate.resolve_command` swaps in the real group
 # only when `gate webhook ...` runs.
 
 #: Top-level modules of the `webhook` extra: pip install 'prune-gate[webhook]'.
-WEBHOOK_EXTRA = ("flask", "gunicorn", "prometheus_client", "cryptography")
+WEBHOOK_EXTRA = ("flask", "h11", "prometheus_client", "cryptography")
 
 
 def _load_webhook() -> click.Command:

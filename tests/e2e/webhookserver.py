@@ -1,7 +1,7 @@
 """Serving the real webhook for end-to-end tests, and the helpers those tests share.
 
 `serve_webhook` runs `python -m webhook serve --self-signed --register` in a subprocess, so the
-real gunicorn server answers over TLS with its own CA and the real watch cache feeds the
+real HTTPS server answers over TLS with its own CA and the real watch cache feeds the
 decisions; the registration is removed when the server gets SIGTERM, which the exit checks.
 When the cluster's kube-apiserver presents a webhook client certificate (scripts/dev-cluster's
 does), the server requires it (`--client-ca`), as the chart does; `client_ca=False` serves
@@ -290,15 +290,13 @@ def serve_webhook(
         "Fail",
         "--timeout-seconds",
         "5",
-        "--threads",
-        "4",
         "--health-port",
         str(health_port),
         *ca_args,
         *args,
     ]
     with log.open("wb") as out:
-        # A session of its own, so `kill` reaches gunicorn's worker too.
+        # A session of its own, so `kill` reaches every process of the server.
         proc = subprocess.Popen(
             argv, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )

@@ -297,7 +297,7 @@ def test_deployment_runs_the_webhook_in_cluster() -> None:
         "--listen=0.0.0.0:8443",
         "--config=/config/prune-gate.yaml",
         f"--namespace={NAMESPACE}",
-        "--threads=8",
+        "--workers=2",
         f"--watch-registration={FULLNAME}",
         "--health-port=8081",
         "--stuck-interval=5m",

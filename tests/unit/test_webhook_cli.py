@@ -91,8 +91,8 @@ def test_in_cluster_when_there_is_no_kubeconfig(in_cluster: list[str]) -> None:
 
 
 def test_each_client_rewrites_certificate_files_a_worker_removed(tmp_path: Path) -> None:
-    """A gunicorn worker's exit removes the client's temporary certificate files (atexit runs in
-    the fork): the master's next client, unregistering the webhook, must not need them."""
+    """A worker process's exit removes the client's temporary certificate files (atexit runs in
+    a fork too): the parent's next client, unregistering the webhook, must not need them."""
     ca = base64.b64encode(tls.make_ca().cert_pem).decode()
     path = tmp_path / "kubeconfig"
     path.write_text(
@@ -114,12 +114,12 @@ def test_no_cluster_at_all_is_a_usage_error_before_serving(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     from gate.cli import main
-    from webhook import serve
+    from webhook import httpserver
 
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("KUBECONFIG", raising=False)
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    monkeypatch.setattr(serve.WebhookServer, "run", lambda self: pytest.fail("served"))
+    monkeypatch.setattr(httpserver.HttpsServer, "run", lambda *_a: pytest.fail("served"))
     with pytest.raises(ClusterError):
         kube_configuration(None)
     result = CliRunner().invoke(main, ["webhook", "serve", "--self-signed"])
@@ -179,7 +179,7 @@ class StderrLines:
 
 
 def _serve_until_sigterm(tmp_path: Path, *args: str) -> str:
-    """Run `gate webhook serve --self-signed ARGS` until its worker boots, SIGTERM it; its log."""
+    """Run `gate webhook serve --self-signed ARGS` until it serves, SIGTERM it; its log."""
     kubeconfig = _kubeconfig(tmp_path / "kubeconfig", "https://127.0.0.1:9")
     env = {**os.environ, "TMPDIR": str(tmp_path), "KUBECONFIG": str(kubeconfig)}
     cmd = [sys.executable, "-m", "gate", "webhook", "serve", "--self-signed"]
@@ -188,7 +188,7 @@ def _serve_until_sigterm(tmp_path: Path, *args: str) -> str:
     ) as proc:
         try:
             stderr = StderrLines(proc)
-            stderr.wait_for("Booting worker", timeout=60)
+            stderr.wait_for('"serving"', timeout=60)
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=30) == 0, "".join(stderr.lines)
             return stderr.rest(timeout=10)
@@ -204,7 +204,7 @@ def test_waiting_on_a_silent_server_has_a_deadline() -> None:
         try:
             stderr = StderrLines(proc)
             with pytest.raises(TimeoutError, match="starting"):
-                stderr.wait_for("Booting worker", timeout=2)
+                stderr.wait_for('"serving"', timeout=2)
             assert proc.poll() is None  # still hanging: the test, not the child, ended the wait
         finally:
             proc.kill()

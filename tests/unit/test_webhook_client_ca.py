@@ -32,7 +32,8 @@ from webhook import tls
 from webhook.app import EVENTS_OFF, Settings, create_app
 from webhook.cache import StaticCache
 from webhook.events import RecordingSink
-from webhook.serve import CertReloader, HealthServer
+from webhook.httpserver import HttpsServer
+from webhook.serve import CertReloader, health_only, listen_socket
 
 POLICY = policy_from_dict({"webhook": {"breakGlassGroups": ["platform-oncall"]}})
 
@@ -243,10 +244,15 @@ def _get(url: str, data: bytes | None = None) -> tuple[int, dict[str, Any] | str
 def test_the_health_port_serves_probes_and_metrics_and_never_validate() -> None:
     live = LiveState(POLICY.guarded_kinds)
     app = create_app(Settings(policy=POLICY, cache=StaticCache(live), now=lambda: NOW))
-    health = HealthServer("127.0.0.1", 0)
-    health.start(app)
+    server = HttpsServer(None, None)
+    sock = listen_socket("127.0.0.1", 0)
+    server.add_plain(sock, health_only(app))
+    up = threading.Event()
+    thread = threading.Thread(target=server.run, args=(None, up.set), daemon=True)
+    thread.start()
     try:
-        base = f"http://127.0.0.1:{health.port}"
+        assert up.wait(30), "the health listener did not start"
+        base = f"http://127.0.0.1:{sock.getsockname()[1]}"
         assert _get(f"{base}/healthz") == (200, {"status": "alive"})
         assert _get(f"{base}/readyz")[0] == 200
         status, text = _get(f"{base}/metrics")
@@ -256,7 +262,9 @@ def test_the_health_port_serves_probes_and_metrics_and_never_validate() -> None:
         assert isinstance(body, dict) and body["error"] == "not found"
         assert "/validate is on the TLS port" in body["reason"]
     finally:
-        health.stop()
+        server.stop()
+        thread.join(30)
+        sock.close()
 
 
 def test_a_busy_health_port_is_one_line_exit_2(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from webhook import tls
-from webhook.serve import answers_tls, check_can_listen
+from webhook.serve import answers_tls, listen_socket
 
 
 @contextmanager
@@ -86,5 +86,7 @@ def test_a_closed_port_does_not_answer(ca: tls.CertPair) -> None:
 
 def test_a_taken_port_cannot_be_listened_on() -> None:
     with socket.create_server(("127.0.0.1", 0)) as taken, pytest.raises(OSError):
-        check_can_listen("127.0.0.1", taken.getsockname()[1])
-    check_can_listen("127.0.0.1", 0)  # a free one raises nothing
+        listen_socket("127.0.0.1", taken.getsockname()[1])
+    with listen_socket("127.0.0.1", 0) as free:  # a free one raises nothing, and listens
+        assert free.getsockname()[1] > 0
+        socket.create_connection(free.getsockname(), timeout=5).close()
