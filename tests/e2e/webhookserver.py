@@ -59,6 +59,8 @@ class Webhook:
     client: WebhookClient | None = None
     #: SIGKILL the server and its worker at once, as a node failure would: nothing cleans up
     kill: Callable[[], None] = lambda: None
+    #: The server's process (with --workers above 1, the master)
+    pid: int = 0
 
     def get(self, path: str) -> tuple[int, str]:
         """GET over TLS, presenting the API server's client certificate when it is required."""
@@ -318,6 +320,7 @@ def serve_webhook(
         f"http://127.0.0.1:{health_port}",
         presented,
         kill,
+        proc.pid,
     )
     try:
 
