@@ -127,7 +127,12 @@ def test_a_worker_that_dies_is_started_again(master: Master) -> None:
     os.kill(before["1"], signal.SIGKILL)
     restarted = 'prune_gate_webhook_worker_restarts_total{worker="1"} 1.0'
     wait_for(lambda: restarted in master.get("/metrics")[1], "worker 1 to be started again")
-    after = wait_for(lambda: (p := master.worker_pids()) and len(p) == 2 and p, "two workers")
+
+    def two_workers() -> dict[str, int] | None:
+        pids = master.worker_pids()
+        return pids if len(pids) == 2 else None
+
+    after = wait_for(two_workers, "two workers")
     assert after["0"] == before["0"] and after["1"] != before["1"]
     assert master.doc("/readyz")[0] == 200
 
