@@ -10,7 +10,10 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
+import ssl
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -105,3 +108,28 @@ def test_two_workers_decide_and_one_that_dies_is_replaced(
         assert workers[0] in replaced and workers[1] not in replaced and len(replaced) == 2
         refused = wait_refused(delete_claim(kube.client, ns, claim, dry_run=True), "decided")
         assert refusal_reason(refused)[0] == "CLAIM_MOUNTED"
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_idle_clients_do_not_stall_the_api_servers_calls(
+    kube: Cluster, namespace: str, node: str, tmp_path: Path, workers: str
+) -> None:
+    """Before, 8 clients that connected and said nothing (gunicorn's 8 threads) stalled every
+    call of the API server until its timeout. Now 32 of them, half-open and handshaken-then-
+    silent, cost the API server nothing: a guarded DELETE is refused with its evidence."""
+    ns = namespace
+    claim = k.make_claim(kube.client, ns).metadata.name
+    k.make_pod(kube.client, ns, node, [claim])
+    with serve_webhook(kube, tmp_path, args=["--workers", workers]) as hook, ExitStack() as held:
+        host, port = hook.url.removeprefix("https://").rsplit(":", 1)
+        context = ssl.create_default_context(cafile=str(hook.ca_file))
+        context.check_hostname = False
+        if hook.client is not None:  # the server requires the API server's certificate
+            context.load_cert_chain(str(hook.client.cert), str(hook.client.key))
+        for i in range(32):
+            raw = socket.create_connection((host, int(port)), timeout=30)
+            if i % 2:
+                raw = context.wrap_socket(raw)  # handshaken, then silent
+            held.callback(raw.close)
+        refused = deny(delete_claim(kube.client, ns, claim, dry_run=True))
+        assert refused is not None and refusal_reason(refused)[0] == "CLAIM_MOUNTED"
