@@ -17,13 +17,16 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import Any
+from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
 from flask import Flask, Response, jsonify, request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
+from werkzeug.http import parse_options_header
 
 from gate.engine.fence import fence_status
 from gate.engine.policy import Policy
@@ -94,27 +97,28 @@ def create_app(settings: Settings) -> Flask:
     if not settings.record_events:
         log.warning(EVENTS_OFF)
 
-    def bad_request(reason: str) -> tuple[Response, int]:
+    def bad_request(reason: str) -> tuple[int, dict[str, Any]]:
         metrics.requests.labels("400").inc()
         log.warning("malformed admission review", extra={"reason": reason})
-        return jsonify({"error": "bad request", "reason": reason}), 400
+        return 400, {"error": "bad request", "reason": reason}
 
-    def too_large(length: int | None) -> tuple[Response, int]:
+    def too_large(length: int | None) -> tuple[int, dict[str, Any]]:
         size = f"body of {length} bytes" if length is not None else "body"
         reason = f"{size} exceeds the limit of {settings.max_body_bytes} bytes; not read"
         metrics.requests.labels("413").inc()
         log.warning("admission review too large", extra={"reason": reason})
-        return jsonify({"error": "payload too large", "reason": reason}), 413
+        return 413, {"error": "payload too large", "reason": reason}
 
-    @app.post("/validate")
-    def validate() -> tuple[Response, int]:
+    def answer(
+        mimetype: str, length: int | None, read_body: Callable[[], bytes]
+    ) -> tuple[int, dict[str, Any]]:
+        """The answer to one POST /validate: its status and JSON document."""
         started = time.perf_counter()
-        length = request.content_length
         if length is not None and length > settings.max_body_bytes:
             return too_large(length)
-        if not (request.mimetype or "").endswith("json"):
-            return bad_request(f"Content-Type must be application/json, not {request.mimetype!r}")
-        body = request.get_data(cache=False)
+        if not mimetype.endswith("json"):
+            return bad_request(f"Content-Type must be application/json, not {mimetype!r}")
+        body = read_body()
         if len(body) > settings.max_body_bytes:  # a chunked body has no length to check first
             return too_large(None)
         try:
@@ -127,7 +131,7 @@ def create_app(settings: Settings) -> Flask:
             # error instead, and let the webhook's failurePolicy decide.
             metrics.requests.labels("503").inc()
             log.warning("not ready, request not decided", extra={"uid": req.uid, "reason": why})
-            return jsonify({"error": "not ready", "reason": why}), 503
+            return 503, {"error": "not ready", "reason": why}
         now = settings.now()
         try:
             with settings.cache.lock:
@@ -138,12 +142,23 @@ def create_app(settings: Settings) -> Flask:
         except Exception:
             log.exception("could not decide", extra={"uid": req.uid})
             metrics.requests.labels("500").inc()
-            return jsonify({"error": "internal error", "reason": "could not decide"}), 500
+            return 500, {"error": "internal error", "reason": "could not decide"}
         doc = render_response(outcome.response)
         metrics.latency.observe(time.perf_counter() - started)
         metrics.requests.labels("200").inc()
         _record(outcome, req, settings, metrics)
-        return jsonify(doc), 200
+        return 200, doc
+
+    @app.post("/validate")
+    def validate() -> tuple[Response, int]:
+        """Reached only when the direct route below passes a request on (no valid
+        Content-Length, e.g. a chunked body from another WSGI server)."""
+        status, doc = answer(
+            request.mimetype or "", request.content_length, lambda: request.get_data(cache=False)
+        )
+        return jsonify(doc), status
+
+    app.wsgi_app = _direct_validate(app, app.wsgi_app, answer)  # type: ignore[method-assign, assignment]
 
     @app.get("/healthz")
     def healthz() -> tuple[Response, int]:
@@ -166,7 +181,8 @@ def create_app(settings: Settings) -> Flask:
         # Flask's own answers (404, 405, a chunked body past MAX_CONTENT_LENGTH) are HTML pages.
         code = exc.code or 500
         if code == 413:
-            return too_large(None)
+            status, doc = too_large(None)
+            return jsonify(doc), status
         reason = f"{request.method} {request.path}: {exc.description}"
         resp = jsonify({"error": exc.name.lower(), "reason": reason})
         if isinstance(exc, MethodNotAllowed) and exc.valid_methods:
@@ -180,6 +196,42 @@ def create_app(settings: Settings) -> Flask:
         return jsonify({"error": "internal error", "reason": "unhandled error, see the log"}), 500
 
     return app
+
+
+#: The one POST /validate answer: (mimetype, Content-Length, read the body) -> (status, doc).
+Answer = Callable[[str, int | None, Callable[[], bytes]], tuple[int, dict[str, Any]]]
+
+
+def _direct_validate(app: Flask, flask_wsgi: WSGIApplication, answer: Answer) -> WSGIApplication:
+    """POST /validate with a Content-Length answered straight from the WSGI environ, without
+    Flask's request context, routing and response objects, which cost about as much as the
+    decision itself on a busy webhook; everything else (and a body without a length) is Flask's.
+    The answer is the same function either way, rendered with the app's own JSON settings."""
+    internal = {"error": "internal error", "reason": "unhandled error, see the log"}
+
+    def wsgi(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") != "/validate" or environ.get("REQUEST_METHOD") != "POST":
+            return flask_wsgi(environ, start_response)
+        raw_length = environ.get("CONTENT_LENGTH") or ""
+        if not raw_length.isdigit() or "HTTP_TRANSFER_ENCODING" in environ:
+            return flask_wsgi(environ, start_response)
+        length = int(raw_length)
+        mimetype = parse_options_header(environ.get("CONTENT_TYPE", ""))[0].lower()
+        stream = environ["wsgi.input"]
+        try:
+            status, doc = answer(mimetype, length, lambda: stream.read(length))
+        except Exception:
+            log.exception("unhandled error", extra={"path": "/validate"})
+            app.extensions["prune_gate"]["metrics"].requests.labels("500").inc()
+            status, doc = 500, internal
+        body = (app.json.dumps(doc) + "\n").encode()
+        start_response(
+            f"{status} {HTTPStatus(status).phrase}",
+            [("Content-Type", "application/json"), ("Content-Length", str(len(body)))],
+        )
+        return [body]
+
+    return wsgi
 
 
 def req_fields(req: AdmissionRequest) -> dict[str, Any]:
