@@ -290,7 +290,8 @@ class HttpsServer:
                 close = True  # the unread body is still on the wire
             if close:
                 headers.append(("Connection", "close"))
-            out = conn.send(h11.Response(status_code=status, headers=headers)) or b""
+            response = h11.Response(status_code=status, headers=headers, reason=_phrase(status))
+            out = conn.send(response) or b""
             out += conn.send(h11.Data(data=body)) or b""
             out += conn.send(h11.EndOfMessage()) or b""
             writer.write(out)
@@ -436,6 +437,14 @@ class HttpsServer:
         headers = [(k, v) for k, v in answer["headers"] if k.lower() not in framing]
         headers.append(("Content-Length", str(len(body))))
         return answer["status"], headers, body
+
+
+def _phrase(status: int) -> bytes:
+    """The reason phrase of `status` (`OK`, `Forbidden`), or none for a code without one."""
+    try:
+        return HTTPStatus(status).phrase.encode()
+    except ValueError:
+        return b""
 
 
 _INTERNAL = b'{"error": "internal error", "reason": "unhandled error, see the log"}\n'

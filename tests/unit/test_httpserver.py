@@ -308,3 +308,19 @@ def _read_all(sock: ssl.SSLSocket) -> bytes:
     except (ConnectionResetError, ssl.SSLError):
         pass
     return data
+
+
+def test_status_lines_carry_their_reason_phrase(tmp_path: Path) -> None:
+    with serving(tmp_path) as served:
+        conn = served.connect()
+        try:
+            conn.request("GET", "/healthz")
+            ok = conn.getresponse()
+            ok.read()
+            conn.request("GET", "/nowhere")
+            missing = conn.getresponse()
+            missing.read()
+        finally:
+            conn.close()
+    assert (ok.status, ok.reason) == (200, "OK")
+    assert (missing.status, missing.reason) == (404, "Not Found")
