@@ -251,8 +251,12 @@ def serve(
                 api, state["registration"], cache, events, app, serving=state["serving"]
             )
             state["registrar"].start()
-        elif watch_registration:  # nothing can refuse its deletion
-            state["selfwatch"] = _watch_registration(api, None, events, app, watch_registration)
+        elif watch_registration:  # nothing can refuse its deletion; armed once this pod serves
+            from webhook.selfwatch import watch_and_arm
+
+            state["selfwatch"] = watch_and_arm(
+                api, events, app, watch_registration, lambda: cache.ready()[0], (host, _port)
+            )
         return app
 
     def stop_worker() -> None:

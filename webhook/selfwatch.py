@@ -10,7 +10,14 @@ configuration and, in `--register` mode, the registration written again. Install
 (`--watch-registration NAME`), the first configuration seen is the baseline: a change after it is
 reported (a `helm upgrade` that changes it is reported too, as a change to check), never restored.
 
-`differences` is pure; `SelfWatch` is the thread around it (one `webhook.cache.Watcher`).
+The chart's configuration is created disarmed (failurePolicy Ignore) and armed by this server
+(`webhook.arm`, through `watch_and_arm`): its failurePolicy is then not compared with the
+baseline. An entry seen armed that is Ignore again is reported (and armed again while the
+annotation asks for Fail), and so is the annotation turned from Fail to something else; the
+arming itself is not a change to report.
+
+`differences` and `disarmed` are pure; `SelfWatch` is the thread around them (one
+`webhook.cache.Watcher`).
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from prometheus_client.registry import Collector
 
 from gate.model.events import EventSpec
 from gate.model.refs import ObjectRef
+from webhook.arm import ANNOTATION, ARMED, Armer, unarmed, wanted_policy
 from webhook.cache import KindSpec, Watcher
 from webhook.events import EventSink
 from webhook.metrics import PREFIX
@@ -62,11 +70,15 @@ def _entry(hook: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def differences(expected: dict[str, Any], actual: dict[str, Any] | None) -> list[str]:
-    """What differs between the registered configuration and the live one; empty when none."""
+def differences(
+    expected: dict[str, Any], actual: dict[str, Any] | None, compare_policy: bool = True
+) -> list[str]:
+    """What differs between the registered configuration and the live one; empty when none.
+    Without `compare_policy`, failurePolicy is left to `disarmed` (an armed configuration)."""
     if actual is None:
         return ["the configuration was deleted"]
     live = {h.get("name"): h for h in actual.get("webhooks") or [] if isinstance(h, dict)}
+    keys = [k for k in COMPARED if compare_policy or k != "failurePolicy"]
     out: list[str] = []
     for hook in expected.get("webhooks") or []:
         name = hook["name"]
@@ -74,7 +86,30 @@ def differences(expected: dict[str, Any], actual: dict[str, Any] | None) -> list
             out.append(f"webhook {name} was removed")
             continue
         want, have = _entry(hook), _entry(live[name])
-        out.extend(f"webhook {name}: {key} changed" for key in COMPARED if want[key] != have[key])
+        out.extend(f"webhook {name}: {key} changed" for key in keys if want[key] != have[key])
+    return out
+
+
+def disarmed(
+    baseline: dict[str, Any], actual: dict[str, Any] | None, seen_armed: set[str]
+) -> list[str]:
+    """What switched off an armed configuration: an entry this process saw at Fail that is not
+    at Fail now, and the annotation turned from Fail to anything else. An entry never seen
+    armed is not reported: it is waiting to be armed."""
+    if actual is None:
+        return []
+    out = [
+        f"webhook {h.get('name')}: failurePolicy changed to {h.get('failurePolicy')} after it "
+        "was armed"
+        for h in actual.get("webhooks") or []
+        if isinstance(h, dict)
+        and h.get("name") in seen_armed
+        and h.get("failurePolicy", ARMED) != ARMED
+    ]
+    before, now = wanted_policy(baseline), wanted_policy(actual)
+    if before == ARMED and now != ARMED:
+        shown = (((actual.get("metadata") or {}).get("annotations")) or {}).get(ANNOTATION)
+        out.append(f"annotation {ANNOTATION} changed from Fail to {shown or 'nothing'}")
     return out
 
 
@@ -100,9 +135,14 @@ class SelfWatch:
         restore: Callable[[dict[str, Any]], None] | None = None,
         resync_seconds: float = 300.0,
         name: str = "",
+        armer: Armer | None = None,
     ) -> None:
         #: What the registration must be; None: the first one seen (a chart's, not ours to write).
         self.expected = expected
+        #: Arms a chart's configuration (`webhook.arm`); its failurePolicy is then its to set.
+        self.armer = armer
+        #: Entries this process has seen at failurePolicy Fail.
+        self.seen_armed: set[str] = set()
         self.name = str(expected["metadata"]["name"]) if expected is not None else name
         self.events = events
         self.restore = restore
@@ -119,18 +159,31 @@ class SelfWatch:
 
     def start(self) -> None:
         self.watcher.start()
+        if self.armer is not None:
+            self.armer.start()
 
     def stop(self) -> None:
         self.watcher.stop()
+        if self.armer is not None:
+            self.armer.stop()
 
     def observe(self, obj: dict[str, Any] | None) -> None:
         """One state of the configuration: report it when it differs from the registration."""
+        if self.armer is not None:
+            self.armer.offer(obj)
         if self.expected is None:
             if obj is None:
                 return  # nothing seen yet: the chart may not have applied it (see the readme)
             self.expected = obj  # the baseline: later changes are reported, not restored
+            self._note_armed(obj)
             return
-        found = differences(self.expected, obj)
+        # Armed by us: the baseline or the configuration now asks for Fail by its annotation.
+        if self.armer is not None and ARMED in (wanted_policy(self.expected), wanted_policy(obj)):
+            found = differences(self.expected, obj, compare_policy=False)
+            found += disarmed(self.expected, obj, self.seen_armed)
+        else:
+            found = differences(self.expected, obj)
+        self._note_armed(obj)
         if not found:
             return
         with self._lock:
@@ -140,11 +193,12 @@ class SelfWatch:
             f"ValidatingWebhookConfiguration {self.name} no longer guards what prune-gate "
             f"registered: {'; '.join(found)}"
         )
-        action = (
-            "registering it again"
-            if self.restore
-            else "restore it (helm upgrade) and check who changed it (audit log)"
-        )
+        if self.restore:
+            action = "registering it again"
+        elif self.armer is not None and unarmed(obj):
+            action = "arming it again once this pod serves; check who changed it (audit log)"
+        else:
+            action = "restore it (helm upgrade) and check who changed it (audit log)"
         log.error(message, extra={"registration": self.name, "changes": found, "action": action})
         ref = ObjectRef(
             "admissionregistration.k8s.io", "ValidatingWebhookConfiguration", "", self.name
@@ -152,6 +206,13 @@ class SelfWatch:
         self.events.submit(
             EventSpec(CONFIGURATION_TAMPERED, f"{message}; {action}", ref, API_VERSION, uid)
         )
+        recorded = wanted_policy(self.expected)
+        if self.armer is not None and obj is not None and recorded != wanted_policy(obj):
+            # The operator's recorded choice changed (a helm upgrade, or someone acting as one):
+            # reported once, then the new state is the baseline.
+            self.expected = obj
+            self.seen_armed.clear()
+            self._note_armed(obj)
         if self.restore is None:
             return
         try:
@@ -165,6 +226,13 @@ class SelfWatch:
         with self._lock:
             self.restored += 1
         log.warning("webhook registered again", extra={"registration": self.name})
+
+    def _note_armed(self, obj: dict[str, Any] | None) -> None:
+        if self.armer is None or obj is None:
+            return
+        for hook in obj.get("webhooks") or []:
+            if isinstance(hook, dict) and hook.get("failurePolicy", ARMED) == ARMED:
+                self.seen_armed.add(str(hook.get("name")))
 
     def collector(self) -> Collector:
         """The /metrics counters of this watch."""
@@ -186,3 +254,23 @@ class _Collector(Collector):
             "Times the webhook registered its configuration again after a change (--register)",
             value=self.watch.restored,
         )
+        if self.watch.armer is not None:
+            yield from self.watch.armer.collect()
+
+
+def watch_and_arm(
+    api: Any,
+    events: EventSink,
+    app: Any,
+    name: str,
+    cache_ready: Callable[[], bool],
+    listen: tuple[str, int],
+) -> SelfWatch:
+    """Start the self-watch of a chart's configuration `name`, arming it (`webhook.arm`) once
+    this server can answer for it; its counters on /metrics."""
+    watch = SelfWatch(
+        api, None, events, name=name, armer=Armer.for_server(api, name, cache_ready, listen)
+    )
+    app.extensions["prune_gate"]["metrics"].registry.register(watch.collector())
+    watch.start()
+    return watch

@@ -11,7 +11,12 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
+import signal
 import subprocess
+import sys
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,8 +25,11 @@ from typing import Any
 import pytest
 import yaml
 from cryptography import x509
+from kubernetes import client
 
+from . import kube as k
 from .kube import Cluster
+from .webhookserver import REPO, free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -297,3 +305,217 @@ def test_helm_uninstall_removes_the_cluster_scoped_objects(
     for kind in ("validatingwebhookconfiguration", "clusterrole", "clusterrolebinding"):
         gone = kube.kubectl("get", kind, fullname, check=False)
         assert gone.returncode != 0 and "NotFound" in gone.stderr, kind
+
+
+# --- arming: the install refuses nothing until a Ready pod arms it ------------------------------
+
+ARM_ANNOTATION = "prune-gate.io/failure-policy"
+
+
+def policies(kube: Cluster, name: str) -> list[str]:
+    config = kubectl_json(kube, "get", "validatingwebhookconfiguration", name)
+    return [h["failurePolicy"] for h in config["webhooks"]]
+
+
+def chart_webhook_argv(
+    kube: Cluster, namespace: str, fullname: str, tmp: Path, port: int, health_port: int
+) -> list[str]:
+    """`gate webhook serve` with the installed Deployment's own arguments, run here: the
+    chart's certificate, policy and flags, on loopback ports, with a kubeconfig that holds a
+    token of the chart's ServiceAccount (so it has exactly the chart's RBAC)."""
+    secret = kubectl_json(kube, "get", "secret", "-n", namespace, f"{fullname}-tls")
+    for key in ("tls.crt", "tls.key"):
+        (tmp / key).write_bytes(base64.b64decode(secret["data"][key]))
+    config_map = kubectl_json(kube, "get", "configmap", "-n", namespace, fullname)
+    (tmp / "prune-gate.yaml").write_text(config_map["data"]["prune-gate.yaml"])
+    token = kube.kubectl("create", "token", fullname, "-n", namespace, "--duration=1h")
+    admin = yaml.safe_load(Path(kube.kubeconfig).read_text())
+    cluster = admin["clusters"][0]
+    (tmp / "kubeconfig").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [cluster],
+                "users": [{"name": "sa", "user": {"token": token.stdout.strip()}}],
+                "contexts": [{"name": "sa", "context": {"cluster": cluster["name"], "user": "sa"}}],
+                "current-context": "sa",
+            }
+        )
+    )
+    deploy = kubectl_json(kube, "get", "deployment", "-n", namespace, fullname)
+    (c,) = deploy["spec"]["template"]["spec"]["containers"]
+    local = {
+        "--cert-file": str(tmp / "tls.crt"),
+        "--key-file": str(tmp / "tls.key"),
+        "--config": str(tmp / "prune-gate.yaml"),
+        "--listen": f"127.0.0.1:{port}",
+        "--health-port": str(health_port),
+    }
+    assert c["command"] == ["gate"] and c["args"][:2] == ["webhook", "serve"], c
+    args = []
+    for arg in c["args"][2:]:
+        flag, _, value = arg.partition("=")
+        args.append(f"{flag}={local.get(flag, value)}")
+    return [sys.executable, "-m", "webhook", "serve", *args, f"--kubeconfig={tmp / 'kubeconfig'}"]
+
+
+def metric(health_url: str, name: str) -> float | None:
+    """The sum over workers of a metric on the webhook's plain-HTTP /metrics; None if absent."""
+    try:
+        with urllib.request.urlopen(f"{health_url}/metrics", timeout=5) as resp:
+            text = resp.read().decode()
+    except OSError:
+        return None
+    values = [
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if re.match(rf"{re.escape(name)}(\{{[^}}]*\}})? ", line)
+    ]
+    return sum(values) if values else None
+
+
+def test_an_install_refuses_nothing_until_a_ready_pod_arms_it_and_upgrades_keep_it_so(
+    kube: Cluster, helm: Helm, namespace: str, tmp_path: Path
+) -> None:
+    """The chart with its defaults (failurePolicy Fail, no objectSelector): while no pod is
+    Ready, a guarded DELETE works; the real webhook, run here as the chart's ServiceAccount and
+    as one of its pods, arms the configuration once that pod is Ready, after which the API
+    server refuses a guarded DELETE it cannot ask about (the Service has no endpoints here); a
+    `helm upgrade` keeps it armed, and one that chooses Ignore disarms it for good."""
+    release = release_name()
+    fullname = f"{release}-prune-gate"
+    core = k.core(kube.client)
+    work = [k.unique("e2e-arm-a"), k.unique("e2e-arm-b")]
+    for ns in work:
+        core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
+    proc: subprocess.Popen[bytes] | None = None
+    log = tmp_path / "webhook.log"
+    try:
+        helm("install", release, str(CHART), "--namespace", namespace, values={})
+        config = kubectl_json(kube, "get", "validatingwebhookconfiguration", fullname)
+        assert config["metadata"]["annotations"][ARM_ANNOTATION] == "Fail"
+        assert policies(kube, fullname) == ["Ignore"]
+
+        # No pod is Ready (nothing runs them): a claim and a namespace can be deleted.
+        pods = k.wait_for(
+            lambda: core.list_namespaced_pod(namespace).items, what="the chart's pods"
+        )
+        assert not any(
+            c.type == "Ready" and c.status == "True"
+            for p in pods
+            for c in (p.status.conditions or [])
+        )
+        claim = k.make_claim(kube.client, work[0]).metadata.name
+        kube.kubectl("delete", "pvc", claim, "-n", work[0], "--wait=false")
+        kube.kubectl("delete", "namespace", work[0], "--wait=false")
+        assert core.read_namespace(work[0]).metadata.deletion_timestamp is not None
+
+        # The real webhook, as the chart runs it, standing in for one of the chart's pods.
+        pod = pods[0].metadata.name
+        port, health_port = free_port(), free_port()
+        while health_port == port:
+            health_port = free_port()
+        argv = chart_webhook_argv(kube, namespace, fullname, tmp_path, port, health_port)
+        health = f"http://127.0.0.1:{health_port}"
+        env = {**os.environ, "POD_NAMESPACE": namespace, "POD_NAME": pod}
+        with log.open("wb") as out:
+            proc = subprocess.Popen(
+                argv,
+                cwd=REPO,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+        def alive() -> bool:
+            assert proc is not None
+            if proc.poll() is not None:
+                raise AssertionError(f"webhook exited {proc.returncode}:\n{log.read_text()}")
+            return True
+
+        def waiting_for_the_pod() -> bool:
+            return alive() and f"pod {namespace}/{pod} is not Ready" in log.read_text()
+
+        k.wait_for(waiting_for_the_pod, timeout=60, what="the webhook to wait for its pod")
+        assert status_of(f"{health}/readyz") == 200  # it serves, but its pod is not Ready
+        assert policies(kube, fullname) == ["Ignore"]
+
+        # The kubelet's part: the pod becomes Ready. The webhook arms its configuration.
+        core.patch_namespaced_pod_status(
+            pod, namespace, {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+        )
+        k.wait_for(
+            lambda: alive() and policies(kube, fullname) == ["Fail"],
+            timeout=30,
+            what="the webhook to arm its configuration",
+        )
+        assert metric(health, "prune_gate_webhook_configuration_armed") == 1
+        assert metric(health, "prune_gate_webhook_configuration_tampered_total") == 0
+
+        # Armed, and it has effect: the API server cannot reach the Service, so it refuses.
+        claim = k.make_claim(kube.client, work[1]).metadata.name
+        refused = kube.kubectl("delete", "pvc", claim, "-n", work[1], "--wait=false", check=False)
+        assert refused.returncode != 0
+        assert 'failed calling webhook "prune-gate.prune-gate.io"' in refused.stderr
+        obj = core.read_namespaced_persistent_volume_claim(claim, work[1])
+        assert obj.metadata.deletion_timestamp is None
+
+        # An upgrade with the same values leaves it armed: not disarmed and armed again.
+        generation = kubectl_json(kube, "get", "validatingwebhookconfiguration", fullname)[
+            "metadata"
+        ]["generation"]
+        helm("upgrade", release, str(CHART), "--namespace", namespace, "--reuse-values")
+        after = kubectl_json(kube, "get", "validatingwebhookconfiguration", fullname)
+        assert [h["failurePolicy"] for h in after["webhooks"]] == ["Fail"]
+        assert after["metadata"]["generation"] == generation
+        assert metric(health, "prune_gate_webhook_configuration_tampered_total") == 0
+
+        # Choosing Ignore disarms it, and the running webhook does not arm it again.
+        helm(
+            "upgrade",
+            release,
+            str(CHART),
+            "--namespace",
+            namespace,
+            "--reuse-values",
+            "--set",
+            "webhook.failurePolicy=Ignore",
+        )
+        k.wait_for(
+            lambda: metric(health, "prune_gate_webhook_configuration_tampered_total") == 1,
+            timeout=30,
+            what="the webhook to see the choice of Ignore",
+        )
+        config = kubectl_json(kube, "get", "validatingwebhookconfiguration", fullname)
+        assert config["metadata"]["annotations"][ARM_ANNOTATION] == "Ignore"
+        assert [h["failurePolicy"] for h in config["webhooks"]] == ["Ignore"]
+        assert kube.kubectl("get", "clusterrole", f"{fullname}-arm", check=False).returncode != 0
+        kube.kubectl("delete", "pvc", claim, "-n", work[1], "--wait=false")
+        alive()
+        os.killpg(proc.pid, signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0, log.read_text()
+        text = log.read_text()
+        assert "webhook armed" in text and "Traceback" not in text, text
+    finally:
+        if proc is not None and proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        helm("uninstall", release, "--namespace", namespace, "--wait", "--timeout=60s", check=False)
+        for ns in work:
+            k.delete_if_present(core.delete_namespace, ns)
+    gone = kube.kubectl("get", "validatingwebhookconfiguration", fullname, check=False)
+    assert gone.returncode != 0 and "NotFound" in gone.stderr
+
+
+def status_of(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code

@@ -24,6 +24,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from gate.sources.policyfile import policy_from_dict, policy_from_text
+from webhook.arm import ANNOTATION, unarmed, wanted_policy
 from webhook.register import WEBHOOK_NAME, rules_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -149,8 +150,10 @@ def test_lint_strict(values: Obj) -> None:
 def test_defaults_render_the_expected_objects() -> None:
     assert kinds(render()) == [
         ("ClusterRole", FULLNAME),
+        ("ClusterRole", f"{FULLNAME}-arm"),
         ("ClusterRole", f"{FULLNAME}-selfwatch"),
         ("ClusterRoleBinding", FULLNAME),
+        ("ClusterRoleBinding", f"{FULLNAME}-arm"),
         ("ClusterRoleBinding", f"{FULLNAME}-selfwatch"),
         ("ConfigMap", FULLNAME),
         ("Deployment", FULLNAME),
@@ -193,7 +196,7 @@ def test_webhook_asks_about_deletes_and_updates_of_the_default_guarded_kinds() -
     }
     # The same rules `gate webhook serve --register` would register for the default policy.
     assert hook["rules"] == rules_for(policy_from_dict({}))
-    assert hook["failurePolicy"] == "Fail"
+    assert hook["failurePolicy"] == "Ignore"  # disarmed: the webhook arms it (below)
     assert hook["timeoutSeconds"] == 5
     assert hook["sideEffects"] == "NoneOnDryRun"
     assert hook["admissionReviewVersions"] == ["v1"]
@@ -275,6 +278,134 @@ def test_failure_policy_timeout_and_object_selector_values() -> None:
     assert (hook["failurePolicy"], hook["timeoutSeconds"]) == ("Ignore", 10)
     assert hook["objectSelector"] == selector
     assert one(render({"webhook": {"name": "guard"}}), "ValidatingWebhookConfiguration")
+
+
+# --- arming: created disarmed, armed by the webhook once a pod is Ready (webhook/arm.py) -------
+
+FENCE = {"policy": {"webhook": {"fence": {"namespace": "ci", "name": "fence"}}}}
+
+
+@pytest.mark.parametrize("chosen", ["Fail", "Ignore"])
+def test_every_entry_is_rendered_disarmed_and_the_chosen_policy_is_recorded(chosen: str) -> None:
+    """No install can refuse a DELETE before a pod answers: every entry is Ignore, whatever the
+    operator chose; the choice is the annotation the webhook arms it by."""
+    config = one(
+        render({**FENCE, "webhook": {"failurePolicy": chosen}}), "ValidatingWebhookConfiguration"
+    )
+    assert [(h["name"], h["failurePolicy"]) for h in config["webhooks"]] == [
+        (WEBHOOK_NAME, "Ignore"),
+        ("fence.prune-gate.io", "Ignore"),
+    ]
+    assert config["metadata"]["annotations"][ANNOTATION] == chosen
+    assert wanted_policy(config) == chosen
+    # What the webhook would patch: both entries to Fail when Fail was chosen, nothing otherwise.
+    assert unarmed(config) == ([WEBHOOK_NAME, "fence.prune-gate.io"] if chosen == "Fail" else [])
+
+
+def test_the_annotation_sits_beside_cert_managers_and_the_operators() -> None:
+    values = {"tls": {"mode": "certManager"}, "webhook": {"annotations": {"team": "platform"}}}
+    annotations = one(render(values), "ValidatingWebhookConfiguration")["metadata"]["annotations"]
+    assert annotations == {
+        ANNOTATION: "Fail",
+        "cert-manager.io/inject-ca-from": f"{NAMESPACE}/{FULLNAME}-serving",
+        "team": "platform",
+    }
+
+
+def test_the_annotation_is_set_by_failure_policy_only() -> None:
+    assert "failure-policy" in render_error({"webhook": {"annotations": {ANNOTATION: "Ignore"}}})
+
+
+def test_the_arm_role_may_patch_exactly_its_own_configuration_and_nothing_more() -> None:
+    objs = render({"webhook": {"name": "guard"}})
+    role = one(objs, "ClusterRole", f"{FULLNAME}-arm")
+    assert role["rules"] == [
+        {
+            "apiGroups": ["admissionregistration.k8s.io"],
+            "resources": ["validatingwebhookconfigurations"],
+            "resourceNames": ["guard"],
+            "verbs": ["patch"],
+        }
+    ]
+    binding = one(objs, "ClusterRoleBinding", f"{FULLNAME}-arm")
+    assert binding["roleRef"]["name"] == f"{FULLNAME}-arm"
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": FULLNAME, "namespace": NAMESPACE}
+    ]
+    # Over every role the chart makes: no other write on any webhook configuration.
+    writes = [
+        (rule.get("resourceNames"), verb)
+        for obj in objs
+        if obj["kind"] in ("ClusterRole", "Role")
+        for rule in obj["rules"]
+        if "admissionregistration.k8s.io" in rule["apiGroups"]
+        for verb in rule["verbs"]
+        if verb not in ("get", "list", "watch")
+    ]
+    assert writes == [(["guard"], "patch")]
+    # The webhook watches the configuration it may arm.
+    args = container(objs)["args"]
+    assert "--watch-registration=guard" in args
+
+
+@pytest.mark.parametrize(
+    "values",
+    [{"webhook": {"failurePolicy": "Ignore"}}, {"rbac": {"create": False}}],
+    ids=["Ignore-chosen", "no-rbac"],
+)
+def test_no_arm_role_when_nothing_is_to_be_armed_or_no_rbac_is_made(values: Obj) -> None:
+    assert not [o for o in render(values) if o["metadata"]["name"].endswith("-arm")]
+
+
+LIVE_SERVICE = {"name": FULLNAME, "namespace": NAMESPACE, "path": "/validate", "port": 443}
+
+
+@pytest.mark.parametrize(
+    ("chosen", "live", "rendered"),
+    [
+        ("Fail", None, "Ignore"),  # install (and `helm template`): nothing to look up
+        ("Fail", {"failurePolicy": "Ignore"}, "Ignore"),  # not armed yet
+        ("Fail", {"failurePolicy": "Fail"}, "Fail"),  # armed: an upgrade keeps it so
+        ("Ignore", {"failurePolicy": "Fail"}, "Ignore"),  # the operator chose Ignore
+        # armed, but for another CA or service: the webhook arms it again once it verifies
+        ("Fail", {"failurePolicy": "Fail", "caBundle": "b3RoZXI="}, "Ignore"),
+        ("Fail", {"failurePolicy": "Fail", "service": {"name": "other"}}, "Ignore"),
+        ("Fail", {"failurePolicy": "Fail", "service": {"port": 8443}}, "Ignore"),
+    ],
+)
+def test_the_rendered_policy_keeps_an_armed_entry_armed_only(
+    tmp_path: Path, chosen: str, live: Obj | None, rendered: str
+) -> None:
+    """The helper `webhook.yaml` gives the entry `lookup` found (upgrade); Helm's three-way merge
+    would set a live Fail back to a rendered Ignore on every upgrade."""
+    chart = tmp_path / "prune-gate"
+    shutil.copytree(CHART, chart)
+    entry: Obj | None = None
+    if live is not None:
+        service = {**LIVE_SERVICE, **live.get("service", {})}
+        client = {"service": service, "caBundle": live.get("caBundle", "Q0E=")}
+        entry = {"failurePolicy": live["failurePolicy"], "clientConfig": client}
+    (chart / "templates" / "probe.yaml").write_text(
+        '{{- $args := dict "chosen" .Values.webhook.failurePolicy "service" '
+        f'"{FULLNAME}" "namespace" .Release.Namespace "port" .Values.service.port '
+        '"caBundle" "Q0E=" }}\n'
+        "kind: Probe\n"
+        'policy: {{ include "prune-gate.renderedFailurePolicy" '
+        '(merge (dict "live" (.Values.probeLive | fromJson)) $args) }}\n'
+    )
+    (chart / "values.schema.json").unlink()  # for the probe's own value
+    result = run_helm(
+        "template",
+        RELEASE,
+        str(chart),
+        "--namespace",
+        NAMESPACE,
+        "--show-only",
+        "templates/probe.yaml",
+        values={"webhook": {"failurePolicy": chosen}, "probeLive": json.dumps(entry or {})},
+    )
+    assert result.returncode == 0, result.stderr
+    assert yaml.safe_load(result.stdout)["policy"] == rendered
 
 
 # --- the Deployment ---------------------------------------------------------------------------

@@ -52,5 +52,6 @@ def test_chart_renders_the_same_fence_entry_as_register() -> None:
         "webhooks"
     ]
     assert [h["name"] for h in hooks] == ["prune-gate.prune-gate.io", FENCE_WEBHOOK_NAME]
-    expected = fence_webhook(policy_from_dict(FENCE), hooks[1]["clientConfig"])
+    # Rendered disarmed, like every entry of the chart: the webhook arms it (webhook.arm).
+    expected = fence_webhook(policy_from_dict(FENCE), hooks[1]["clientConfig"], "Ignore")
     assert hooks[1] == expected

@@ -157,3 +157,23 @@ The policy the webhook reads: `policy`, with the protected labels above.
 {{- end }}
 {{- toYaml $policy }}
 {{- end }}
+
+{{/*
+The failurePolicy rendered for one webhook entry: Fail only when the operator chose Fail and the
+live entry (`live`, from `lookup`; absent on install and in `helm template`) is armed already
+and still calls the same service with the same caBundle; Ignore otherwise, for the webhook to
+arm once a pod that this caBundle verifies is Ready (webhook/arm.py).
+*/}}
+{{- define "prune-gate.renderedFailurePolicy" -}}
+{{- $policy := "Ignore" }}
+{{- $l := .live | default dict }}
+{{- if and (eq .chosen "Fail") (eq ($l.failurePolicy | default "") "Fail") }}
+{{- $cc := $l.clientConfig | default dict }}
+{{- $svc := $cc.service | default dict }}
+{{- $same := and (eq ($svc.name | default "") .service) (eq ($svc.namespace | default "") .namespace) (eq ($svc.path | default "") "/validate") (eq (toString ($svc.port | default 443)) (toString .port)) }}
+{{- if and $same (or (not .caBundle) (eq ($cc.caBundle | default "") .caBundle)) }}
+{{- $policy = "Fail" }}
+{{- end }}
+{{- end }}
+{{- $policy }}
+{{- end }}
