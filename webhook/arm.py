@@ -29,8 +29,6 @@ import base64
 import binascii
 import logging
 import os
-import socket
-import ssl
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -40,6 +38,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from gate.kube.client import JSON_PATCH, ApiStatusError, request_json
 from webhook.metrics import PREFIX
+from webhook.serve import answers_tls
 
 log = logging.getLogger("prune_gate.webhook.arm")
 
@@ -136,26 +135,8 @@ def local_address(host: str, port: int) -> tuple[str, int]:
 
 def serves(address: tuple[str, int], server_name: str, ca_pem: bytes, timeout: float = 2.0) -> bool:
     """Whether the TLS server at `address` presents a certificate that `ca_pem` verifies for
-    `server_name`, as the API server will check it. A TLS alert after the certificate was
-    verified (a server that requires a client certificate) still proves it; a refused port, a
-    certificate of another CA or for another name does not."""
-    try:
-        context = ssl.create_default_context(cadata=ca_pem.decode())
-    except (ssl.SSLError, ValueError, UnicodeDecodeError):
-        return False
-    try:
-        with (
-            socket.create_connection(address, timeout=timeout) as raw,
-            context.wrap_socket(raw, server_hostname=server_name) as conn,
-        ):
-            conn.getpeercert()
-    except ssl.SSLCertVerificationError:
-        return False
-    except ssl.SSLError:
-        return True
-    except OSError:
-        return False
-    return True
+    `server_name`, as the API server will check it (`webhook.serve.answers_tls`)."""
+    return answers_tls(address[0], address[1], ca_pem, timeout, server_name=server_name)
 
 
 def pod_readiness(api: Any, namespace: str, name: str) -> str:

@@ -211,17 +211,24 @@ def listen_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def answers_tls(host: str, port: int, ca_pem: bytes, timeout: float = 2.0) -> bool:
-    """Whether a TLS server with a certificate from `ca_pem` answers on host:port: a completed
-    handshake (or a TLS alert, as when the server requires a client certificate) proves that
-    the server's event loop is taking connections, since it does the handshake; a refused, reset or
-    silent port does not, nor does a certificate from another CA."""
-    context = ssl.create_default_context(cadata=ca_pem.decode())
-    context.check_hostname = False  # the listen address need not be a name in the certificate
+def answers_tls(
+    host: str, port: int, ca_pem: bytes, timeout: float = 2.0, server_name: str | None = None
+) -> bool:
+    """Whether a TLS server with a certificate from `ca_pem` (for `server_name`, when given, as
+    the API server checks it) answers on host:port: a completed handshake (or a TLS alert after
+    the certificate was verified, as when the server requires a client certificate) proves that
+    the server's event loop is taking connections, since it does the handshake; a refused, reset
+    or silent port does not, nor does a certificate from another CA or for another name."""
+    try:
+        context = ssl.create_default_context(cadata=ca_pem.decode())
+    except (ssl.SSLError, ValueError, UnicodeDecodeError):
+        return False
+    # Without a name, the listen address need not be a name in the certificate.
+    context.check_hostname = server_name is not None
     try:
         with (
             socket.create_connection((host, port), timeout=timeout) as raw,
-            context.wrap_socket(raw) as conn,
+            context.wrap_socket(raw, server_hostname=server_name) as conn,
         ):
             conn.getpeercert()
     except ssl.SSLCertVerificationError:
