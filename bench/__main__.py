@@ -17,6 +17,10 @@ BENCHMARKS = (
     ("live snapshot, vs kubectl and the typed client", "bench.bench_snapshot"),
     ("admission webhook latency and cache memory", "bench.bench_webhook"),
     ("gate doctor on stuck claims, vs kubectl | jq", "bench.bench_doctor"),
+    (
+        "webhook under load (vegeta), through the API server beside Kyverno, cache catch-up",
+        "bench.bench_load",
+    ),
 )
 
 

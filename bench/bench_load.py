@@ -1,0 +1,1449 @@
+"""The webhook under load from a separate process, through the real kube-apiserver beside Kyverno,
+and its cache's start and catch-up: issue 13's figures, printed as one table beside the targets.
+
+One cluster holds 10,000 pods and 5,000 claims in 100 namespaces (half the claims mounted by a pod,
+half by none; pods of realistic size, bench_snapshot's). Against the real `gate webhook serve`
+(TLS with --client-ca as the chart serves it, its watch cache filled from that cluster):
+
+1. load from another process: vegeta (built from its Go module, tools/vegeta) POSTs the
+   AdmissionReview of a refused DELETE (a claim a pod mounts) and of an allowed one (a claim
+   nothing mounts), 200 claims each, over kept-alive TLS connections as the API server does, at a
+   constant 100, 500 and 1,000 requests/s and saturated (-rate=0 with --max-workers concurrent
+   requests): p50/p90/p99, transport errors and non-2xx answers, and every 200 checked for the
+   right verdict and a uid that was sent; the server's memory, RSS and PSS summed over its process
+   tree (/proc). For each --workers value the installed CLI accepts.
+2. end to end through kube-apiserver: DELETE ?dryRun=All of a mounted and of an unmounted claim
+   in three namespaces: one no webhook sees, one that prune-gate's registration selects (what
+   `--register` registers, its namespaceSelector narrowed to that namespace's label), one that
+   Kyverno's selects (built from its Go module, tools/kyverno, run out of cluster the way its
+   developers run it, enforcing bench/kyverno-claim-in-use.yaml: an apiCall listing the
+   namespace's pods). In rounds, each round all six requests in a random order, so the three
+   setups share the API server's state and the machine's load; p50/p99 of each and the latency
+   each webhook adds over none.
+3. the cache: start to ready (/readyz on the health port), and a change to a decision: from the
+   API server's answer to a pod mounting a free claim (or to the deletion of its only pod) until
+   the webhook's verdict for that claim changes (the first changed answer, and the first of 10
+   changed answers in a row: with several workers each has its own cache), polled over new
+   connections.
+
+Run: `python -m bench.bench_load [--workers 1,2] [--duration 5] [--rounds 100] [--no-kyverno]`.
+With KUBECONFIG (or --kubeconfig) it uses that cluster and removes what it created, else it starts
+its own scripts/dev-cluster in a temporary directory. Everything listens and is loaded on
+127.0.0.1. vegeta and Kyverno are built on first use (scripts/build-binaries; Kyverno takes many
+minutes); if Kyverno cannot be built or started, the table says why and the rest is measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import http.client
+import json
+import os
+import random
+import re
+import resource
+import shutil
+import signal
+import socket
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from bench.bench_snapshot import BUILD_BINARIES, Raw, claim_body, cluster, kubectl_path, pod_body
+
+REPO = Path(__file__).resolve().parents[1]
+KYVERNO_POLICY = Path(__file__).with_name("kyverno-claim-in-use.yaml")
+KYVERNO_POLICY_NAME = "bench-refuse-mounted-claim-delete"
+KYVERNO_NAMESPACE = "kyverno"
+#: The namespace label the webhooks' namespaceSelectors pick their setup's namespace by.
+SETUP_LABEL = "bench.prune-gate.io/setup"
+SETUPS = ("none", "prune-gate", "kyverno")
+DEPLOYER = "system:serviceaccount:flux-system:kustomize-controller"
+POLICY: dict[str, Any] = {"webhook": {"deployers": [DEPLOYER]}}
+VWC = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
+MWC = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
+#: Pods tolerate their (kubelet-less) nodes going unreachable: no eviction mid-run.
+TOLERATIONS = [
+    {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
+    {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"},
+]
+# Issue 13's targets, on this machine.
+TARGET_SATURATED = 1500.0
+TARGET_P99_AT_500_MS = 5.0
+TARGET_ADDED_P50_MS = 2.0
+TARGET_MEMORY_MB = 150.0
+POLL_SECONDS = 0.01
+SETTLED_STREAK = 10
+ENFORCED_STREAK = 20
+#: vegeta gives up on a request after this long: the registration's timeoutSeconds (5 s, the
+#: default of `--timeout-seconds` and the chart), after which the API server applies the
+#: failurePolicy. A timeout counts as a transport error.
+TIMEOUT_SECONDS = 5
+
+T = TypeVar("T")
+
+
+class BenchError(Exception):
+    """Something the bench needs did not happen in time or answered wrong; the message says what."""
+
+
+def wait_for(what: str, check: Callable[[], T | None], timeout: float, every: float = 0.1) -> T:
+    """Poll check() until it returns something other than None/False; BenchError at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got is not None and got is not False:
+            return got
+        if time.monotonic() > deadline:
+            raise BenchError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(every)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def say(text: str) -> None:
+    print(text, flush=True)
+
+
+# ------------------------------------------------------------------------------ memory (/proc)
+
+
+@dataclass
+class Memory:
+    """MiB summed over a process tree; PSS splits pages the workers share with their master."""
+
+    rss: float = 0.0
+    pss: float = 0.0
+    processes: int = 0
+
+    def text(self) -> str:
+        if not self.processes:
+            return "-"
+        many = f", {self.processes} processes" if self.processes > 1 else ""
+        return f"RSS {self.rss:.0f} MiB (PSS {self.pss:.0f} MiB{many})"
+
+
+_SMAPS = re.compile(r"^(Rss|Pss):\s+(\d+) kB", re.MULTILINE)
+
+
+def process_tree(root: int) -> list[int]:
+    """`root` and every descendant, from the parent ids in /proc/*/stat."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry.name}/stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo += children.get(pid, [])
+    return out
+
+
+def memory_of(root: int) -> Memory:
+    mem = Memory()
+    for pid in process_tree(root):
+        try:
+            text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+        except OSError:
+            continue
+        kb = {k: int(v) for k, v in _SMAPS.findall(text)}
+        mem.rss += kb.get("Rss", 0) / 1024
+        mem.pss += kb.get("Pss", 0) / 1024
+        mem.processes += 1
+    return mem
+
+
+def connections_to(port: int) -> int:
+    """Established TCP connections whose local end is 127.0.0.1:port (/proc/net/tcp)."""
+    local = f"0100007F:{port:04X}"
+    try:
+        lines = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    except OSError:
+        return 0
+    return sum(1 for ln in lines if (f := ln.split())[1] == local and f[3] == "01")
+
+
+class PeakMemory:
+    """Samples a process tree's memory (and the connections to its port) from a thread while in
+    the `with` block; keeps the peaks."""
+
+    def __init__(self, root: int, port: int = 0, every: float = 0.25) -> None:
+        self.root, self.port, self.every = root, port, every
+        self.peak = Memory()
+        self.connections = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            mem = memory_of(self.root)
+            if mem.rss > self.peak.rss:
+                self.peak = mem
+            if self.port:
+                self.connections = max(self.connections, connections_to(self.port))
+            self._stop.wait(self.every)
+
+    def __enter__(self) -> PeakMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
+# ------------------------------------------------------------------------------ the cluster
+
+
+def api_call(
+    raw: Raw, method: str, path: str, query: Sequence[tuple[str, str]] = (), body: Any = None
+) -> tuple[int, bytes]:
+    """One request over the pooled, kept-alive connections of `raw`: (status, body), any status."""
+    m, url, headers, data, _ = raw.api.param_serialize(
+        method,
+        path,
+        query_params=list(query),
+        body=body,
+        header_params={"Content-Type": "application/json", "Accept": "application/json"},
+        auth_settings=["BearerToken"],
+    )
+    resp = raw.api.call_api(m, url, header_params=headers, body=data, _request_timeout=60)
+    return int(resp.status), bytes(resp.read())
+
+
+@dataclass
+class Layout:
+    """Where the bench's objects live: claim j and pod i in namespace (j or i) % namespaces; pod
+    i < claims/2 mounts claim i, so claims [0, claims/2) are mounted and the rest free."""
+
+    run: str
+    pods: int
+    claims: int
+    namespaces: int
+    nodes: list[str] = field(default_factory=list)
+
+    def ns(self, index: int) -> str:
+        return f"bench-load-{self.run}-{index % self.namespaces}"
+
+    @property
+    def all_ns(self) -> list[str]:
+        return [self.ns(k) for k in range(self.namespaces)]
+
+    @property
+    def mounted(self) -> int:
+        return self.claims // 2
+
+    def free_claim_in(self, ns_index: int, nth: int = 0) -> int:
+        """The nth free claim of namespace ns_index."""
+        j = self.mounted + (ns_index - self.mounted) % self.namespaces + nth * self.namespaces
+        if j >= self.claims:
+            raise BenchError(f"namespace {ns_index} has fewer than {nth + 1} free claims")
+        return j
+
+    def claim_path(self, j: int) -> str:
+        return f"/api/v1/namespaces/{self.ns(j)}/persistentvolumeclaims/data-{j}"
+
+
+def pod_with(i: int, node: str, claim: str | None, name: str | None = None) -> dict[str, Any]:
+    body = pod_body(i, node, claim)
+    body["spec"]["tolerations"] = TOLERATIONS
+    if name:
+        body["metadata"]["name"] = name
+    return body
+
+
+def populate(raw: Raw, lay: Layout) -> float:
+    """Namespaces (the first three labelled with their setup), two nodes, claims, then pods."""
+    started = time.perf_counter()
+    for k in range(lay.namespaces):
+        labels = {SETUP_LABEL: SETUPS[k]} if k < len(SETUPS) else {}
+        raw.request(
+            "POST", "/api/v1/namespaces", {"metadata": {"name": lay.ns(k), "labels": labels}}
+        )
+    for node in lay.nodes:
+        raw.request("POST", "/api/v1/nodes", {"metadata": {"name": node}})
+    claims = [
+        (f"/api/v1/namespaces/{lay.ns(j)}/persistentvolumeclaims", claim_body(j))
+        for j in range(lay.claims)
+    ]
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        for _ in pool.map(lambda pb: raw.request("POST", pb[0], pb[1]), claims):
+            pass
+    wanted = set(lay.all_ns)
+
+    def accounts_ready() -> bool:
+        items = raw.request("GET", "/api/v1/serviceaccounts")["items"]
+        have = {a["metadata"]["namespace"] for a in items if a["metadata"]["name"] == "default"}
+        return wanted <= have
+
+    wait_for("the default service accounts of the bench namespaces", accounts_ready, 120, 0.3)
+    pods = [
+        (
+            f"/api/v1/namespaces/{lay.ns(i)}/pods",
+            pod_with(i, lay.nodes[i % len(lay.nodes)], f"data-{i}" if i < lay.mounted else None),
+        )
+        for i in range(lay.pods)
+    ]
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        for _ in pool.map(lambda pb: raw.request("POST", pb[0], pb[1]), pods):
+            pass
+    return time.perf_counter() - started
+
+
+def cleanup(raw: Raw, lay: Layout) -> None:
+    """Force-delete the pods (no kubelet finishes them), then the namespaces and the nodes."""
+    for ns in lay.all_ns:
+        with contextlib.suppress(Exception):
+            api_call(raw, "DELETE", f"/api/v1/namespaces/{ns}/pods", [("gracePeriodSeconds", "0")])
+            api_call(raw, "DELETE", f"/api/v1/namespaces/{ns}")
+    for node in lay.nodes:
+        with contextlib.suppress(Exception):
+            api_call(raw, "DELETE", f"/api/v1/nodes/{node}")
+
+
+# ------------------------------------------------------------------------------ reviews
+
+
+def review(claim: dict[str, Any], uid: str) -> dict[str, Any]:
+    """The AdmissionReview kube-apiserver sends for `kubectl delete pvc --dry-run=server`."""
+    meta = claim["metadata"]
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": {"group": "", "version": "v1", "kind": "PersistentVolumeClaim"},
+            "resource": {"group": "", "version": "v1", "resource": "persistentvolumeclaims"},
+            "requestKind": {"group": "", "version": "v1", "kind": "PersistentVolumeClaim"},
+            "requestResource": {"group": "", "version": "v1", "resource": "persistentvolumeclaims"},
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "operation": "DELETE",
+            "userInfo": {
+                "username": "kubernetes-admin",
+                "groups": ["system:masters", "system:authenticated"],
+            },
+            "object": None,
+            "oldObject": {"apiVersion": "v1", "kind": "PersistentVolumeClaim", **claim},
+            "dryRun": True,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "DeleteOptions", "dryRun": ["All"]},
+        },
+    }
+
+
+@dataclass
+class Tls:
+    """What a caller of the webhook needs: its CA, and the API server's client pair if required."""
+
+    ca: Path
+    cert: Path | None = None
+    key: Path | None = None
+
+    def context(self) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(self.ca))
+        if self.cert and self.key:
+            ctx.load_cert_chain(str(self.cert), str(self.key))
+        return ctx
+
+
+class WebhookCaller:
+    """POSTs reviews to /validate: on one kept-alive connection, or a new one each time."""
+
+    def __init__(self, port: int, tls: Tls) -> None:
+        self.port, self.ctx = port, tls.context()
+        self.conn: http.client.HTTPSConnection | None = None
+
+    def _connection(self) -> http.client.HTTPSConnection:
+        return http.client.HTTPSConnection("127.0.0.1", self.port, context=self.ctx, timeout=10)
+
+    def allowed(self, body: bytes, fresh: bool = False) -> bool:
+        if fresh or self.conn is None:
+            if self.conn is not None:
+                self.conn.close()
+            self.conn = self._connection()
+        try:
+            self.conn.request("POST", "/validate", body, {"Content-Type": "application/json"})
+            resp = self.conn.getresponse()
+            data = resp.read()
+        except (OSError, http.client.HTTPException):
+            self.conn.close()
+            self.conn = None
+            raise
+        if fresh:
+            self.conn.close()
+            self.conn = None
+        if resp.status != 200:
+            raise BenchError(f"/validate answered {resp.status}: {data[:300]!r}")
+        return bool(json.loads(data)["response"]["allowed"])
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+
+
+# ------------------------------------------------------------------------------ the server
+
+
+@dataclass
+class Server:
+    proc: subprocess.Popen[bytes]
+    port: int
+    health_port: int
+    tls: Tls
+    log: Path
+    ready_seconds: float
+    ca_pem: bytes
+
+
+def serve_argv(
+    gate: str, kubeconfig: str, port: int, health_port: int, cert_dir: Path, policy: Path
+) -> list[str]:
+    return [
+        gate,
+        "webhook",
+        "serve",
+        "--self-signed",
+        "--cert-dir",
+        str(cert_dir),
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--health-port",
+        str(health_port),
+        "--config",
+        str(policy),
+        "--kubeconfig",
+        kubeconfig,
+        # the doctor pass lists the whole cluster on a timer: not part of answering reviews
+        "--stuck-interval",
+        "0s",
+    ]
+
+
+def health_status(port: int, path: str) -> int:
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+        conn.request("GET", path)
+        status = conn.getresponse().status
+        conn.close()
+        return int(status)
+    except (OSError, http.client.HTTPException):
+        return 0
+
+
+@contextlib.contextmanager
+def webhook_server(argv: list[str], tmp: Path, client: WebhookClientPair) -> Iterator[Server]:
+    """Start `gate webhook serve`, time it to /readyz 200, stop its whole process group after."""
+    port = int(argv[argv.index("--listen") + 1].rsplit(":", 1)[1])
+    health = int(argv[argv.index("--health-port") + 1])
+    cert_dir = Path(argv[argv.index("--cert-dir") + 1])
+    log = tmp / f"webhook-{port}.log"
+    with log.open("wb") as out:
+        started = time.monotonic()
+        proc = subprocess.Popen(
+            argv, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    try:
+
+        def ready() -> bool:
+            if proc.poll() is not None:
+                raise BenchError(f"the webhook exited {proc.returncode}:\n{tail(log)}")
+            return health_status(health, "/readyz") == 200
+
+        wait_for("the webhook's /readyz", ready, 300, 0.05)
+        ready_s = time.monotonic() - started
+        tls = Tls(cert_dir / "ca.crt", client.cert, client.key)
+        try:
+            yield Server(proc, port, health, tls, log, ready_s, (cert_dir / "ca.crt").read_bytes())
+        except Exception as exc:
+            if proc.poll() is not None:  # say why it stopped answering
+                raise BenchError(
+                    f"the webhook exited {proc.returncode} during the bench ({exc}); its log "
+                    f"ends:\n{tail(log, 30)}"
+                ) from exc
+            raise
+    finally:
+        stop_group(proc)
+
+
+def stop_group(proc: subprocess.Popen[bytes], grace: float = 30) -> None:
+    """SIGTERM the process (a session leader we started), then SIGKILL its group if it lingers."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(grace)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(10)
+
+
+@dataclass
+class WebhookClientPair:
+    """The client pair kube-apiserver presents to webhooks (scripts/dev-cluster's), if any."""
+
+    ca: Path | None = None
+    cert: Path | None = None
+    key: Path | None = None
+
+
+def webhook_client_of(kubeconfig: str) -> WebhookClientPair:
+    state = Path(kubeconfig).parent / "state.json"
+    try:
+        client = json.loads(state.read_text()).get("webhookClient") or {}
+    except (OSError, ValueError):
+        return WebhookClientPair()
+    if not all(k in client for k in ("ca", "cert", "key")):
+        return WebhookClientPair()
+    return WebhookClientPair(Path(client["ca"]), Path(client["cert"]), Path(client["key"]))
+
+
+def accepts_workers(gate: str) -> bool:
+    out = subprocess.run(
+        [gate, "webhook", "serve", "--help"], capture_output=True, text=True, timeout=120
+    )
+    return "--workers" in out.stdout
+
+
+# ------------------------------------------------------------------------------ vegeta
+
+
+@dataclass
+class Attack:
+    """One vegeta run: what was sent, what came back, how fast."""
+
+    rate: int  # 0: saturated
+    requests: int = 0
+    ok: int = 0
+    wrong: int = 0  # 200 with the wrong verdict, or a uid that was not sent
+    non_2xx: int = 0
+    transport: int = 0  # no answer: refused, reset, or TIMEOUT_SECONDS passed
+    timeouts: int = 0  # of those, timed out
+    p50: float = 0.0
+    p90: float = 0.0
+    p99: float = 0.0
+    achieved: float = 0.0  # requests/s sent
+    throughput: float = 0.0  # right answers/s
+    vegeta_cpu: float = 0.0
+    seconds: float = 0.0
+    errors: list[str] = field(default_factory=list)
+    peak: Memory = field(default_factory=Memory)
+    connections: int = 0  # the most open at once
+
+    @property
+    def failed(self) -> int:
+        return self.wrong + self.non_2xx + self.transport
+
+    def latency(self) -> str:
+        return f"p50 {self.p50:.1f} / p90 {self.p90:.1f} / p99 {self.p99:.1f} ms"
+
+    def outcome(self) -> str:
+        if not self.failed:
+            return f"{self.ok}/{self.requests} right"
+        parts = [
+            f"{n} {what}"
+            for n, what in (
+                (self.transport - self.timeouts, "transport errors"),
+                (self.timeouts, f"timeouts (> {TIMEOUT_SECONDS} s)"),
+                (self.non_2xx, "non-2xx"),
+                (self.wrong, "wrong verdicts"),
+            )
+            if n
+        ]
+        return f"{self.ok}/{self.requests} right, " + ", ".join(parts)
+
+
+def write_targets(path: Path, url: str, bodies: list[bytes]) -> None:
+    with path.open("w") as out:
+        for body in bodies:
+            target = {
+                "method": "POST",
+                "url": url,
+                "body": base64.b64encode(body).decode(),
+                "header": {"Content-Type": ["application/json"]},
+            }
+            out.write(json.dumps(target) + "\n")
+
+
+@dataclass
+class Targets:
+    """A vegeta targets file of reviews, the uids in it, and the verdict each must get."""
+
+    path: Path
+    uids: set[str]
+    allowed: bool
+
+
+def attack(
+    vegeta: str,
+    server: Server,
+    targets: Targets,
+    rate: int,
+    duration: float,
+    max_workers: int,
+    out_dir: Path,
+) -> Attack:
+    """One vegeta attack, its results decoded and every answer checked."""
+    results = out_dir / f"results-{uuid.uuid4().hex[:8]}.bin"
+    cmd = [
+        vegeta,
+        "attack",
+        "-format=json",
+        f"-targets={targets.path}",
+        f"-duration={duration}s",
+        f"-timeout={TIMEOUT_SECONDS}s",
+        "-http2=false",
+        "-keepalive=true",
+        "-max-body=-1",
+        f"-root-certs={server.tls.ca}",
+        f"-output={results}",
+    ]
+    if server.tls.cert and server.tls.key:
+        cmd += [f"-cert={server.tls.cert}", f"-key={server.tls.key}"]
+    if rate:
+        cmd += [f"-rate={rate}/1s", "-max-workers=1000"]
+    else:
+        cmd += ["-rate=0", f"-workers={max_workers}", f"-max-workers={max_workers}"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.monotonic()
+    with PeakMemory(server.proc.pid, server.port) as peak:
+        proc = subprocess.run(cmd, capture_output=True, timeout=duration + 60, check=False)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode:
+        raise BenchError(f"vegeta attack exited {proc.returncode}: {proc.stderr[-500:]!r}")
+    out = Attack(rate)
+    out.seconds = time.monotonic() - started
+    out.vegeta_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    out.peak = peak.peak
+    out.connections = peak.connections
+    report = json.loads(
+        subprocess.run(
+            [vegeta, "report", "-type=json", str(results)],
+            capture_output=True,
+            check=True,
+            timeout=120,
+        ).stdout
+    )
+    lat = report["latencies"]
+    out.p50, out.p90, out.p99 = (lat[k] / 1e6 for k in ("50th", "90th", "99th"))
+    out.requests = int(report["requests"])
+    out.achieved = float(report["rate"])
+    elapsed = (report["duration"] + report["wait"]) / 1e9
+    encoded = subprocess.run(
+        [vegeta, "encode", "-to=json", str(results)], capture_output=True, check=True, timeout=120
+    ).stdout
+    seen_errors: dict[str, int] = {}
+    for line in encoded.splitlines():
+        r = json.loads(line)
+        code = int(r.get("code") or 0)
+        if code == 0:
+            out.transport += 1
+            text = str(r.get("error") or "")
+            out.timeouts += "Timeout" in text or "deadline exceeded" in text
+            err = re.sub(r":\d+->", "->", str(r.get("error") or "no response"))  # client port
+            seen_errors[err] = seen_errors.get(err, 0) + 1
+        elif not 200 <= code < 300:
+            out.non_2xx += 1
+            key = f"HTTP {code}"
+            seen_errors[key] = seen_errors.get(key, 0) + 1
+        else:
+            try:
+                resp = json.loads(base64.b64decode(r.get("body") or ""))["response"]
+                right = resp["allowed"] is targets.allowed and resp["uid"] in targets.uids
+            except (ValueError, KeyError, TypeError):
+                right = False
+            if right:
+                out.ok += 1
+            else:
+                out.wrong += 1
+    out.errors = [f"{n}x {e[:160]}" for e, n in sorted(seen_errors.items(), key=lambda x: -x[1])]
+    out.throughput = out.ok / elapsed if elapsed > 0 else 0.0
+    results.unlink(missing_ok=True)
+    return out
+
+
+# ------------------------------------------------------------------------------ change -> decision
+
+
+def poll_until(
+    caller: WebhookCaller, body: bytes, want_allowed: bool, since: float, timeout: float
+) -> tuple[float, float]:
+    """Seconds from `since` to the first answer that is `want_allowed`, and to the first of
+    SETTLED_STREAK such answers in a row (new connections: with workers, any may answer)."""
+    deadline = time.monotonic() + timeout
+    first: float | None = None
+    streak_start: float | None = None
+    streak = 0
+    while time.monotonic() < deadline:
+        got = caller.allowed(body, fresh=True)
+        now = time.monotonic()
+        if got is want_allowed:
+            first = now if first is None else first
+            streak_start = now if streak_start is None else streak_start
+            streak += 1
+            if streak >= SETTLED_STREAK:
+                return first - since, streak_start - since
+        else:
+            streak_start, streak = None, 0
+        time.sleep(POLL_SECONDS)
+    want = "allowed" if want_allowed else "refused"
+    raise BenchError(f"the webhook did not answer {want} within {timeout:.0f}s of the change")
+
+
+@dataclass
+class Change:
+    mount_first: list[float] = field(default_factory=list)
+    mount_settled: list[float] = field(default_factory=list)
+    unmount_first: list[float] = field(default_factory=list)
+    unmount_settled: list[float] = field(default_factory=list)
+
+
+def change_trials(
+    raw: Raw, lay: Layout, server: Server, claims: list[dict[str, Any]], tag: str
+) -> Change:
+    """Per free claim: a pod that mounts it appears (refused from then on), then goes (allowed)."""
+    out = Change()
+    caller = WebhookCaller(server.port, server.tls)
+    try:
+        for k, claim in enumerate(claims):
+            ns, name = claim["metadata"]["namespace"], claim["metadata"]["name"]
+            body = json.dumps(review(claim, f"change-{tag}-{k}")).encode()
+            wait_for(f"{name} allowed before the trial", lambda: caller.allowed(body), 30)  # noqa: B023
+            pod = pod_with(90_000 + k, lay.nodes[0], name, name=f"bench-change-{tag}-{k}")
+            raw.request("POST", f"/api/v1/namespaces/{ns}/pods", pod)
+            first, settled = poll_until(caller, body, False, time.monotonic(), 30)
+            out.mount_first.append(first)
+            out.mount_settled.append(settled)
+            api_call(
+                raw,
+                "DELETE",
+                f"/api/v1/namespaces/{ns}/pods/{pod['metadata']['name']}",
+                [("gracePeriodSeconds", "0")],
+            )
+            first, settled = poll_until(caller, body, True, time.monotonic(), 30)
+            out.unmount_first.append(first)
+            out.unmount_settled.append(settled)
+    finally:
+        caller.close()
+    return out
+
+
+# ------------------------------------------------------------------------------ end to end
+
+
+@dataclass
+class Setup:
+    """One of the three: the namespace's mounted and free claim, and who must refuse."""
+
+    name: str
+    namespace: str
+    mounted: str
+    free: str
+    refuser: str | None  # substring of the API server's refusal message; None: nothing refuses
+
+
+def e2e_request(raw: Raw, setup: Setup, claim: str) -> tuple[float, int, bytes]:
+    path = f"/api/v1/namespaces/{setup.namespace}/persistentvolumeclaims/{claim}"
+    started = time.perf_counter()
+    status, body = api_call(raw, "DELETE", path, [("dryRun", "All")])
+    return time.perf_counter() - started, status, body
+
+
+def e2e_verdict_ok(setup: Setup, mounted: bool, status: int, body: bytes) -> bool:
+    """200 when nothing should refuse; else the API server's denial naming the setup's webhook
+    (`admission webhook "NAME" denied the request: ...`), not an error calling it."""
+    if setup.refuser is None or not mounted:
+        return status == 200
+    text = body.decode(errors="replace")
+    return 400 <= status < 500 and "denied the request" in text and setup.refuser in text
+
+
+def e2e_rounds(
+    raw: Raw, setups: list[Setup], rounds: int, warmup: int, notes: list[str]
+) -> tuple[dict[tuple[str, bool], list[float]], dict[tuple[str, bool], int]]:
+    """Latency samples per (setup, mounted), each round all requests in a random order; the
+    first wrong answer of each kind is added to `notes`."""
+    samples: dict[tuple[str, bool], list[float]] = {
+        (s.name, m): [] for s in setups for m in (True, False)
+    }
+    wrong: dict[tuple[str, bool], int] = dict.fromkeys(samples, 0)
+    rng = random.Random(13)
+    deadline = time.monotonic() + 600
+    for r in range(warmup + rounds):
+        if time.monotonic() > deadline:
+            raise BenchError(f"the end-to-end rounds took over 600s (round {r})")
+        order = [(s, m) for s in setups for m in (True, False)]
+        rng.shuffle(order)
+        for setup, mounted in order:
+            took, status, body = e2e_request(raw, setup, setup.mounted if mounted else setup.free)
+            if r < warmup:
+                continue
+            samples[(setup.name, mounted)].append(took)
+            if not e2e_verdict_ok(setup, mounted, status, body):
+                if not wrong[(setup.name, mounted)]:
+                    what = "mounted" if mounted else "free"
+                    notes.append(
+                        f"{setup.name}, {what} claim: first unexpected answer: HTTP {status} "
+                        f"{body[:400].decode(errors='replace')}"
+                    )
+                wrong[(setup.name, mounted)] += 1
+    return samples, wrong
+
+
+def wait_enforced(raw: Raw, setup: Setup, proc: subprocess.Popen[bytes] | None, log: Path) -> None:
+    """Until the API server sends the setup's DELETEs to its webhook, which answers both right
+    ENFORCED_STREAK times in a row (Kyverno's TLS fails for a while after its first answer)."""
+    streak = 0
+
+    def enforced() -> bool:
+        nonlocal streak
+        if proc is not None and proc.poll() is not None:
+            raise BenchError(f"exited {proc.returncode}; its log ends:\n{tail(log)}")
+        right = all(
+            e2e_verdict_ok(setup, mounted, *e2e_request(raw, setup, claim)[1:])
+            for mounted, claim in ((True, setup.mounted), (False, setup.free))
+        )
+        streak = streak + 1 if right else 0
+        return streak >= ENFORCED_STREAK
+
+    wait_for(f"{setup.name} to refuse {setup.namespace}/{setup.mounted}", enforced, 240, 0.05)
+
+
+def register_prune_gate(raw: Raw, server: Server, name: str) -> None:
+    """What `--register` registers (webhook.register), narrowed to the prune-gate namespace."""
+    from gate.sources.policyfile import policy_from_dict
+    from webhook.register import build_configuration
+
+    config = build_configuration(
+        name, f"https://127.0.0.1:{server.port}/validate", server.ca_pem, policy_from_dict(POLICY)
+    )
+    for hook in config["webhooks"]:
+        hook["namespaceSelector"] = {"matchLabels": {SETUP_LABEL: "prune-gate"}}
+    raw.request("POST", VWC, config)
+
+
+# ------------------------------------------------------------------------------ Kyverno
+
+
+def build_binary(name: str, timeout: float) -> tuple[str | None, str]:
+    """(path, "") or (None, why not), from scripts/build-binaries (built when missing)."""
+    try:
+        out = subprocess.run(
+            [str(BUILD_BINARIES), "path", name],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return None, f"scripts/build-binaries path {name} took over {timeout:.0f}s"
+    if out.returncode:
+        lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
+        return None, f"scripts/build-binaries path {name} failed: " + " | ".join(lines[-4:])
+    return out.stdout.strip(), ""
+
+
+@dataclass
+class Kyverno:
+    proc: subprocess.Popen[bytes]
+    log: Path
+    started: float
+
+
+@contextlib.contextmanager
+def kyverno_running(
+    binary: str, raw: Raw, kubeconfig: str, kubectl: str, tmp: Path, own_cluster: bool
+) -> Iterator[Kyverno]:
+    """Kyverno's admission controller out of cluster, as its DEVELOPMENT.md and .vscode/launch.json
+    run it: its CRDs (same module version) and namespace first, then the binary with --kubeconfig
+    and --serverIP (it makes its CA and serving pair as Secrets and registers its webhooks with
+    that URL). Its `kyverno` ConfigMap selects only the kyverno setup's namespace. Everything it
+    made is removed after."""
+    crds = sorted(Path(binary).parent.glob("*.yaml"))
+    if not crds:
+        raise BenchError(f"no CRDs beside {binary} (scripts/build-binaries copies them there)")
+    status, _ = api_call(raw, "GET", f"/api/v1/namespaces/{KYVERNO_NAMESPACE}")
+    if status == 200:
+        raise BenchError(
+            "the cluster has a kyverno namespace already: not starting a second Kyverno against it"
+        )
+    kube = [kubectl, f"--kubeconfig={kubeconfig}"]
+    proc: subprocess.Popen[bytes] | None = None
+    try:
+        proc, log, started = _start_kyverno(binary, raw, kube, crds, kubeconfig, tmp)
+        yield Kyverno(proc, log, started)
+    finally:
+        if proc is not None:
+            stop_group(proc, grace=20)
+        remove_kyverno(raw, kube, crds, own_cluster)
+
+
+def _start_kyverno(
+    binary: str, raw: Raw, kube: list[str], crds: list[Path], kubeconfig: str, tmp: Path
+) -> tuple[subprocess.Popen[bytes], Path, float]:
+    files = [f"--filename={c}" for c in crds]
+    subprocess.run(
+        [*kube, "apply", "--server-side", "--force-conflicts", *files],
+        check=True,
+        capture_output=True,
+        timeout=180,
+    )
+    subprocess.run(
+        [*kube, "wait", "--for=condition=Established", "--timeout=120s", *files],
+        check=True,
+        capture_output=True,
+        timeout=180,
+    )
+    raw.request("POST", "/api/v1/namespaces", {"metadata": {"name": KYVERNO_NAMESPACE}})
+    selector = {"namespaceSelector": {"matchLabels": {SETUP_LABEL: "kyverno"}}}
+    for name, data in (("kyverno", {"webhooks": json.dumps(selector)}), ("kyverno-metrics", {})):
+        raw.request(
+            "POST",
+            f"/api/v1/namespaces/{KYVERNO_NAMESPACE}/configmaps",
+            {"metadata": {"name": name}, "data": data},
+        )
+    subprocess.run(
+        [*kube, "apply", f"--filename={KYVERNO_POLICY}"],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    port = free_port()
+    env = {
+        **os.environ,
+        # .vscode/launch.json's "Launch Kyverno"
+        "KYVERNO_NAMESPACE": KYVERNO_NAMESPACE,
+        "KYVERNO_SERVICEACCOUNT_NAME": "kyverno-admission-controller",
+        "KYVERNO_DEPLOYMENT": "dummy",
+        "KYVERNO_POD_NAME": "dummy",
+        "INIT_CONFIG": "kyverno",
+        "METRICS_CONFIG": "kyverno-metrics",
+    }
+    argv = [
+        binary,
+        f"--kubeconfig={kubeconfig}",
+        f"--serverIP=127.0.0.1:{port}",
+        "--webhookServerHost=127.0.0.1",
+        f"--webhookServerPort={port}",
+        "--backgroundServiceAccountName=system:serviceaccount:kyverno:kyverno-background-controller",
+        "--reportsServiceAccountName=system:serviceaccount:kyverno:kyverno-reports-controller",
+        "--caSecretName=kyverno-svc.kyverno.svc.kyverno-tls-ca",
+        "--tlsSecretName=kyverno-svc.kyverno.svc.kyverno-tls-pair",
+        # loopback only: its metrics listener, and no controller-runtime one
+        "--metricsHost=127.0.0.1",
+        f"--metricsPort={free_port()}",
+        "--controllerRuntimeMetricsAddress=0",
+        "-v=1",
+    ]
+    log = tmp / "kyverno.log"
+    with log.open("wb") as out:
+        started = time.monotonic()
+        proc = subprocess.Popen(
+            argv, cwd=tmp, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    return proc, log, started
+
+
+def remove_kyverno(raw: Raw, kube: list[str], crds: list[Path], own_cluster: bool) -> None:
+    """Its webhook configurations first (they would refuse with nothing behind them), then the
+    policy, its namespace and, on a cluster the bench did not start, the CRDs."""
+    for path in (VWC, MWC):
+        with contextlib.suppress(Exception):
+            for item in raw.request("GET", path)["items"]:
+                meta = item["metadata"]
+                labels = meta.get("labels") or {}
+                if meta["name"].startswith("kyverno-") or "webhook.kyverno.io/managed-by" in labels:
+                    api_call(raw, "DELETE", f"{path}/{meta['name']}")
+    with contextlib.suppress(Exception):
+        api_call(raw, "DELETE", f"/apis/kyverno.io/v1/clusterpolicies/{KYVERNO_POLICY_NAME}")
+    with contextlib.suppress(Exception):
+        api_call(raw, "DELETE", f"/api/v1/namespaces/{KYVERNO_NAMESPACE}")
+    if not own_cluster:
+        files = [f"--filename={c}" for c in crds]
+        subprocess.run(
+            [*kube, "delete", "--ignore-not-found", "--wait=false", *files],
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+
+
+# ------------------------------------------------------------------------------ the table
+
+
+@dataclass
+class Row:
+    figure: str
+    measured: str
+    target: str = ""
+    meets: bool | None = None
+
+
+def pct(samples: list[float], q: int) -> float:
+    """The q-th percentile in ms (statistics' exclusive method; the sample itself when n < 2)."""
+    if len(samples) < 2:
+        return samples[0] * 1000 if samples else float("nan")
+    return statistics.quantiles(samples, n=100)[q - 1] * 1000
+
+
+def print_table(rows: list[Row], header: str) -> None:
+    say("")
+    say(header)
+    cols = ("figure", "measured", "target", "meets")
+    cells = [
+        (r.figure, r.measured, r.target, "" if r.meets is None else ("yes" if r.meets else "NO"))
+        for r in rows
+    ]
+    widths = [max(len(c[i]) for c in [cols, *cells]) for i in range(4)]
+    line = "| " + " | ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)) + " |"
+    say(line)
+    say("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for c in cells:
+        say("| " + " | ".join(x.ljust(w) for x, w in zip(c, widths, strict=True)) + " |")
+
+
+def attack_rows(w: int, kind: str, attacks: list[Attack], max_workers: int) -> list[Row]:
+    rows = []
+    for a in attacks:
+        if a.rate:
+            target, meets = "", None
+            if a.rate == 500:
+                target = f"p99 <= {TARGET_P99_AT_500_MS:.0f} ms"
+                meets = a.p99 <= TARGET_P99_AT_500_MS and not a.failed
+            rows.append(
+                Row(
+                    f"[w={w}] {kind} DELETE, constant {a.rate}/s",
+                    f"{a.latency()}; sent {a.achieved:.0f}/s; {a.outcome()}",
+                    target,
+                    meets,
+                )
+            )
+        else:
+            rows.append(
+                Row(
+                    f"[w={w}] {kind} DELETE, saturated ({max_workers} concurrent)",
+                    f"{a.throughput:,.0f} req/s; {a.latency()}; {a.outcome()}; "
+                    f"vegeta used {a.vegeta_cpu / a.seconds:.0%} of a core",
+                    f">= {TARGET_SATURATED:,.0f} req/s, no errors",
+                    a.throughput >= TARGET_SATURATED and not a.failed,
+                )
+            )
+    return rows
+
+
+# ------------------------------------------------------------------------------ main
+
+
+def measure_workers(
+    w: int,
+    argv: list[str],
+    args: argparse.Namespace,
+    ctx: Context,
+) -> tuple[list[Row], list[str]]:
+    """Everything for one --workers value; the end-to-end part too when w is ctx.e2e_workers."""
+    rows: list[Row] = []
+    notes: list[str] = []
+    say(f"\n-- workers={w}: starting `{' '.join(Path(a).name for a in argv[:3])} ...`")
+    with webhook_server(argv, ctx.tmp, ctx.client) as server:
+        idle = memory_of(server.proc.pid)
+        say(f"ready in {server.ready_seconds:.1f}s; {idle.text()}")
+        rows.append(
+            Row(
+                f"[w={w}] start to ready ({ctx.lay.pods:,} pods + {ctx.lay.claims:,} claims)",
+                f"{server.ready_seconds:.1f} s",
+            )
+        )
+        url = f"https://127.0.0.1:{server.port}/validate"
+        caller = WebhookCaller(server.port, server.tls)
+        targets: dict[str, Targets] = {}
+        for kind, claims, allowed in (
+            ("refused", ctx.mounted_claims, False),
+            ("allowed", ctx.free_claims, True),
+        ):
+            uids = {f"{kind}-{w}-{i}-{uuid.uuid4().hex[:6]}" for i in range(len(claims))}
+            bodies = [
+                json.dumps(review(c, u)).encode() for c, u in zip(claims, sorted(uids), strict=True)
+            ]
+            for b in bodies[:3]:
+                if caller.allowed(b) is not allowed:
+                    raise BenchError(f"a {kind} review was answered allowed={not allowed}")
+            path = ctx.tmp / f"targets-{kind}-{w}.jsonl"
+            write_targets(path, url, bodies)
+            targets[kind] = Targets(path, uids, allowed)
+        caller.close()
+        attack(ctx.vegeta, server, targets["refused"], 100, 1, 1, ctx.tmp)  # warm-up
+        peak, peak_conns = idle, 0
+        attacks: dict[str, list[Attack]] = {kind: [] for kind in targets}
+        # The lowest rate, then saturated, then the higher rates: a rate above what the server
+        # can answer piles up connections and memory that would colour the saturated figure.
+        rates = sorted(args.rates)
+        for rate in [rates[0], 0, *rates[1:]]:
+            for kind, target in targets.items():
+                wait_for(
+                    "the last run's connections to close",
+                    lambda: connections_to(server.port) == 0,
+                    30,
+                )
+                a = attack(
+                    ctx.vegeta, server, target, rate, args.duration, args.max_workers, ctx.tmp
+                )
+                say(
+                    f"{kind} @{rate or 'max'}: {a.latency()}, {a.throughput:.0f} right/s, "
+                    f"{a.outcome()}; server {a.peak.text()}, {a.connections} connections"
+                )
+                for e in a.errors[:3]:
+                    say(f"   {e}")
+                if a.errors:
+                    notes.append(f"w={w} {kind} @{rate or 'max'}: " + "; ".join(a.errors[:3]))
+                if a.peak.rss > peak.rss:
+                    peak, peak_conns = a.peak, a.connections
+                attacks[kind].append(a)
+        for kind, done in attacks.items():
+            done.sort(key=lambda a: (a.rate == 0, a.rate))
+            rows += attack_rows(w, kind, done, args.max_workers)
+        rows.append(
+            Row(
+                f"[w={w}] server memory, ready / peak under load",
+                f"{idle.text()} / {peak.text()} ({peak_conns} connections open)",
+                f"<= {TARGET_MEMORY_MB:.0f} MB",
+                peak.rss * 1.048576 <= TARGET_MEMORY_MB,
+            )
+        )
+        change = change_trials(ctx.raw, ctx.lay, server, ctx.change_claims, str(w))
+        n = len(change.mount_first)
+        for what, first, settled in (
+            ("a pod mounting a free claim -> refused", change.mount_first, change.mount_settled),
+            ("its only pod deleted -> allowed", change.unmount_first, change.unmount_settled),
+        ):
+            rows.append(
+                Row(
+                    f"[w={w}] change to decision: {what}",
+                    f"p50 {statistics.median(first) * 1000:.0f} ms (first changed answer), "
+                    f"{statistics.median(settled) * 1000:.0f} ms ({SETTLED_STREAK} in a row); "
+                    f"max {max(settled) * 1000:.0f} ms; n={n}",
+                )
+            )
+        say(f"change to decision: {rows[-2].measured} | {rows[-1].measured}")
+        bad = [
+            ln for ln in server.log.read_text(errors="replace").splitlines() if "Traceback" in ln
+        ]
+        if bad:
+            notes.append(f"w={w}: the server log has {len(bad)} tracebacks ({server.log})")
+        if w == ctx.e2e_workers:
+            e2e_rows, e2e_notes = end_to_end(ctx, server, args)
+            rows += e2e_rows
+            notes += e2e_notes
+    return rows, notes
+
+
+@dataclass
+class Context:
+    raw: Raw
+    lay: Layout
+    kubeconfig: str
+    tmp: Path
+    client: WebhookClientPair
+    vegeta: str
+    kyverno: str | None
+    kyverno_reason: str
+    own_cluster: bool
+    e2e_workers: int
+    mounted_claims: list[dict[str, Any]] = field(default_factory=list)
+    free_claims: list[dict[str, Any]] = field(default_factory=list)
+    change_claims: list[dict[str, Any]] = field(default_factory=list)
+
+
+def end_to_end(
+    ctx: Context, server: Server, args: argparse.Namespace
+) -> tuple[list[Row], list[str]]:
+    lay, raw = ctx.lay, ctx.raw
+    setups = [
+        Setup(
+            name,
+            lay.ns(k),
+            f"data-{k}",
+            f"data-{lay.free_claim_in(k)}",
+            {"none": None, "prune-gate": "prune-gate.prune-gate.io", "kyverno": "kyverno"}[name],
+        )
+        for k, name in enumerate(SETUPS)
+    ]
+    notes: list[str] = []
+    registration = f"bench-load-{lay.run}"
+    say(f"\n-- end to end through kube-apiserver (prune-gate with workers={ctx.e2e_workers})")
+    register_prune_gate(raw, server, registration)
+    kyverno_rows: list[Row] = []
+    measured = setups[:2]
+    reason = ctx.kyverno_reason
+    try:
+        wait_enforced(raw, setups[1], None, server.log)
+        with contextlib.ExitStack() as stack:
+            ky: Kyverno | None = None
+            if ctx.kyverno is not None:
+                try:
+                    ky = stack.enter_context(
+                        kyverno_running(
+                            ctx.kyverno,
+                            raw,
+                            ctx.kubeconfig,
+                            kubectl_path(),
+                            ctx.tmp,
+                            ctx.own_cluster,
+                        )
+                    )
+                    wait_enforced(raw, setups[2], ky.proc, ky.log)
+                    took = time.monotonic() - ky.started
+                    measured = setups
+                    kyverno_rows.append(
+                        Row("Kyverno: start to enforcing the policy", f"{took:.1f} s")
+                    )
+                    say(f"Kyverno enforcing after {took:.1f}s")
+                except (BenchError, subprocess.SubprocessError, OSError, RuntimeError) as exc:
+                    reason = f"{type(exc).__name__}: {exc}"
+                    if ky is not None:
+                        reason += f"\n{tail(ky.log, 25)}"
+                    say(f"Kyverno not measured: {reason}")
+                    stack.close()  # stopped and removed before the rounds
+                    ky = None
+            samples, wrong = e2e_rounds(raw, measured, args.rounds, 10, notes)
+            kept = connections_to(server.port)  # the API server's, kept alive between calls
+            if ky is not None and measured is setups:
+                kyverno_rows.append(
+                    Row("Kyverno: memory after the rounds", memory_of(ky.proc.pid).text())
+                )
+    finally:
+        with contextlib.suppress(Exception):
+            api_call(raw, "DELETE", f"{VWC}/{registration}")
+    rows: list[Row] = []
+    for s in measured:
+        for mounted in (True, False):
+            got = samples[(s.name, mounted)]
+            verdict = "refused" if s.refuser and mounted else "allowed"
+            bad = wrong[(s.name, mounted)]
+            rows.append(
+                Row(
+                    f"API DELETE dryRun=All, {s.name}, {'mounted' if mounted else 'free'} claim",
+                    f"p50 {pct(got, 50):.1f} / p99 {pct(got, 99):.1f} ms; "
+                    f"{len(got) - bad}/{len(got)} {verdict} as expected",
+                    "",
+                    None if not bad else False,
+                )
+            )
+    base = {m: statistics.median(samples[("none", m)]) * 1000 for m in (True, False)}
+    added: dict[str, dict[bool, float]] = {}
+    for s in measured[1:]:
+        added[s.name] = {
+            m: statistics.median(samples[(s.name, m)]) * 1000 - base[m] for m in (True, False)
+        }
+        rows.append(
+            Row(
+                f"added p50 over no webhook, {s.name}",
+                f"refused {added[s.name][True]:+.1f} ms, allowed {added[s.name][False]:+.1f} ms"
+                + (
+                    f" (the API server kept {kept} connection(s) open to it)"
+                    if s.name == "prune-gate"
+                    else ""
+                ),
+                f"<= {TARGET_ADDED_P50_MS:.0f} ms" if s.name == "prune-gate" else "",
+                max(added[s.name].values()) <= TARGET_ADDED_P50_MS
+                if s.name == "prune-gate"
+                else None,
+            )
+        )
+    if "kyverno" in added:
+        pg, ky_added = added["prune-gate"], added["kyverno"]
+        ratio = [
+            f"{'refused' if m else 'allowed'} {ky_added[m] / pg[m]:.1f}x" if pg[m] > 0 else "n/a"
+            for m in (True, False)
+        ]
+        totals = [
+            statistics.median(samples[("kyverno", m)])
+            / statistics.median(samples[("prune-gate", m)])
+            for m in (True, False)
+        ]
+        rows.append(
+            Row(
+                "Kyverno's added p50 / prune-gate's (whole DELETE: Kyverno / prune-gate)",
+                f"{', '.join(ratio)} ({totals[0]:.2f}x, {totals[1]:.2f}x)",
+                "prune-gate ahead",
+                all(ky_added[m] > pg[m] for m in (True, False)),
+            )
+        )
+        rows += kyverno_rows
+    else:
+        why = reason.splitlines()[0] if reason else "off"
+        rows.append(Row("end to end, Kyverno", f"Kyverno: not measured ({why})"))
+        if reason:
+            notes.append("Kyverno not measured: " + reason)
+    return rows, notes
+
+
+def fetch_claims(raw: Raw, lay: Layout, indices: list[int]) -> list[dict[str, Any]]:
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        got = list(pool.map(lambda j: raw.request("GET", lay.claim_path(j)), indices))
+    for c in got:
+        c.pop("apiVersion", None)
+        c.pop("kind", None)
+        (c.get("metadata") or {}).pop("managedFields", None)
+    return got
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--workers", default="1,2", help="gate webhook serve --workers values")
+    parser.add_argument("--pods", type=int, default=10_000)
+    parser.add_argument("--claims", type=int, default=5_000)
+    parser.add_argument("--namespaces", type=int, default=100)
+    parser.add_argument("--rates", default="100,500,1000", help="constant rates, requests/s")
+    parser.add_argument("--duration", type=float, default=5.0, help="seconds per vegeta run")
+    parser.add_argument("--max-workers", type=int, default=64, help="concurrency when saturated")
+    parser.add_argument("--rounds", type=int, default=100, help="end-to-end rounds")
+    parser.add_argument("--trials", type=int, default=5, help="change-to-decision trials")
+    parser.add_argument("--no-kyverno", action="store_true", help="leave Kyverno out")
+    parser.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"))
+    args = parser.parse_args(argv)
+    try:
+        return run(parser, args)
+    except BenchError as exc:
+        say(f"bench_load: error: {exc}")
+        return 1
+
+
+def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """The whole bench; BenchError when something it needs fails."""
+    try:
+        workers = [int(w) for w in args.workers.split(",") if w.strip()]
+        args.rates = [int(r) for r in args.rates.split(",") if r.strip()]
+    except ValueError:
+        parser.error("--workers and --rates take comma-separated integers")
+    if not workers or min(workers) < 1 or not args.rates or min(args.rates) < 1:
+        parser.error("--workers and --rates need positive integers")
+    if args.namespaces < 4 or args.pods < args.claims // 2:
+        parser.error("need --namespaces >= 4 and --pods >= --claims / 2")
+    if args.claims < 2 * args.namespaces * (args.trials + 1):
+        parser.error("need --claims >= 2 * --namespaces * (--trials + 1)")
+    gate = shutil.which("gate") or str(Path(sys.executable).with_name("gate"))
+    if not Path(gate).exists():
+        parser.error("gate is not on PATH: run it from the project's virtualenv (make bench)")
+
+    notes: list[str] = []
+    supported = accepts_workers(gate)
+    measured_ws = []
+    for w in workers:
+        if supported or w == 1:
+            measured_ws.append(w)
+        else:
+            say(f"note: skipping --workers {w}: `gate webhook serve --help` has no --workers")
+            notes.append(f"--workers {w} not measured: the installed CLI has no --workers option")
+    if not measured_ws:
+        parser.error("no --workers value the installed CLI accepts")
+
+    say("vegeta: scripts/build-binaries path vegeta (built on first use)")
+    vegeta, why = build_binary("vegeta", 1800)
+    if vegeta is None:
+        raise SystemExit(f"cannot measure load without vegeta: {why}")
+    kyverno: str | None = None
+    kyverno_reason = "--no-kyverno"
+    if not args.no_kyverno:
+        say("kyverno: scripts/build-binaries path kyverno (built on first use: many minutes)")
+        kyverno, kyverno_reason = build_binary("kyverno", 3600)
+
+    lay = Layout(uuid.uuid4().hex[:6], args.pods, args.claims, args.namespaces)
+    lay.nodes = [f"bench-load-{lay.run}-node-{i}" for i in range(2)]
+    rows: list[Row] = []
+    with (
+        cluster(args.kubeconfig) as kubeconfig,
+        tempfile.TemporaryDirectory(prefix="prune-gate-bench-load-") as tmpdir,
+    ):
+        tmp = Path(tmpdir)
+        raw = Raw(kubeconfig, pool=16)
+        try:
+            say(
+                f"creating {lay.pods:,} pods and {lay.claims:,} claims "
+                f"in {lay.namespaces} namespaces"
+            )
+            took = populate(raw, lay)
+            say(f"created in {took:.0f}s")
+            ctx = Context(
+                raw,
+                lay,
+                kubeconfig,
+                tmp,
+                webhook_client_of(kubeconfig),
+                vegeta,
+                kyverno,
+                kyverno_reason,
+                own_cluster=not args.kubeconfig,
+                e2e_workers=measured_ws[-1],
+            )
+            step = max(1, lay.mounted // 200)
+            ctx.mounted_claims = fetch_claims(raw, lay, list(range(0, lay.mounted, step))[:200])
+            ctx.free_claims = fetch_claims(
+                raw, lay, list(range(lay.mounted, lay.claims, step))[:200]
+            )
+            ctx.change_claims = fetch_claims(
+                raw, lay, [lay.free_claim_in(3, m) for m in range(args.trials)]
+            )
+            policy = tmp / "prune-gate.json"
+            policy.write_text(json.dumps(POLICY))
+            for w in measured_ws:
+                port, health = free_port(), free_port()
+                argv_w = serve_argv(gate, kubeconfig, port, health, tmp / f"certs-{w}", policy)
+                if ctx.client.ca is not None:
+                    argv_w += ["--client-ca", str(ctx.client.ca)]
+                if supported:
+                    argv_w += ["--workers", str(w)]
+                got_rows, got_notes = measure_workers(w, argv_w, args, ctx)
+                rows += got_rows
+                notes += got_notes
+        finally:
+            if args.kubeconfig:  # a cluster of our own goes down whole
+                cleanup(raw, lay)
+            raw.close()
+    pinned = subprocess.run(
+        [str(BUILD_BINARIES), "versions"], capture_output=True, text=True, timeout=60, check=False
+    ).stdout.splitlines()
+    tools = ", ".join(ln.split(" (")[0] for ln in pinned if ln.startswith(("vegeta", "kyverno")))
+    header = (
+        f"bench_load: {lay.pods:,} pods + {lay.claims:,} claims in {lay.namespaces} namespaces; "
+        f"{tools}; "
+        f"vegeta {args.duration:g} s per rate over kept-alive TLS; "
+        f"{args.rounds} end-to-end rounds; {os.cpu_count()} CPUs, "
+        f"load average {os.getloadavg()[0]:.1f}, Python {sys.version.split()[0]}"
+    )
+    print_table(rows, header)
+    for note in notes:
+        say(f"note: {note}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
