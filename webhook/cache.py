@@ -31,7 +31,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -40,7 +40,7 @@ from gate.engine.livestate import LiveState, ref_of, served_custom_kind
 from gate.engine.policy import Policy
 from gate.kube.client import METADATA, METADATA_LIST, ApiStatusError, GoneError, request_json
 from gate.kube.resources import RESOURCES
-from gate.kube.watch import WatchStream, list_complete, open_watch
+from gate.kube.watch import ListedItems, WatchStream, open_watch
 from gate.model.errors import UncountedError
 from gate.model.events import EventSpec
 from gate.model.liveview import LiveObject, LiveView, PodUse, Volume
@@ -137,9 +137,10 @@ class CacheStats:
 
 
 class Sink(Protocol):
-    """Where one kind's list and watch events go."""
+    """Where one kind's list and watch events go. `replace` gets the items of a complete list
+    as they are read, page by page: it iterates them once, to the end."""
 
-    def replace(self, items: list[dict[str, Any]]) -> None: ...
+    def replace(self, items: Iterable[dict[str, Any]]) -> None: ...
 
     def apply(self, event_type: str, obj: dict[str, Any]) -> None: ...
 
@@ -170,23 +171,33 @@ class _StateSink:
     def _ref(self, obj: dict[str, Any]) -> ObjectRef:
         return ref_of(obj, self.spec.api_version, self.spec.kind)
 
-    def replace(self, items: list[dict[str, Any]]) -> None:
-        listed = {self._ref(o): o for o in items}
-        changed = [
-            (ref, o) for ref, o in listed.items() if not _rv(o) or self.versions.get(ref) != _rv(o)
-        ]
-        gone = [ref for ref in self.versions if ref not in listed]
+    def replace(self, items: Iterable[dict[str, Any]]) -> None:
+        """Apply a complete list as it arrives: what changed, a batch per lock hold; then,
+        once the list is whole, forget what it no longer has."""
+        seen: set[ObjectRef] = set()
+        batch: list[tuple[ObjectRef, dict[str, Any]]] = []
+        for o in items:
+            ref = self._ref(o)
+            seen.add(ref)
+            if not _rv(o) or self.versions.get(ref) != _rv(o):
+                batch.append((ref, o))
+                if len(batch) >= BATCH:
+                    self._upsert(batch)
+                    batch = []
+        self._upsert(batch)
+        gone = [ref for ref in self.versions if ref not in seen]
         live = self.cache.live
         for i in range(0, len(gone), BATCH):
             with self.cache.lock:
                 for ref in gone[i : i + BATCH]:
                     live.delete(ref)
                     self.versions.pop(ref, None)
-        for i in range(0, len(changed), BATCH):
-            with self.cache.lock:
-                for ref, o in changed[i : i + BATCH]:
-                    live.upsert(o, self.spec.api_version, self.spec.kind)
-                    self.versions[ref] = _rv(o)
+
+    def _upsert(self, batch: list[tuple[ObjectRef, dict[str, Any]]]) -> None:
+        with self.cache.lock:
+            for ref, o in batch:
+                self.cache.live.upsert(o, self.spec.api_version, self.spec.kind)
+                self.versions[ref] = _rv(o)
 
     def apply(self, event_type: str, obj: dict[str, Any]) -> None:
         ref = self._ref(obj)
@@ -202,9 +213,10 @@ class _StateSink:
 class _CrdSink(_StateSink):
     """CRDs go into the state, and start or stop the count of their custom resources."""
 
-    def replace(self, items: list[dict[str, Any]]) -> None:
-        super().replace(items)
-        self.cache.sync_custom_kinds(items)
+    def replace(self, items: Iterable[dict[str, Any]]) -> None:
+        crds = list(items)  # a few hundred at most
+        super().replace(crds)
+        self.cache.sync_custom_kinds(crds)
 
     def apply(self, event_type: str, obj: dict[str, Any]) -> None:
         super().apply(event_type, obj)
@@ -218,9 +230,10 @@ class _LeaseSink:
     def __init__(self, cache: WatchCache) -> None:
         self.cache = cache
 
-    def replace(self, items: list[dict[str, Any]]) -> None:
+    def replace(self, items: Iterable[dict[str, Any]]) -> None:
+        leases = list(items)  # one, by its name
         with self.cache.lock:
-            self.cache.lease = parse_lease(items[0]) if items else None
+            self.cache.lease = parse_lease(leases[0]) if leases else None
 
     def apply(self, event_type: str, obj: dict[str, Any]) -> None:
         with self.cache.lock:
@@ -239,9 +252,10 @@ class _CountSink:
         meta = obj.get("metadata") or {}
         return (str(meta.get("namespace", "")), str(meta.get("name", "")))
 
-    def replace(self, items: list[dict[str, Any]]) -> None:
+    def replace(self, items: Iterable[dict[str, Any]]) -> None:
+        keys = {self._key(o) for o in items}
         with self.cache.lock:
-            self.keys = {self._key(o) for o in items}
+            self.keys = keys
             self.cache.live.set_custom_resource_count(self.group, self.kind, len(self.keys))
 
     def apply(self, event_type: str, obj: dict[str, Any]) -> None:
@@ -376,8 +390,9 @@ class Watcher:
     def list_once(self) -> str:
         """One complete, paginated list into the sink; returns its resourceVersion."""
         accept = METADATA_LIST if self.spec.metadata_only else "application/json"
-        items, rv = list_complete(self.api, self.spec.path, self.spec.selector, accept=accept)
-        self.sink.replace(items)
+        listed = ListedItems(self.api, self.spec.path, self.spec.selector, accept=accept)
+        self.sink.replace(listed)
+        rv = listed.resource_version
         self.last_heard = self.clock()
         self.synced = True
         self.problem = ""

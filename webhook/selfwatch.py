@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from prometheus_client.core import CounterMetricFamily
@@ -117,8 +117,9 @@ class _Sink:
     def __init__(self, watch: SelfWatch) -> None:
         self.watch = watch
 
-    def replace(self, items: list[dict[str, Any]]) -> None:
-        self.watch.observe(items[0] if items else None)
+    def replace(self, items: Iterable[dict[str, Any]]) -> None:
+        listed = list(items)  # one, by its name
+        self.watch.observe(listed[0] if listed else None)
 
     def apply(self, event_type: str, obj: dict[str, Any]) -> None:
         self.watch.observe(None if event_type == "DELETED" else obj)

@@ -1,7 +1,9 @@
 """Lists that are complete and watches that are streamed: the two reads a cache is built from.
 
-Watches are fast; lists are complete. `list_complete` reads every page of a list and returns its
-resourceVersion, from which `open_watch` streams the changes. A watch asks the server to end it
+Watches are fast; lists are complete. `ListedItems` reads every page of a list as it is iterated
+(so no more than one page of decoded objects need be held at once: a 10,000-pod list decoded whole
+is a few hundred MB that the process keeps) and then knows the list's resourceVersion, from which
+`open_watch` streams the changes. A watch asks the server to end it
 after `seconds` (with bookmarks) and reads with a timeout a little longer, so a silent stream (a
 paused proxy, a half-open connection) raises instead of leaving a cache that looks fine. A 410
 from either is `GoneError`: the resourceVersion is too old, list again.
@@ -40,6 +42,42 @@ class WatchEvent:
         return str((meta or {}).get("resourceVersion") or "") if isinstance(meta, dict) else ""
 
 
+class ListedItems:
+    """Every item of a list, read page by page (`limit`, `continue`) as it is iterated once;
+    `resource_version` is the list's, known once the iteration has ended."""
+
+    def __init__(
+        self,
+        api: Any,
+        path: str,
+        query: Sequence[tuple[str, Any]] = (),
+        accept: str = JSON,
+        page_size: int = PAGE_SIZE,
+        timeout: tuple[float, float] = (10, 30),
+    ) -> None:
+        self._api, self._path, self._query = api, path, query
+        self._accept, self._page_size, self._timeout = accept, page_size, timeout
+        self._version: str | None = None
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        def fetch(q: list[tuple[str, Any]]) -> dict[str, Any]:
+            return request_json(
+                self._api, "GET", self._path, q, accept=self._accept, timeout=self._timeout
+            )
+
+        version = ""
+        for page in list_pages(fetch, self._page_size, self._query):
+            version = str((page.get("metadata") or {}).get("resourceVersion") or "")
+            yield from (i for i in page.get("items") or [] if isinstance(i, dict))
+        self._version = version
+
+    @property
+    def resource_version(self) -> str:
+        if self._version is None:
+            raise RuntimeError("the list was not read to its end")
+        return self._version
+
+
 def list_complete(
     api: Any,
     path: str,
@@ -48,17 +86,10 @@ def list_complete(
     page_size: int = PAGE_SIZE,
     timeout: tuple[float, float] = (10, 30),
 ) -> tuple[list[dict[str, Any]], str]:
-    """Every item of a list, page by page (`limit`, `continue`), and the list's resourceVersion."""
-    items: list[dict[str, Any]] = []
-    version = ""
-
-    def fetch(q: list[tuple[str, Any]]) -> dict[str, Any]:
-        return request_json(api, "GET", path, q, accept=accept, timeout=timeout)
-
-    for page in list_pages(fetch, page_size, query):
-        items.extend(i for i in page.get("items") or [] if isinstance(i, dict))
-        version = str((page.get("metadata") or {}).get("resourceVersion") or "")
-    return items, version
+    """Every item of a list, page by page, held at once; and the list's resourceVersion."""
+    listed = ListedItems(api, path, query, accept, page_size, timeout)
+    items = list(listed)
+    return items, listed.resource_version
 
 
 class WatchStream:

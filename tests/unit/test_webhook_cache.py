@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from gate.kube.client import ApiStatusError
-from gate.model.errors import ConfigError, UncountedError
+from gate.model.errors import ClusterError, ConfigError, UncountedError
 from gate.model.refs import ObjectRef
 from gate.sources.policyfile import policy_from_dict
-from webhook.cache import KindSpec, WatchCache, _CountSink, _StateSink, custom_kind_of
+from webhook.cache import BATCH, KindSpec, WatchCache, _CountSink, _StateSink, custom_kind_of
 from webhook.events import RecordingSink
 
 
@@ -274,6 +274,34 @@ def test_a_relist_applies_only_what_changed(api: FakeApi, monkeypatch: pytest.Mo
     assert upserts == ["p7"]
     assert len(cache.live.pods) == 999
     assert cache.live.claim_users("app", "other")[0].name == "p7"
+
+
+def test_a_list_is_applied_as_it_is_read_and_its_removals_only_once_whole(
+    api: FakeApi,
+) -> None:
+    """A 10,000-pod list decoded whole is hundreds of MB the process keeps: the sink applies
+    each batch while the rest is still being read, and forgets what the list no longer has
+    only at its end (a list that fails half-way removes nothing)."""
+    cache = _cache(api)
+    sink = _StateSink(cache, KindSpec("v1", "Pod", "pods"))
+    sink.replace([pod("old", "data", rv="1")])
+    seen_while_reading: list[int] = []
+
+    def pages(fail: bool) -> Iterator[dict[str, Any]]:
+        for i in range(3 * BATCH):
+            if i % BATCH == 0:
+                seen_while_reading.append(len(cache.live.pods))
+            yield pod(f"p{i}", "data", rv=str(i + 10))
+        if fail:
+            raise ClusterError("connection reset half-way")
+
+    with pytest.raises(ClusterError):
+        sink.replace(pages(fail=True))
+    assert seen_while_reading == [1, 1 + BATCH, 1 + 2 * BATCH]
+    assert len(cache.live.pods) == 1 + 3 * BATCH  # "old" is still there: the list never ended
+    sink.replace(pages(fail=False))
+    assert len(cache.live.pods) == 3 * BATCH
+    assert "old" not in {p.name for p in cache.live.claim_users("app", "data")}
 
 
 def test_custom_resources_it_may_not_list_stay_uncounted_but_ready(api: FakeApi) -> None:
