@@ -172,10 +172,18 @@ def serve(
     from webhook import register as reg
     from webhook import tls
     from webhook.httpserver import HttpsServer, Limits
-    from webhook.serve import CertReloader, answers_tls, health_only, host_of, listen_socket
+    from webhook.serve import (
+        CertReloader,
+        answers_tls,
+        health_only,
+        host_of,
+        listen_socket,
+        return_freed_buffers,
+    )
     from webhook.tls import CertificateError
 
     jsonlog.configure()
+    return_freed_buffers()
     try:
         policy = load_policy(config_path)
         host, _port = host_of(listen)
