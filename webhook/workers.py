@@ -122,7 +122,6 @@ class Supervisor:
     _dir: Path | None = None
     _sockets: dict[int, socket.socket] = field(default_factory=dict)
     _table: list[_Worker] = field(default_factory=list)
-    _stopping: bool = False
 
     def run(self) -> None:
         """Fork the workers and supervise them until SIGTERM or SIGINT; then stop them, waiting
@@ -141,7 +140,6 @@ class Supervisor:
             server.add_background(self._supervise)
             server.run(None, ready=self.ready)
         finally:
-            self._stopping = True
             self._stop_workers()
             for sock in self._sockets.values():
                 sock.close()

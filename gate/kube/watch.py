@@ -78,20 +78,6 @@ class ListedItems:
         return self._version
 
 
-def list_complete(
-    api: Any,
-    path: str,
-    query: Sequence[tuple[str, Any]] = (),
-    accept: str = JSON,
-    page_size: int = PAGE_SIZE,
-    timeout: tuple[float, float] = (10, 30),
-) -> tuple[list[dict[str, Any]], str]:
-    """Every item of a list, page by page, held at once; and the list's resourceVersion."""
-    listed = ListedItems(api, path, query, accept, page_size, timeout)
-    items = list(listed)
-    return items, listed.resource_version
-
-
 class WatchStream:
     """One open watch: iterate for its events; `abort()` (from another thread) ends a blocked
     read, `close()` gives the connection back. Use as a context manager."""

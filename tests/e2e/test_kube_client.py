@@ -16,7 +16,7 @@ from gate.kube.client import (
     load_configuration,
     new_api_client,
 )
-from gate.kube.watch import list_complete, open_watch
+from gate.kube.watch import ListedItems, open_watch
 
 from .kube import Cluster
 
@@ -98,7 +98,9 @@ def test_a_complete_list_then_a_watch_from_its_version(
         api.create(base, _map(f"listed-{i}"), "create configmap")
     raw = new_api_client(load_configuration(kube.kubeconfig, None))
     try:
-        items, version = list_complete(raw, base, page_size=2)
+        listed = ListedItems(raw, base, page_size=2)
+        items = list(listed)
+        version = listed.resource_version
         assert sorted(
             m["metadata"]["name"] for m in items if "listed" in m["metadata"]["name"]
         ) == [f"listed-{i}" for i in range(5)]
