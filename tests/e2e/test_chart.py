@@ -438,7 +438,7 @@ def test_an_install_refuses_nothing_until_a_ready_pod_arms_it_and_upgrades_keep_
         def waiting_for_the_pod() -> bool:
             return alive() and f"pod {namespace}/{pod} is not Ready" in log.read_text()
 
-        k.wait_for(waiting_for_the_pod, timeout=60, what="the webhook to wait for its pod")
+        k.wait_for(waiting_for_the_pod, timeout=120, what="the webhook to wait for its pod")
         assert status_of(f"{health}/readyz") == 200  # it serves, but its pod is not Ready
         assert policies(kube, fullname) == ["Ignore"]
 
@@ -448,7 +448,7 @@ def test_an_install_refuses_nothing_until_a_ready_pod_arms_it_and_upgrades_keep_
         )
         k.wait_for(
             lambda: alive() and policies(kube, fullname) == ["Fail"],
-            timeout=30,
+            timeout=120,
             what="the webhook to arm its configuration",
         )
         assert metric(health, "prune_gate_webhook_configuration_armed") == 1
@@ -485,7 +485,7 @@ def test_an_install_refuses_nothing_until_a_ready_pod_arms_it_and_upgrades_keep_
         )
         k.wait_for(
             lambda: metric(health, "prune_gate_webhook_configuration_tampered_total") == 1,
-            timeout=30,
+            timeout=120,
             what="the webhook to see the choice of Ignore",
         )
         config = kubectl_json(kube, "get", "validatingwebhookconfiguration", fullname)
