@@ -148,7 +148,8 @@ class HttpsServer:
     ) -> None:
         self._loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
-        if threading.current_thread() is threading.main_thread():
+        handles_signals = threading.current_thread() is threading.main_thread()
+        if handles_signals:
             for signum in (signal.SIGTERM, signal.SIGINT):
                 self._loop.add_signal_handler(signum, self._signalled, signum)
         listeners = [_Listener(s, app, None) for s, app in self._plain]
@@ -168,6 +169,11 @@ class HttpsServer:
                 server.close()
             await asyncio.gather(*tasks, return_exceptions=True)
             await self._drain()
+            if handles_signals:
+                # Stopping already: a second SIGTERM or SIGINT (a process group's, then the
+                # master's) is a no-op from here. asyncio closes its wake-up pipe before it
+                # removes its handlers, and a signal in between writes to a closed descriptor.
+                signal.set_wakeup_fd(-1)
 
     async def _start(self, listener: _Listener) -> asyncio.AbstractServer:
         async def accepted(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

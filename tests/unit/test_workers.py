@@ -79,6 +79,7 @@ def master(tmp_path: Path) -> Iterator[Master]:
         [sys.executable, "-m", "tests.unit.workers_child", "2", str(tmp_path)],
         cwd=REPO,
         stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
     )
@@ -92,8 +93,9 @@ def master(tmp_path: Path) -> Iterator[Master]:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=PATIENCE)
-        if proc.stdout is not None:
-            proc.stdout.close()
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
 
 
 def test_the_pod_is_ready_and_alive_only_when_every_worker_is(master: Master) -> None:
@@ -151,3 +153,16 @@ def test_workers_stop_when_their_master_is_killed(master: Master) -> None:
     master.proc.wait(timeout=PATIENCE)
     for pid in pids.values():
         wait_for(lambda pid=pid: not alive(pid), f"worker {pid} to exit")  # type: ignore[misc]
+
+
+def test_a_signal_to_the_whole_group_stops_everything_quietly(master: Master) -> None:
+    """Ctrl-C reaches the master and every worker at once, and the master then signals the
+    workers again: a stop already under way takes the second signal as a no-op."""
+    pids = master.worker_pids()
+    os.killpg(master.proc.pid, signal.SIGTERM)
+    assert master.proc.wait(timeout=PATIENCE) == 0
+    for pid in pids.values():
+        wait_for(lambda pid=pid: not alive(pid), f"worker {pid} to exit")  # type: ignore[misc]
+    assert master.proc.stderr is not None
+    errors = master.proc.stderr.read()
+    assert "Traceback" not in errors and "Exception ignored" not in errors, errors
