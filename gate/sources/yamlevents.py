@@ -10,11 +10,18 @@ It covers what manifests are made of and nothing else: no anchors, aliases, expl
 keys or complex keys, no duplicate keys, nesting within the limit. On anything else, a syntax
 error included, it returns None and the caller reads the text the careful way, which gives the
 exact error or the exact reading; so a document it accepts reads exactly as PyYAML reads it.
+
+When the optional native reader (`prune_gate_yaml`, built from `native/`) is installed, the same
+pass runs in native code, several times faster; plain scalars that may not be strings are still
+read by `_plain` here, so both read every value alike. `PRUNE_GATE_NATIVE_YAML=off` turns it off.
 """
 
 from __future__ import annotations
 
+import importlib
+import os
 import threading
+from types import ModuleType
 from typing import Any
 
 import yaml
@@ -27,6 +34,27 @@ try:
     from yaml._yaml import CParser as _CParser
 except ImportError:  # PyYAML built without libyaml: every text takes the careful way
     _CParser = None
+
+
+def _native_reader() -> ModuleType | None:
+    if os.environ.get("PRUNE_GATE_NATIVE_YAML", "").lower() in ("off", "0", "false", "no"):
+        return None
+    try:
+        return importlib.import_module("prune_gate_yaml")
+    except ImportError:
+        return None
+
+
+def _reader_id(native: ModuleType | None) -> str:
+    if native is None:
+        return "python"
+    return f"native {native.__version__} {native.BUILD}"
+
+
+_NATIVE = _native_reader()
+#: Which reader reads texts here, down to the build of the native one: part of the parse
+#: cache's key, so another reader (or a rebuilt one) is a new cache.
+READER_ID = _reader_id(_NATIVE)
 
 _STR = "tag:yaml.org,2002:str"
 _SCALARS = {
@@ -65,10 +93,38 @@ def _plain(value: str) -> Any:
     return result
 
 
+def _resolved_first() -> tuple[str | None, bool]:
+    """The characters a plain scalar must start with for a resolver to claim it, and whether
+    the empty one is claimed; None when a resolver claims any (the native reader is not used)."""
+    keys = KubeLoader.yaml_implicit_resolvers.keys()
+    if None in keys:
+        return None, True
+    return "".join(k for k in keys if k), "" in keys
+
+
+_NATIVE_FIRST, _NATIVE_EMPTY = _resolved_first()
+
+
 def load_documents(text: str, max_depth: int) -> list[tuple[int, Any]] | None:
     """Every document of `text` with the line of its root node, or None to read it carefully."""
     if _CParser is None:
         return None
+    if _NATIVE is not None and _NATIVE_FIRST is not None:
+        return native_documents(text, max_depth)
+    return python_documents(text, max_depth)
+
+
+def native_documents(text: str, max_depth: int) -> list[tuple[int, Any]] | None:
+    """`load_documents` by the native reader (which must be installed)."""
+    assert _NATIVE is not None and _NATIVE_FIRST is not None
+    docs: list[tuple[int, Any]] | None = _NATIVE.load_documents(
+        text, max_depth, _plain, _UNSUPPORTED, _NATIVE_FIRST, _NATIVE_EMPTY
+    )
+    return docs
+
+
+def python_documents(text: str, max_depth: int) -> list[tuple[int, Any]] | None:
+    """`load_documents` in Python, over PyYAML's libyaml events."""
     parser = _CParser(text)
     try:
         return _build(parser, max_depth)

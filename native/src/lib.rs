@@ -1,0 +1,263 @@
+//! prune-gate's fast YAML reader: one pass over libyaml's events, in native code, building the
+//! Python dicts, lists and scalars a manifest is made of.
+//!
+//! It is `gate.sources.yamlevents`' reader moved out of Python, with the same contract: it
+//! covers what manifests are made of (no anchors, aliases, explicit tags, complex or duplicate
+//! keys, nesting within the limit) and answers None for anything else, a syntax error included,
+//! so the caller reads that text the careful way, with its exact error. Plain scalars that a
+//! resolver may claim (their first character is one the Python loader's resolvers are keyed
+//! by) are read by the Python function the caller passes, so numbers, booleans and nulls read
+//! exactly as the careful loader reads them; every scalar is memoised, since keys and small
+//! values repeat on every object (that sharing is also most of the memory saved).
+//!
+//! The parser is unsafe-libyaml: libyaml 0.2.5, the version PyYAML's wheels are built with,
+//! translated to Rust, so the events and their marks are the careful reader's.
+
+use std::collections::HashMap;
+use std::mem::MaybeUninit;
+use std::sync::Mutex;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use unsafe_libyaml as y;
+
+/// Scalars kept for reuse, by their text; past this many, new ones are built each time.
+const MEMO_LIMIT: usize = 100_000;
+
+struct Memo {
+    plain: HashMap<Box<[u8]>, Py<PyAny>>,
+    quoted: HashMap<Box<[u8]>, Py<PyAny>>,
+}
+
+/// Only touched with the GIL held, so the lock is never contended.
+static MEMO: Mutex<Option<Memo>> = Mutex::new(None);
+
+/// The text uses something this reader leaves to the careful one.
+struct Unsupported;
+
+/// libyaml's parser over one text, freed when dropped.
+struct Parser {
+    raw: Box<MaybeUninit<y::yaml_parser_t>>,
+}
+
+impl Parser {
+    fn new(text: &[u8]) -> Option<Parser> {
+        let mut raw = Box::new(MaybeUninit::<y::yaml_parser_t>::uninit());
+        unsafe {
+            if !y::yaml_parser_initialize(raw.as_mut_ptr()).ok {
+                return None;
+            }
+            y::yaml_parser_set_input_string(raw.as_mut_ptr(), text.as_ptr(), text.len() as u64);
+        }
+        Some(Parser { raw })
+    }
+
+    /// The next event, or None on a syntax error.
+    fn next(&mut self) -> Option<Event> {
+        let mut event = MaybeUninit::<y::yaml_event_t>::uninit();
+        unsafe {
+            if !y::yaml_parser_parse(self.raw.as_mut_ptr(), event.as_mut_ptr()).ok {
+                return None;
+            }
+            Some(Event { raw: event.assume_init() })
+        }
+    }
+}
+
+impl Drop for Parser {
+    fn drop(&mut self) {
+        unsafe { y::yaml_parser_delete(self.raw.as_mut_ptr()) }
+    }
+}
+
+/// One event, freed when dropped.
+struct Event {
+    raw: y::yaml_event_t,
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        unsafe { y::yaml_event_delete(&mut self.raw) }
+    }
+}
+
+/// An open collection: the object, whether it is a list, and a mapping's pending key.
+struct Open<'py> {
+    value: Bound<'py, PyAny>,
+    list: bool,
+    key: Option<Bound<'py, PyAny>>,
+}
+
+/// How plain scalars are read: the Python resolver, its "not mine" answer, and the first
+/// characters its resolvers are keyed by (a plain scalar starting otherwise is a string).
+struct Plain<'a, 'py> {
+    resolve: &'a Bound<'py, PyAny>,
+    unsupported: &'a Bound<'py, PyAny>,
+    first: [bool; 256],
+    empty: bool,
+}
+
+fn scalar<'py>(
+    py: Python<'py>,
+    memo: &mut Memo,
+    plain: &Plain<'_, 'py>,
+    bytes: &[u8],
+    is_plain: bool,
+) -> Result<Bound<'py, PyAny>, PyErr> {
+    let table = if is_plain { &mut memo.plain } else { &mut memo.quoted };
+    if let Some(known) = table.get(bytes) {
+        return Ok(known.bind(py).clone());
+    }
+    // libyaml hands out valid UTF-8 only (it checks its input), as PyYAML's decode relies on.
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        pyo3::exceptions::PyValueError::new_err(format!("libyaml gave invalid UTF-8: {e}"))
+    })?;
+    let needs_resolver = is_plain
+        && match bytes.first() {
+            None => plain.empty,
+            Some(b) => plain.first[*b as usize],
+        };
+    let value = if needs_resolver {
+        plain.resolve.call1((text,))?
+    } else {
+        PyString::new(py, text).into_any()
+    };
+    if table.len() < MEMO_LIMIT {
+        table.insert(bytes.into(), value.clone().unbind());
+    }
+    Ok(value)
+}
+
+fn build<'py>(
+    py: Python<'py>,
+    text: &[u8],
+    max_depth: usize,
+    plain: &Plain<'_, 'py>,
+    memo: &mut Memo,
+) -> Result<Result<Bound<'py, PyList>, Unsupported>, PyErr> {
+    let Some(mut parser) = Parser::new(text) else {
+        return Ok(Err(Unsupported));
+    };
+    let docs = PyList::empty(py);
+    let mut stack: Vec<Open<'py>> = Vec::new();
+    loop {
+        let Some(event) = parser.next() else {
+            return Ok(Err(Unsupported)); // a syntax error: the careful reader words it
+        };
+        let ev = &event.raw;
+        let (value, opened) = match ev.type_ {
+            y::YAML_STREAM_END_EVENT => return Ok(Ok(docs)),
+            y::YAML_SCALAR_EVENT => {
+                let s = unsafe { ev.data.scalar };
+                if !s.anchor.is_null() || !s.tag.is_null() {
+                    return Ok(Err(Unsupported));
+                }
+                let bytes = unsafe { std::slice::from_raw_parts(s.value, s.length as usize) };
+                let value = scalar(py, memo, plain, bytes, s.plain_implicit)?;
+                if s.plain_implicit && value.is(plain.unsupported) {
+                    return Ok(Err(Unsupported)); // a merge key, or a tag this reader leaves
+                }
+                (value, false)
+            }
+            y::YAML_MAPPING_START_EVENT | y::YAML_SEQUENCE_START_EVENT => {
+                let mapping = ev.type_ == y::YAML_MAPPING_START_EVENT;
+                let (anchor, implicit) = unsafe {
+                    if mapping {
+                        (ev.data.mapping_start.anchor, ev.data.mapping_start.implicit)
+                    } else {
+                        (ev.data.sequence_start.anchor, ev.data.sequence_start.implicit)
+                    }
+                };
+                if !anchor.is_null() || !implicit || stack.len() >= max_depth {
+                    return Ok(Err(Unsupported));
+                }
+                let value = if mapping {
+                    PyDict::new(py).into_any()
+                } else {
+                    PyList::empty(py).into_any()
+                };
+                (value, true)
+            }
+            y::YAML_MAPPING_END_EVENT | y::YAML_SEQUENCE_END_EVENT => {
+                stack.pop();
+                continue;
+            }
+            y::YAML_ALIAS_EVENT => return Ok(Err(Unsupported)),
+            _ => continue, // stream start, document start and end
+        };
+        match stack.last_mut() {
+            None => {
+                let line = ev.start_mark.line as usize + 1;
+                docs.append(PyTuple::new(py, [line.into_pyobject(py)?.into_any(), value.clone()])?)?;
+            }
+            Some(parent) if parent.list => {
+                parent.value.downcast::<PyList>()?.append(&value)?;
+            }
+            Some(parent) => {
+                let dict = parent.value.downcast::<PyDict>()?;
+                match parent.key.take() {
+                    None => {
+                        if opened || dict.contains(&value)? {
+                            return Ok(Err(Unsupported)); // a complex key, or a duplicate
+                        }
+                        parent.key = Some(value.clone());
+                    }
+                    Some(key) => dict.set_item(key, &value)?,
+                }
+            }
+        }
+        if opened {
+            let list = ev.type_ == y::YAML_SEQUENCE_START_EVENT;
+            stack.push(Open { value, list, key: None });
+        }
+    }
+}
+
+/// Every document of `text` with the line of its root node, or None to read it carefully.
+///
+/// `resolve(value)` reads a plain scalar that may not be a string (and returns `unsupported`
+/// for one this reader must leave alone); `resolved_first` is the characters a plain scalar
+/// must start with for that to be possible, and `resolve_empty` whether the empty one is.
+#[pyfunction]
+fn load_documents<'py>(
+    py: Python<'py>,
+    text: &Bound<'py, PyString>,
+    max_depth: usize,
+    resolve: &Bound<'py, PyAny>,
+    unsupported: &Bound<'py, PyAny>,
+    resolved_first: &str,
+    resolve_empty: bool,
+) -> PyResult<Option<Bound<'py, PyList>>> {
+    let mut first = [false; 256];
+    for c in resolved_first.chars() {
+        if c.is_ascii() {
+            first[c as usize] = true;
+        } else {
+            // a resolver keyed by a non-ASCII character: every text that has one goes the
+            // Python way, which is exact (no known loader has one)
+            first = [true; 256];
+            break;
+        }
+    }
+    let plain = Plain { resolve, unsupported, first, empty: resolve_empty };
+    let bytes = text.to_str()?.as_bytes();
+    let mut guard = MEMO.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let memo = guard.get_or_insert_with(|| Memo { plain: HashMap::new(), quoted: HashMap::new() });
+    Ok(build(py, bytes, max_depth, &plain, memo)?.ok())
+}
+
+/// Forget the memoised scalars (a test that changes the resolver calls this).
+#[pyfunction]
+fn clear_memo() {
+    let mut guard = MEMO.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    *guard = None;
+}
+
+#[pymodule]
+fn prune_gate_yaml(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(load_documents, m)?)?;
+    m.add_function(wrap_pyfunction!(clear_memo, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("BUILD", env!("PRUNE_GATE_YAML_BUILD"))?;
+    Ok(())
+}

@@ -1,0 +1,157 @@
+"""The native YAML reader (native/, `prune_gate_yaml`) reads as the Python one and the careful one.
+
+Whatever the native reader accepts must read exactly as PyYAML's careful loader reads it, and
+exactly as the Python event reader does, types included; whatever it refuses is read the careful
+way. `make test` builds it (scripts/build-native) and sets PRUNE_GATE_REQUIRE_NATIVE=1, so there
+these tests run; elsewhere, without the module, they are skipped with the way to build it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gate.sources import yamlevents
+from gate.sources.manifests import MAX_DEPTH
+from tests.unit.test_yamlevents import _block_line, careful_or_error, typed
+
+if yamlevents._NATIVE is None:
+    if os.environ.get("PRUNE_GATE_REQUIRE_NATIVE") == "1":
+        raise RuntimeError(
+            "PRUNE_GATE_REQUIRE_NATIVE=1 but prune_gate_yaml is not importable (or "
+            "PRUNE_GATE_NATIVE_YAML=off): run scripts/build-native .venv/bin/python"
+        )
+    pytest.skip(
+        "the native reader is not built: `make native` (needs cargo) builds it",
+        allow_module_level=True,
+    )
+
+
+def native(text: str, max_depth: int = MAX_DEPTH) -> list[tuple[int, Any]] | None:
+    return yamlevents.native_documents(text, max_depth)
+
+
+def python(text: str, max_depth: int = MAX_DEPTH) -> list[tuple[int, Any]] | None:
+    return yamlevents.python_documents(text, max_depth)
+
+
+def both_typed(docs: list[tuple[int, Any]] | None) -> Any:
+    return None if docs is None else [(line, typed(doc)) for line, doc in docs]
+
+
+@given(st.lists(_block_line(), max_size=8).map("".join))
+def test_the_native_reader_reads_as_the_python_reader_and_the_careful_one(text: str) -> None:
+    fast = native(text)
+    assert both_typed(fast) == both_typed(python(text))
+    if fast is not None:
+        assert both_typed(fast) == careful_or_error(text)
+
+
+@given(st.text(alphabet=st.sampled_from(list("ab:- \n#'\"[]{},&*!|>?%@`\t~01yn.\\")), max_size=60))
+def test_any_text_reads_alike_or_goes_the_careful_way(text: str) -> None:
+    fast = native(text)
+    assert both_typed(fast) == both_typed(python(text))
+    if fast is not None:
+        assert both_typed(fast) == careful_or_error(text)
+
+
+def test_the_reader_in_use_is_the_native_one() -> None:
+    assert yamlevents.READER_ID.startswith("native ")
+    assert yamlevents.load_documents("a: 1\n", MAX_DEPTH) == [(1, {"a": 1})]
+
+
+MANIFESTS = """\
+# a leading comment
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: "ünïcode-名前"
+  labels: {app: web, tier: "1", on: yes}
+data:
+  script: |
+    #!/bin/sh
+    echo "---"
+  count: 0x1F
+  big: 123456789012345678901234567890
+  ratio: 1_000.5
+  time: 1:20
+  empty:
+  nan: .NaN
+  date: 2027-02-30
+---
+---
+apiVersion: v1
+kind: List
+items:
+- {apiVersion: v1, kind: Secret, metadata: {name: s}}
+"""
+
+
+def test_a_manifest_stream_reads_with_every_value_typed_and_every_line() -> None:
+    docs = native(MANIFESTS)
+    assert both_typed(docs) == both_typed(python(MANIFESTS)) == careful_or_error(MANIFESTS)
+    assert docs is not None
+    assert [line for line, _ in docs] == [2, 19, 20]  # the empty document too
+    config = docs[0][1]
+    assert config["metadata"]["labels"] == {"app": "web", "tier": "1", True: True}
+    assert config["data"]["count"] == 31
+    assert config["data"]["big"] == 123456789012345678901234567890
+    assert config["data"]["time"] == 80
+    assert config["data"]["date"] == "2027-02-30"  # no timestamps: Kubernetes reads a string
+
+
+def test_a_byte_order_mark_and_an_empty_text_read_as_pyyaml_reads_them() -> None:
+    assert native("\ufeffa: 1\n") == python("\ufeffa: 1\n") == [(1, {"a": 1})]
+    assert native("") == python("") == []
+    assert native("# only a comment\n") == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a: &x 1\nb: *x\n",  # anchors and aliases
+        "a: !!str 1\n",  # an explicit tag
+        "a: !custom {b: 1}\n",  # a tag on a collection
+        "<<: {a: 1}\n",  # a merge key
+        "? [a]\n: 1\n",  # a complex key
+        "a: 1\na: 2\n",  # a duplicate key
+        "1: a\ntrue: b\n",  # keys Python takes for one (1 == True)
+        "a: [1, 2\n",  # a syntax error
+        "a: b: c\n",  # another
+        "%YAML 1.1\n%TAG ! tag:x,2000:\n---\na: !b 1\n",  # directives and a local tag
+    ],
+)
+def test_what_the_native_reader_leaves_to_the_careful_one(text: str) -> None:
+    assert native(text) is None
+    assert python(text) is None
+
+
+def test_nesting_past_the_limit_goes_the_careful_way() -> None:
+    nested = "[" * 10 + "1" + "]" * 10
+    assert native(nested, max_depth=10) == [(1, [[[[[[[[[[1]]]]]]]]]])]
+    assert native(nested, max_depth=9) is None
+    assert native("[" * 100_000 + "]" * 100_000) is None  # nothing recurses: no crash either
+
+
+def test_repeated_scalars_are_one_object() -> None:
+    docs = native("name: web-frontend-7\n---\nname: web-frontend-7\n---\nother: 'web-frontend-7'\n")
+    assert docs is not None
+    first, second, third = (doc for _, doc in docs)
+    assert first["name"] is second["name"]  # plain, memoised
+    assert next(iter(first)) is next(iter(second))  # keys too
+    assert third["other"] == "web-frontend-7"
+
+
+def test_the_python_reader_is_used_when_the_native_one_is_turned_off() -> None:
+    code = "from gate.sources import yamlevents; print(yamlevents.READER_ID)"
+    env = {**os.environ, "PRUNE_GATE_NATIVE_YAML": "off"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "python"
