@@ -917,8 +917,13 @@ def _is_guard(m: Manifest, world: World) -> bool:
     if key == _LEASE:
         return (m.ref.namespace, m.ref.name) == world.policy.webhook.fence
     if key == _DEPLOYMENT:
-        return all(m.labels.get(k) == v for k, v in GUARD_LABELS.items())
+        return GUARD_LABELS.items() <= m.labels.items()
     return False
+
+
+def _guards(side: Inventory, world: World) -> list[Manifest]:
+    """The guards one side declares: only objects of the guards' kinds are looked at."""
+    return [m for k in _GUARD_KINDS for m in side.of_kind(*k) if _is_guard(m, world)]
 
 
 def check_guard_tampered(world: World) -> Iterator[Finding]:
@@ -929,26 +934,16 @@ def check_guard_tampered(world: World) -> Iterator[Finding]:
     webhook cannot refuse a change to its own configuration (the API server exempts it), so
     this is the door that must see it.
     """
-    guard_namespaces = {
-        m.ref.namespace for m in world.base.of_kind(*_DEPLOYMENT) if _is_guard(m, world)
-    }
-    for m in world.base:
-        if (
-            _kind(m.ref) == NAMESPACE
-            and m.ref.name in guard_namespaces
-            and world.head.get(m.ref) is None
-        ):
+    base_guards = _guards(world.base, world)
+    guard_namespaces = {m.ref.namespace for m in base_guards if _kind(m.ref) == _DEPLOYMENT}
+    for m in world.base.of_kind(*NAMESPACE):
+        if m.ref.name in guard_namespaces and world.head.get(m.ref) is None:
             yield _guard_finding(
                 Change(m.ref, Action.DELETE, m, None, "removed from the manifests"),
                 "deletes the namespace of prune-gate's webhook",
             )
-    refs = sorted(
-        {m.ref for side in (world.base, world.head) for k in _GUARD_KINDS for m in side.of_kind(*k)}
-    )
-    for ref in refs:
+    for ref in sorted({m.ref for m in (*base_guards, *_guards(world.head, world))}):
         base, head = world.base.get(ref), world.head.get(ref)
-        if not any(x is not None and _is_guard(x, world) for x in (base, head)):
-            continue
         if head is None:
             yield _guard_finding(
                 Change(ref, Action.DELETE, base, None, "removed from the manifests"), "deletes it"
