@@ -15,14 +15,15 @@ mapping keys (PyYAML keeps the last silently; which one the deployer's tool keep
 
 from __future__ import annotations
 
-import hashlib
 import os
 import posixpath
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -44,6 +45,11 @@ MAX_DEPTH = 200
 MAX_ALIAS_NODES = 100_000
 #: kustomize's own configuration files: inputs to a build, not objects.
 KUSTOMIZATION_NAMES = frozenset({"kustomization.yaml", "kustomization.yml", "Kustomization"})
+#: Threads that parse the texts the cache does not have (`in_order`). One: with the pure-Python
+#: loader, which holds the GIL, two threads were slower on 2 cores.
+PARSE_WORKERS = 1
+
+_T = TypeVar("_T")
 
 
 def helm_chart_dirs(paths: Iterable[str]) -> frozenset[str]:
@@ -57,6 +63,8 @@ def helm_chart_dirs(paths: Iterable[str]) -> frozenset[str]:
 
 def in_any_dir(path: str, dirs: frozenset[str]) -> bool:
     """True when posix `path` is inside one of `dirs` ("" is the root)."""
+    if not dirs:
+        return False
     parts = path.split("/")
     return any("/".join(parts[:i]) in dirs for i in range(len(parts)))
 
@@ -84,6 +92,16 @@ def parse_stream(
     kept = parsecache.get(entry)
     if kept is not None:
         return relabel(kept, path)
+    return parse_uncached(text, path, only_objects=only_objects, cache_key=entry)
+
+
+def parse_uncached(
+    text: str, path: str, *, only_objects: bool, cache_key: str, max_chars: int = MAX_MANIFEST_BYTES
+) -> list[RawObject]:
+    """`parse_stream` for a text the caller already looked up in the cache (in a batch) and
+    did not find: parsed, and kept under `cache_key` when it parses cleanly."""
+    if len(text) > max_chars:
+        raise InputError(_too_big(len(text), max_chars), path)
     docs = load_documents(text, MAX_DEPTH)
     if docs is None:  # anchors, tags, an error...: the careful reading, with its exact errors
         docs = _careful_documents(text, path)
@@ -94,13 +112,43 @@ def parse_stream(
         if only_objects and not _looks_like_object(doc):
             continue
         _collect(doc, Source(path, line), out)
-    parsecache.put(entry, [(o.body, o.source.line) for o in out])
+    parsecache.put(cache_key, [(o.body, o.source.line) for o in out])
     return out
 
 
-def relabel(kept: list[tuple[dict[str, Any], int]], path: str) -> list[RawObject]:
-    """Objects kept by `gate.sources.parsecache`, as declared in `path`."""
-    return [RawObject(body, Source(path, line)) for body, line in kept]
+def relabel(kept: list[tuple[dict[str, Any], int]], path: str, root: str = "") -> list[RawObject]:
+    """Objects kept by `gate.sources.parsecache`, as declared in `path` (read from `root`)."""
+    return [RawObject(body, Source(path, line), root) for body, line in kept]
+
+
+def in_order(tasks: Iterable[Callable[[], _T]]) -> Iterator[_T]:
+    """The results of `tasks`, in order: the seam where parsing may go parallel.
+
+    With `PARSE_WORKERS` above one the tasks run in a thread pool and their results (or errors,
+    an error of `tasks` itself included) come out in order, so an error is raised in its turn as
+    a sequential read raises it. With one (the default), each task is taken and run when its
+    result is asked for, so nothing after an error is read or parsed at all.
+    """
+    if PARSE_WORKERS <= 1:
+        for task in tasks:
+            yield task()
+        return
+    with ThreadPoolExecutor(PARSE_WORKERS, thread_name_prefix="prune-gate-parse") as pool:
+        futures: list[Future[_T]] = []
+        failed: Exception | None = None
+        try:
+            for task in tasks:
+                futures.append(pool.submit(task))
+        except Exception as exc:  # raised below, after the results before it
+            failed = exc
+        try:
+            for future in futures:
+                yield future.result()
+        finally:
+            for future in futures:
+                future.cancel()
+        if failed is not None:
+            raise failed
 
 
 def _careful_documents(text: str, path: str) -> list[tuple[int, Any]]:
@@ -262,61 +310,128 @@ def read_path(path: str | Path, stdin_label: str = "<stdin>") -> list[RawObject]
         return parse_stream(text, stdin_label)
     p = Path(path)
     if p.is_dir():
-        out: list[RawObject] = []
         files = _files_under(p)
         charts = helm_chart_dirs(files)
-        for rel in files:
-            name = posixpath.basename(rel)
-            if (
-                posixpath.splitext(name)[1] in MANIFEST_SUFFIXES
-                and name not in KUSTOMIZATION_NAMES
-                and not in_any_dir(rel, charts)
-            ):
-                label = (Path(path) / rel).as_posix()
-                out.extend(_read_file(p / rel, label, only_objects=True))
-        return out
+        root = p.as_posix()  # labels are what `(p / rel).as_posix()` gives, without a Path each
+        prefix = "" if root == "." else root if root.endswith("/") else root + "/"
+        named = [
+            (prefix + rel if os.sep == "/" else str(p / rel), prefix + rel)
+            for rel in files
+            if rel.endswith(MANIFEST_SUFFIXES)
+            and posixpath.basename(rel) not in KUSTOMIZATION_NAMES
+            and not in_any_dir(rel, charts)
+        ]
+        return _read_files(named, only_objects=True)
     if p.is_file():
-        return _read_file(p, str(path))
+        return _read_files([(str(p), str(path))], only_objects=False)
     raise InputError("no such file or directory", str(path))
 
 
 def _files_under(root: Path) -> list[str]:
     """The files under `root` as relative posix paths, hidden ones (a part starting with a dot)
-    left out, in the order of their path parts; symlinked directories are not entered."""
+    left out, in the order of their path parts; symlinked directories are not entered, and
+    unreadable ones are left out (as `os.walk` does).
+
+    `os.scandir`'s entries know their type without a stat per file (but for symlinks)."""
     found: list[str] = []
-    for folder, dirs, names in os.walk(root):
-        dirs[:] = [d for d in dirs if not d.startswith(".")]
-        rel = os.path.relpath(folder, root)
-        prefix = "" if rel == "." else rel.replace(os.sep, "/") + "/"
-        # os.path, not a Path per file: on a warm cache that costs more than the reads
-        found.extend(
-            prefix + n
-            for n in names
-            if not n.startswith(".") and os.path.isfile(os.path.join(folder, n))  # noqa: PTH113, PTH118
-        )
+    folders = [(os.fspath(root), "")]
+    while folders:
+        folder, prefix = folders.pop()
+        try:
+            with os.scandir(folder) as it:
+                entries = list(it)
+        except OSError:
+            continue
+        for entry in entries:
+            name = entry.name
+            if name.startswith("."):
+                continue
+            try:
+                if entry.is_dir():
+                    if not entry.is_symlink():
+                        folders.append((entry.path, prefix + name + "/"))
+                    continue
+                if entry.is_file():
+                    found.append(prefix + name)
+            except OSError:
+                continue
     return sorted(found, key=lambda rel: rel.split("/"))
 
 
-def _read_file(f: Path, label: str, *, only_objects: bool = False) -> list[RawObject]:
-    try:
-        size = f.stat().st_size
+#: Files read, looked up in the parse cache and parsed at a time: a few queries per directory
+#: instead of one per file, and a bound on the texts held at once.
+_BATCH = 256
+
+
+def _read_files(files: Sequence[tuple[str, str]], *, only_objects: bool) -> list[RawObject]:
+    """The objects of each (name to open, label) file, in order; an error of a file (reading or
+    parsing) is raised in its turn, before anything after it is parsed."""
+    out: list[RawObject] = []
+    for at in range(0, len(files), _BATCH):
+        labels = [label for _, label in files[at : at + _BATCH]]
+        read = [_read_text(name, label, only_objects) for name, label in files[at : at + _BATCH]]
+        have: dict[str, list[tuple[dict[str, Any], int]]] = {}
+        unknown: dict[str, tuple[str, str]] = {}  # one parse per content, whatever its files
+        for label, r in zip(labels, read, strict=True):
+            if isinstance(r, InputError) or r[0] in have or r[0] in unknown:
+                continue
+            known = _BY_CONTENT.get(r[0])
+            if known is not None:
+                have[r[0]] = known
+            else:
+                unknown[r[0]] = (r[1], label)
+        kept = parsecache.get_many(list(unknown))
+        have.update(kept)
+        parsed = in_order(
+            [
+                partial(parse_uncached, text, label, only_objects=only_objects, cache_key=k)
+                for k, (text, label) in unknown.items()
+                if k not in kept
+            ]
+        )
+        for label, r in zip(labels, read, strict=True):
+            if isinstance(r, InputError):
+                raise r
+            known = have.get(r[0])
+            if known is None:  # the first file with this content: the next parse, in order
+                objects = next(parsed)
+                out.extend(objects)
+                have[r[0]] = [(o.body, o.source.line) for o in objects]
+                _remember(r[0], have[r[0]])
+            else:
+                out.extend(relabel(known, label))
+        for k, known in kept.items():
+            _remember(k, known)
+    return out
+
+
+def _read_text(name: str, label: str, only_objects: bool) -> tuple[str, str] | InputError:
+    """(cache key, text) of the file `name`, or the error to raise in its turn."""
+    try:  # os, not a Path per file: on a warm cache pathlib cost more than the reads
+        size = os.stat(name).st_size  # noqa: PTH116
         if size > MAX_MANIFEST_BYTES:
-            raise InputError(_too_big(size, MAX_MANIFEST_BYTES), label)
-        data = f.read_bytes()
+            return InputError(_too_big(size, MAX_MANIFEST_BYTES), label)
+        fd = os.open(name, os.O_RDONLY)
+        try:
+            data = os.read(fd, size + 1)
+            more = os.read(fd, 1 << 16) if data else b""
+            while more:  # it grew since the stat: read it all
+                data += more
+                more = os.read(fd, 1 << 16)
+        finally:
+            os.close(fd)
         text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read: {exc}", label) from None
-    key = (hashlib.blake2b(data, digest_size=16).digest(), only_objects)
-    known = _BY_CONTENT.get(key)
-    if known is not None:  # the same bytes on the other side: reuse the parse, relabelled
-        return [RawObject(o.body, Source(label, o.source.line)) for o in known]
-    parsed = parse_stream(text, label, only_objects=only_objects)
+        return InputError(f"cannot read: {exc}", label)
+    return parsecache.bytes_key(data, only_objects), text
+
+
+def _remember(key: str, objects: list[tuple[dict[str, Any], int]]) -> None:
     if len(_BY_CONTENT) > 100_000:
         _BY_CONTENT.clear()
-    _BY_CONTENT[key] = parsed
-    return parsed
+    _BY_CONTENT[key] = objects
 
 
-#: Parsed files by content. Base and candidate renders share most files; parse each once.
-#: Parsed bodies are never mutated, so two sides may share them.
-_BY_CONTENT: dict[tuple[bytes, bool], list[RawObject]] = {}
+#: Parsed files by cache key (their content). Base and candidate renders share most files:
+#: parse each once. Parsed bodies are never mutated, so two sides may share them.
+_BY_CONTENT: dict[str, list[tuple[dict[str, Any], int]]] = {}

@@ -7,8 +7,10 @@ found again, with its file and line, on every run. Entries are `marshal` data: p
 lists and scalars, nothing that runs code when read, each with its digest, so a damaged entry is
 read from its text again. They live in one SQLite file per code version (a file per entry cost
 more to create than the parse it saved), and new entries are written in one transaction when
-the process exits. The folder is safe to delete at any time; `PRUNE_GATE_PARSE_CACHE=off` turns
-it off, a path moves it, and `PRUNE_GATE_CACHE` moves it with the binaries'.
+the process exits. A directory or a git tree asks for all its entries in a few queries
+(`get_many`), not one per file. The folder is safe to delete at any time;
+`PRUNE_GATE_PARSE_CACHE=off` turns it off, a path moves it, and `PRUNE_GATE_CACHE` moves it with
+the binaries'.
 """
 
 from __future__ import annotations
@@ -19,11 +21,14 @@ import marshal
 import os
 import sqlite3
 import threading
+from collections.abc import Iterable, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from gate.sources import yamlevents
 
 #: Files whose code decides what a text parses to: a change to one is a new cache.
 _READERS = (
@@ -34,6 +39,9 @@ _READERS = (
 )
 
 Entry = list[tuple[dict[str, Any], int]]
+
+#: Keys asked for in one query: SQLite's bound on variables is 999 in older builds.
+_BATCH = 500
 
 
 @cache
@@ -52,6 +60,9 @@ def _database() -> Path | None:
 
 def _code_version() -> str:
     h = hashlib.blake2b(yaml.__version__.encode(), digest_size=8)
+    # The loader names itself (the native one: its version and build), since its code is not
+    # among the files below.
+    h.update(str(getattr(yamlevents, "READER_ID", "python")).encode())
     package = Path(__file__).resolve().parent.parent
     for name in _READERS:
         h.update((package / name).read_bytes())
@@ -60,7 +71,12 @@ def _code_version() -> str:
 
 def key(text: str, only_objects: bool) -> str:
     """The cache key of `text` read with `only_objects` (directories skip non-manifests)."""
-    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16)
+    return bytes_key(text.encode("utf-8", "surrogatepass"), only_objects)
+
+
+def bytes_key(data: bytes, only_objects: bool) -> str:
+    """`key` of the text whose UTF-8 is `data` (a file's bytes: no need to encode it again)."""
+    digest = hashlib.blake2b(data, digest_size=16)
     digest.update(b"1" if only_objects else b"0")
     return digest.hexdigest()
 
@@ -102,23 +118,34 @@ class _Store:
             self.db = db
         return self.db
 
-    def read(self, entry: str) -> bytes | None:
+    def read(self, entries: Sequence[str]) -> dict[str, bytes]:
+        """The data kept under each of `entries` that has an entry whose digest matches."""
+        rows: list[tuple[object, object, object]] = []
         with self.lock:
-            if entry in self.pending:
-                return self.pending[entry]
-            db = self.connect()
+            found = {e: self.pending[e] for e in entries if e in self.pending}
+            asked = [e for e in entries if e not in found]
+            db = self.connect() if asked else None
             if db is None:
-                return None
+                return found
             try:
-                row = db.execute(
-                    "SELECT digest, data FROM entries WHERE key = ?", (entry,)
-                ).fetchone()
+                for at in range(0, len(asked), _BATCH):
+                    part = asked[at : at + _BATCH]
+                    rows.extend(
+                        db.execute(
+                            # a blob whatever was stored: text that is not UTF-8 would
+                            # fail the whole query, not just its entry
+                            "SELECT key, digest, CAST(data AS BLOB) FROM entries WHERE key IN"
+                            f" ({','.join('?' * len(part))})",
+                            part,
+                        )
+                    )
             except sqlite3.Error:
                 self.broken = True
-                return None
-        if row is None or not isinstance(row[1], bytes) or row[0] != _digest(row[1]):
-            return None
-        return row[1]
+                return found
+        for entry, digest, data in rows:
+            if isinstance(entry, str) and isinstance(data, bytes) and digest == _digest(data):
+                found[entry] = data
+        return found
 
     def write(self, entry: str, data: bytes) -> None:
         with self.lock:
@@ -158,9 +185,21 @@ _STORE = _Store()
 
 def get(entry: str) -> Entry | None:
     """The (body, line) pairs stored under `entry`, or None (absent, unreadable or damaged)."""
-    raw = _STORE.read(entry)
-    if raw is None:
-        return None
+    return get_many((entry,)).get(entry)
+
+
+def get_many(entries: Iterable[str]) -> dict[str, Entry]:
+    """What `get` gives for each of `entries`, in a few queries; absent, unreadable and damaged
+    entries are left out."""
+    found: dict[str, Entry] = {}
+    for entry, raw in _STORE.read(list(entries)).items():
+        data = _load(raw)
+        if data is not None:
+            found[entry] = data
+    return found
+
+
+def _load(raw: bytes) -> Entry | None:
     try:
         data = marshal.loads(raw)
     except (EOFError, ValueError, TypeError):

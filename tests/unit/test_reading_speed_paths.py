@@ -1,0 +1,319 @@
+"""The reading edge's fast paths give what the plain ones give: a directory's files looked up in
+the parse cache in batches, read without a Path per file, parsed once per content; errors in
+their turn. No test here measures time."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gate.model.errors import InputError
+from gate.model.objects import RawObject
+from gate.sources import manifests, parsecache, yamlevents
+
+CM = "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: n}}\ndata: {{k: v}}\n"
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("PRUNE_GATE_PARSE_CACHE", str(folder))
+    _forget_this_process()
+    yield folder
+    _forget_this_process()
+
+
+def _forget_this_process() -> None:
+    """What a new process sees: only what was written."""
+    parsecache.flush()
+    parsecache.reset()
+    manifests._BY_CONTENT.clear()
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
+
+
+def _summary(objects: list[RawObject]) -> list[tuple[str, str, dict[str, Any]]]:
+    return [(str(o.source), o.root, o.body) for o in objects]
+
+
+def _count_parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The texts `manifests` parses from now on."""
+    parsed: list[str] = []
+    real = yamlevents.load_documents
+
+    def counting(text: str, max_depth: int) -> Any:
+        parsed.append(text)
+        return real(text, max_depth)
+
+    monkeypatch.setattr(manifests, "load_documents", counting)
+    return parsed
+
+
+def _count_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The number of keys in each read of the database from now on."""
+    reads: list[int] = []
+    real = parsecache._STORE.read
+
+    def counting(entries: Any) -> dict[str, bytes]:
+        reads.append(len(entries))
+        return real(entries)
+
+    monkeypatch.setattr(parsecache._STORE, "read", counting)
+    return reads
+
+
+# --- the parse cache ---------------------------------------------------------------------------
+
+
+def test_get_many_gives_what_get_gives(cache: Path) -> None:
+    texts = [CM.format(name=f"c{i}") for i in range(1_200)]  # more than one query's worth
+    for i, text in enumerate(texts):
+        parsecache.put(parsecache.key(text, True), [({"i": i}, i + 1)])
+    pending = parsecache.get_many([parsecache.key(t, True) for t in texts])  # not yet written
+    _forget_this_process()
+    keys = [parsecache.key(t, True) for t in texts] + [parsecache.key("absent", True)]
+    many = parsecache.get_many(keys)
+    assert len(many) == len(texts)
+    assert many == pending
+    assert all(many[k] == parsecache.get(k) for k in keys[::97] if k in many)
+    assert parsecache.key("absent", True) not in many
+    assert parsecache.get_many([]) == {}
+
+
+def test_bytes_key_is_the_key_of_the_text() -> None:
+    text = "apiVersion: v1  # ünïcode\n"
+    for only_objects in (True, False):
+        assert parsecache.bytes_key(text.encode(), only_objects) == parsecache.key(
+            text, only_objects
+        )
+    assert parsecache.key(text, True) != parsecache.key(text, False)
+
+
+def test_a_damaged_entry_is_left_out_of_a_batch_and_its_file_read_again(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "m"
+    _write(root, {f"f{i}.yaml": CM.format(name=f"c{i}") for i in range(5)})
+    first = manifests.read_path(root)
+    _forget_this_process()
+    (db,) = cache.glob("*.sqlite")
+    flipped, text = (
+        parsecache.bytes_key((root / f).read_bytes(), True) for f in ("f1.yaml", "f3.yaml")
+    )
+    with sqlite3.connect(db) as conn:
+        ((data,),) = conn.execute("SELECT data FROM entries WHERE key = ?", (flipped,))
+        damaged = data[:-1] + bytes([data[-1] ^ 0xFF])
+        conn.execute("UPDATE entries SET data = ? WHERE key = ?", (damaged, flipped))
+        # not even a blob, nor UTF-8: only this entry is lost, not the query
+        conn.execute("UPDATE entries SET data = CAST(x'ff00ff' AS TEXT) WHERE key = ?", (text,))
+    parsecache.reset()
+    parsed = _count_parses(monkeypatch)
+    assert _summary(manifests.read_path(root)) == _summary(first)
+    assert parsed == [(root / f).read_text() for f in ("f1.yaml", "f3.yaml")]
+
+
+def test_the_reader_names_itself_in_the_cache_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    before = parsecache._code_version()
+    monkeypatch.setattr(yamlevents, "READER_ID", "native 0.0.0 test", raising=False)
+    assert parsecache._code_version() != before
+
+
+def test_off_still_reads_in_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PRUNE_GATE_PARSE_CACHE", "off")
+    _forget_this_process()
+    try:
+        _write(tmp_path / "m", {"a.yaml": CM.format(name="a"), "b.yaml": CM.format(name="b")})
+        assert [o.body["metadata"]["name"] for o in manifests.read_path(tmp_path / "m")] == [
+            "a",
+            "b",
+        ]
+        parsecache.flush()
+    finally:
+        _forget_this_process()
+    assert not list((tmp_path / "m").glob("*.sqlite"))
+
+
+# --- directories -------------------------------------------------------------------------------
+
+
+def test_a_warm_directory_is_a_few_queries_not_one_per_file(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "m"
+    files = 3 * manifests._BATCH + 5
+    _write(root, {f"d{i % 7}/f{i}.yaml": CM.format(name=f"c{i}") for i in range(files)})
+    first = manifests.read_path(root)
+    _forget_this_process()
+    reads = _count_reads(monkeypatch)
+    parsed = _count_parses(monkeypatch)
+    again = manifests.read_path(root)
+    assert _summary(again) == _summary(first)
+    assert parsed == []
+    assert len(reads) == 4  # one per batch of files
+    assert sum(reads) == files
+
+
+def test_the_same_content_is_parsed_once_in_a_directory_and_across_sides(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    same = CM.format(name="same")
+    _write(tmp_path / "base", {"a.yaml": same, "b/c.yaml": same, "d.yaml": CM.format(name="d")})
+    _write(tmp_path / "head", {"a.yaml": same, "x.yaml": same})
+    parsed = _count_parses(monkeypatch)
+    base = manifests.read_path(tmp_path / "base")
+    head = manifests.read_path(tmp_path / "head")
+    assert sorted(parsed) == sorted([same, CM.format(name="d")])
+    assert [str(o.source) for o in base] == [
+        f"{(tmp_path / 'base').as_posix()}/{rel}:1" for rel in ("a.yaml", "b/c.yaml", "d.yaml")
+    ]
+    assert [str(o.source) for o in head] == [
+        f"{(tmp_path / 'head').as_posix()}/{rel}:1" for rel in ("a.yaml", "x.yaml")
+    ]
+    assert base[0].body is head[1].body  # one parse, shared: bodies are never mutated
+
+
+@pytest.mark.parametrize("form", ["plain", "slash", "dot", "dot-sub", "double-slash"])
+def test_labels_are_what_pathlib_gives(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, form: str
+) -> None:
+    _write(tmp_path / "sub", {"a.yaml": CM.format(name="a"), "b/c.yml": CM.format(name="c")})
+    monkeypatch.chdir(tmp_path)
+    given = {
+        "plain": str(tmp_path / "sub"),
+        "slash": f"{tmp_path / 'sub'}/",
+        "dot": ".",
+        "dot-sub": "./sub",
+        "double-slash": f"{tmp_path}//sub",
+    }[form]
+    if form == "dot":
+        monkeypatch.chdir(tmp_path / "sub")
+    labels = [o.source.path for o in manifests.read_path(given)]
+    assert labels == [(Path(given) / rel).as_posix() for rel in ("a.yaml", "b/c.yml")]
+
+
+def test_walk_skips_hidden_charts_kustomizations_symlinked_dirs_and_other_files(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "m"
+    _write(
+        root,
+        {
+            "a.yaml": CM.format(name="a"),
+            "z/b.json": '{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b"}}',
+            ".hidden/x.yaml": "broken: [",
+            "d/.hidden.yaml": "broken: [",
+            "chart/Chart.yaml": "name: c\n",
+            "chart/templates/x.yaml": "{{ broken }",
+            "k/kustomization.yaml": "resources: [../a.yaml]\n",
+            "notes.txt": "broken: [",
+            "outside/o.yaml": CM.format(name="o"),
+        },
+    )
+    (root / "linked").symlink_to(root / "outside", target_is_directory=True)
+    (root / "file-link.yaml").symlink_to(root / "a.yaml")
+    (root / "dangling.yaml").symlink_to(root / "nowhere.yaml")
+    got = [o.source.path[len(root.as_posix()) + 1 :] for o in manifests.read_path(root)]
+    assert got == ["a.yaml", "file-link.yaml", "outside/o.yaml", "z/b.json"]
+
+
+def test_file_order_is_by_path_parts(tmp_path: Path) -> None:
+    order = ("a-b.yaml", "a/b.yaml", "a.yaml", "B.yaml", "a/a/z.yaml")
+    _write(tmp_path, {rel: CM.format(name=f"n{i}") for i, rel in enumerate(order)})
+    got = [o.source.path[len(tmp_path.as_posix()) + 1 :] for o in manifests.read_path(tmp_path)]
+    assert got == sorted(got, key=lambda rel: rel.split("/"))
+    assert got == ["B.yaml", "a/a/z.yaml", "a/b.yaml", "a-b.yaml", "a.yaml"]
+
+
+# --- errors, in their turn ---------------------------------------------------------------------
+
+
+def test_a_file_that_cannot_be_read_after_a_broken_one_is_not_the_error(tmp_path: Path) -> None:
+    _write(tmp_path, {"a.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {}\n"})
+    (tmp_path / "b.yaml").write_bytes(b"apiVersion: v1\nkind: \xff\n")
+    with pytest.raises(InputError, match=r"a\.yaml:1: ConfigMap has no metadata.name"):
+        manifests.read_path(tmp_path)
+    (tmp_path / "a.yaml").write_text(CM.format(name="a"))
+    with pytest.raises(InputError, match=r"b\.yaml: cannot read: 'utf-8' codec"):
+        manifests.read_path(tmp_path)
+
+
+def test_read_errors_are_raised_in_their_turn_and_nothing_after_is_parsed(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _write(tmp_path, {"a.yaml": CM.format(name="a"), "c.yaml": CM.format(name="c")})
+    (tmp_path / "b.yaml").write_bytes(b"apiVersion: v1\nkind: \xff\n")
+    parsed = _count_parses(monkeypatch)
+    with pytest.raises(InputError, match=r"b\.yaml: cannot read: 'utf-8' codec can't decode"):
+        manifests.read_path(tmp_path)
+    assert parsed == [CM.format(name="a")]
+
+
+def test_too_big_is_refused_unread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _write(tmp_path, {"a.yaml": CM.format(name="a"), "b.yaml": CM.format(name="b") + "#" * 100})
+    monkeypatch.setattr(manifests, "MAX_MANIFEST_BYTES", 90)
+    with pytest.raises(InputError, match=r"b\.yaml: 0\.0 MiB is over the 0 MiB limit"):
+        manifests.read_path(tmp_path)
+
+
+# --- the parallel seam -------------------------------------------------------------------------
+
+
+def test_in_order_runs_lazily_with_one_worker() -> None:
+    ran: list[int] = []
+
+    def task(i: int) -> Callable[[], int]:
+        def run() -> int:
+            ran.append(i)
+            if i == 2:
+                raise ValueError(i)
+            return i
+
+        return run
+
+    results = manifests.in_order(task(i) for i in range(5))
+    assert [next(results), next(results)] == [0, 1]
+    with pytest.raises(ValueError, match="2"):
+        next(results)
+    assert ran == [0, 1, 2]
+
+
+@pytest.mark.parametrize("workers", [1, 2, 4])
+def test_threads_read_what_one_thread_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int
+) -> None:
+    monkeypatch.setenv("PRUNE_GATE_PARSE_CACHE", "off")
+    _forget_this_process()
+    _write(tmp_path, {f"d{i % 3}/f{i}.yaml": CM.format(name=f"c{i}") for i in range(600)})
+    monkeypatch.setattr(manifests, "PARSE_WORKERS", 1)
+    one = _summary(manifests.read_path(tmp_path))
+    manifests._BY_CONTENT.clear()
+    monkeypatch.setattr(manifests, "PARSE_WORKERS", workers)
+    assert _summary(manifests.read_path(tmp_path)) == one
+    (tmp_path / "d1" / "f301.yaml").write_text("apiVersion: v1\nkind: ConfigMap\n")
+    (tmp_path / "d2" / "f5.yaml").write_text("broken: [")
+    manifests._BY_CONTENT.clear()
+    with pytest.raises(InputError, match=r"d1/f301\.yaml:1: ConfigMap has no metadata"):
+        manifests.read_path(tmp_path)
+    _forget_this_process()
+
+
+def test_threads_raise_an_error_of_the_tasks_in_its_turn(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(manifests, "PARSE_WORKERS", 2)
+
+    def tasks() -> Iterator[Callable[[], int]]:
+        yield lambda: 0
+        yield lambda: 1
+        raise OSError("the source broke")
+
+    results = manifests.in_order(tasks())
+    assert [next(results), next(results)] == [0, 1]
+    with pytest.raises(OSError, match="the source broke"):
+        next(results)
