@@ -7,14 +7,13 @@ import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import click
 
 from gate.cli.common import fail, kube_options, parse_flux_source, policy_for_files
 from gate.engine.check import CheckResult, build_sides, check_inventories, check_objects
 from gate.engine.context import Context
-from gate.engine.defer import plan_deferral
 from gate.engine.policy import Policy
 from gate.engine.scope import PruneScope, parse_scope
 from gate.engine.verdict import Verdict
@@ -24,17 +23,7 @@ from gate.model.kinds import check_guarded_kinds, declared_custom_kinds
 from gate.model.objects import RawObject
 from gate.report import FORMATS, render_report
 from gate.report.common import count
-from gate.report.github import step_summary
-from gate.report.sarif import render_sarif
 from gate.sources.clock import utc_today
-from gate.sources.deferral import (
-    RECORD,
-    Placer,
-    by_input_file,
-    by_repository_file,
-    by_root,
-    write_artifact,
-)
 from gate.sources.github import detect_ci_context
 from gate.sources.manifests import read_path
 from gate.sources.placement import git_files, place_findings, rendered_files
@@ -45,6 +34,12 @@ from gate.sources.policyfile import (
     policy_from_text,
     require_regular_file,
 )
+
+# What only some runs need is imported where it is used, so a plain `gate check` does not pay
+# for it: git mode (GitPython), --live (the kubernetes client), --defer-to, --sarif and
+# the GitHub step summary.
+if TYPE_CHECKING:
+    from gate.sources.deferral import Placer
 
 _T = TypeVar("_T")
 
@@ -295,6 +290,8 @@ def check_command(
         _write_sarif(sarif_path, result, context, base_label, head_label)
     code = result.decision.verdict.exit_code
     if defer_to is not None:
+        from gate.sources.deferral import by_input_file, by_repository_file, by_root
+
         if rendered:  # a file per input file, named as in the input
             layout = (
                 by_input_file(_workspace_relative(base_manifests or "-")),
@@ -319,6 +316,9 @@ def _defer(
     fmt: str,
 ) -> int:
     """`--defer-to`: the artifact when nothing blocks; the exit code the pipeline acts on."""
+    from gate.engine.defer import plan_deferral
+    from gate.sources.deferral import RECORD, write_artifact
+
     decision = result.decision
     if decision.verdict is Verdict.BLOCK:
         click.echo(
@@ -589,13 +589,14 @@ def _rev_label(rev: str, sha: str) -> str:
 
 
 def _emit(result: CheckResult, fmt: str, context: Context, base: str, head: str) -> None:
-
     color = fmt == "text" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
     click.echo(render_report(result, fmt, context=context, base=base, head=head, color=color))
     if fmt != "github":
         return
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
+        from gate.report.github import step_summary
+
         with Path(summary).open("a", encoding="utf-8") as fh:
             fh.write(step_summary(result, context=context, base=base, head=head))
     found = result.decision.findings
@@ -621,6 +622,8 @@ def _step_outputs(values: dict[str, str]) -> None:
 def _write_sarif(path: str, result: CheckResult, context: Context, base: str, head: str) -> None:
     """The SARIF log beside the report; a file that cannot be written is exit 2, not a pass
     whose upload step then finds nothing."""
+    from gate.report.sarif import render_sarif
+
     text = render_sarif(result.decision, context=context, base=base, head=head) + "\n"
     try:
         Path(path).write_text(text, encoding="utf-8")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import errno
 import sys
-import traceback
 from collections.abc import Callable
 from typing import Any, NoReturn
 
@@ -18,7 +17,6 @@ import click
 
 from gate import __version__
 from gate.model.errors import GateError
-from gate.model.findings import MEANING, Code
 
 #: Exit code of an internal error (`gate.engine.verdict.EXIT_BUG`, which test_cli compares).
 EXIT_BUG = 3
@@ -96,6 +94,8 @@ def _report_url() -> str:
 def _crash(exc: BaseException, *, debug: bool) -> NoReturn:
     """Say an internal error happened, whose bug it is and where to report it; exit EXIT_BUG.
     The traceback only with --debug: it is for the report, not for the operator."""
+    import traceback  # only on a crash: it loads linecache and tokenize
+
     from gate.report.common import inert
 
     if debug:
@@ -172,9 +172,20 @@ for _name, (_summary, _module, _attr) in COMMANDS.items():
     main.add_command(_Door(_name, _summary, _lazy(_module, _attr)))
 
 
+def __getattr__(name: str) -> Any:
+    """`Code` and `MEANING` on first use: `gate --help` does not load the findings model."""
+    if name in {"Code", "MEANING"}:
+        from gate.model import findings
+
+        return getattr(findings, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 @main.command("codes")
 def codes_command() -> None:
     """List every finding code and what it means."""
+    from gate.cli.root import MEANING, Code  # this module's, through __getattr__ (or a test's)
+
     width = max(len(c.value) for c in Code)
     for code in Code:
         click.echo(f"{code.value:<{width}}  {MEANING[code]}")

@@ -13,14 +13,13 @@ line, and GitHub's escaping rules keep it from starting a workflow command of it
 
 from __future__ import annotations
 
-from gate.engine.check import CheckResult
-from gate.engine.context import Context
+from typing import TYPE_CHECKING
+
 from gate.report.common import inert
-from gate.report.github import render_github
-from gate.report.json import render_json
-from gate.report.markdown import render_markdown
-from gate.report.sarif import render_sarif
-from gate.report.text import render_text
+
+if TYPE_CHECKING:
+    from gate.engine.check import CheckResult
+    from gate.engine.context import Context
 
 #: The formats `render_report` knows, the default first.
 FORMATS = ("text", "json", "github", "markdown", "sarif")
@@ -40,16 +39,27 @@ def render_report(
     `base` and `head` label the revisions compared (a SHA, a ref, a path); `color` adds ANSI
     colour to the text format only, and the caller decides it (a TTY, no NO_COLOR).
     """
+    # Each renderer is imported when its format is asked for: `gate check` pays for one.
     decision = result.decision
     if fmt == "text":
+        from gate.report.text import render_text
+
         text = render_text(decision, context=context, base=base, head=head, color=color)
         return text if color else inert(text)  # colour is for a terminal, never a CI log
     if fmt == "json":
+        from gate.report.json import render_json
+
         return render_json(decision, context=context, base=base, head=head)
     if fmt == "github":
+        from gate.report.github import render_github
+
         return render_github(decision, context=context, base=base, head=head)
     if fmt == "markdown":
+        from gate.report.markdown import render_markdown
+
         return inert(render_markdown(decision, context=context, base=base, head=head))
     if fmt == "sarif":
+        from gate.report.sarif import render_sarif
+
         return render_sarif(decision, context=context, base=base, head=head)
     raise ValueError(f"unknown report format {fmt!r}; use one of {', '.join(FORMATS)}")

@@ -6,7 +6,6 @@ pull request is judged on what it changes: from the merge base of its base and h
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,6 +67,8 @@ def detect_ci_context(env: Mapping[str, str]) -> CIContext:
 def _read_event(path: str | None) -> dict[str, Any]:
     if not path:
         return {}
+    import json  # in GitHub Actions only
+
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:

@@ -8,10 +8,8 @@ errors too: a candidate must not switch its own guards off by what it puts at th
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import stat
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +41,9 @@ POLICY_FILE = "prune-gate.yaml"
 
 
 def _schema() -> dict[str, Any]:
+    import json
+    from importlib import resources  # with tempfile and shutil: only when a policy is validated
+
     text = resources.files("gate").joinpath("schemas/policy.schema.json").read_text("utf-8")
     data: dict[str, Any] = json.loads(text)
     return data
