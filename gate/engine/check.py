@@ -63,10 +63,8 @@ def build_sides(
     """Identify the objects of both sides; CRDs on either side tell which kinds are cluster-wide."""
     scopes = Scopes()
     learn_scopes(scopes, base_raw, head_raw)
-    return (
-        build_inventory(base_raw, scopes, default_namespace),
-        build_inventory(head_raw, scopes, default_namespace),
-    )
+    base = build_inventory(base_raw, scopes, default_namespace)
+    return base, build_inventory(head_raw, scopes, default_namespace, like=base)
 
 
 def check_inventories(

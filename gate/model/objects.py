@@ -84,20 +84,29 @@ class Inventory:
         render a Namespace) is the same object when the copies agree in every field a rule
         reads: it is recorded in `duplicates`; copies that differ there are an error naming
         both places and the field, since which one the cluster gets depends on apply order."""
-        prior = self.objects.get(m.ref)
-        if prior is not None:
+        ref, known = m.ref, len(self.objects)
+        prior = self.objects.setdefault(ref, m)  # one lookup: the objects are many
+        if len(self.objects) == known:
             differs = _first_difference(prior, m)
             if differs is not None:
                 raise DuplicateObjectError(
-                    f"{m.ref.display()} is declared twice, and the copies differ in {differs} "
+                    f"{ref.display()} is declared twice, and the copies differ in {differs} "
                     f"(first at {prior.source})",
                     str(m.source),
                 )
-            self.duplicates.setdefault(m.ref, [prior.source]).append(m.source)
+            self.duplicates.setdefault(ref, [prior.source]).append(m.source)
             return
-        self.objects[m.ref] = m
-        self._by_kind.setdefault((m.ref.group, m.ref.kind), []).append(m)
-        self._by_ns.setdefault(m.ref.namespace, []).append(m)
+        kind = (ref.group, ref.kind)
+        same_kind = self._by_kind.get(kind)
+        if same_kind is None:
+            self._by_kind[kind] = [m]
+        else:
+            same_kind.append(m)
+        same_ns = self._by_ns.get(ref.namespace)
+        if same_ns is None:
+            self._by_ns[ref.namespace] = [m]
+        else:
+            same_ns.append(m)
 
     def get(self, ref: ObjectRef) -> Manifest | None:
         return self.objects.get(ref)
@@ -147,8 +156,9 @@ def _first_difference(a: Manifest, b: Manifest) -> str | None:
     """The first field a rule reads in which two copies of one object differ, or None."""
     if a.api_version != b.api_version:
         return "apiVersion"
+    meta_a, meta_b = a.metadata, b.metadata
     for key in _META_READ:
-        if (a.metadata.get(key) or None) != (b.metadata.get(key) or None):
+        if (meta_a.get(key) or None) != (meta_b.get(key) or None):
             return f"metadata.{key}"
     if (a.ref.group, a.ref.kind) in SPEC_READ_KINDS and a.body.get("spec") != b.body.get("spec"):
         return "spec"
@@ -159,7 +169,8 @@ def learn_scopes(scopes: Scopes, *sides: Iterable[RawObject]) -> None:
     """Teach `scopes` the CRDs declared on any side, before identities are computed."""
     for side in sides:
         for raw in side:
-            scopes.learn_crd(raw.body)
+            if raw.body.get("kind") == "CustomResourceDefinition":  # no other object teaches one
+                scopes.learn_crd(raw.body)
 
 
 def to_manifest(raw: RawObject, scopes: Scopes, default_namespace: str = "default") -> Manifest:
@@ -179,7 +190,25 @@ def to_manifest(raw: RawObject, scopes: Scopes, default_namespace: str = "defaul
 
 
 def build_inventory(
-    raws: Iterable[RawObject], scopes: Scopes, default_namespace: str = "default"
+    raws: Iterable[RawObject],
+    scopes: Scopes,
+    default_namespace: str = "default",
+    like: Inventory | None = None,
 ) -> Inventory:
-    """Identify every parsed object and index it; duplicates are errors."""
-    return Inventory(to_manifest(r, scopes, default_namespace) for r in raws)
+    """Identify every parsed object and index it; duplicates are errors.
+
+    `like` is the other side, identified with the same scopes and default namespace: a body
+    both sides share (the loader parses identical files once) has the same identity on both,
+    so its ref is reused. A candidate shares nearly every body with base, and a lookup of one
+    side's object in the other then matches by identity, not field by field.
+    """
+    shared = {id(m.body): m.ref for m in like} if like is not None else {}
+    inventory = Inventory()
+    add = inventory.add
+    for raw in raws:
+        ref = shared.get(id(raw.body))
+        if ref is None:
+            add(to_manifest(raw, scopes, default_namespace))
+        else:
+            add(Manifest(ref, raw.body["apiVersion"], raw.body, raw.source, raw.root))
+    return inventory

@@ -6,6 +6,7 @@ to autoscaling/v2 is not a removal, and the API server stores one object either 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -86,6 +87,7 @@ def api_path(api_version: str, plural: str, namespace: str = "") -> str:
     return f"{prefix}{scope}/{plural}"
 
 
+@functools.lru_cache(maxsize=1024)  # a check asks once per object, of a few dozen apiVersions
 def group_of(api_version: str) -> str:
     """`apps/v1` -> `apps`; `v1` -> `` (the core group)."""
     return api_version.rsplit("/", 1)[0] if "/" in api_version else ""
