@@ -7,6 +7,7 @@ applied afterwards, in `gate.engine.verdict`.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -15,8 +16,10 @@ from gate.engine.context import Context
 from gate.engine.flux import root_removed
 from gate.engine.kustomizations import (
     FLUX_FORCE,
+    FLUX_GROUP,
     force_disabled,
     forcing_kustomization,
+    kustomization_forces,
 )
 from gate.engine.plan import Action, Change
 from gate.engine.policy import Policy
@@ -26,7 +29,12 @@ from gate.model.findings import Code, Finding, FixAction, Runner, Severity, comm
 from gate.model.liveview import LiveView
 from gate.model.objects import Inventory, Manifest, Source
 from gate.model.refs import ObjectRef
-from gate.model.workloads import claim_names, pod_spec_of, statefulset_claim_matches
+from gate.model.workloads import (
+    POD_SPEC_PATHS,
+    claim_names,
+    pod_spec_of,
+    statefulset_claim_matches,
+)
 
 CLAIM = ("", "PersistentVolumeClaim")
 VOLUME = ("", "PersistentVolume")
@@ -658,7 +666,9 @@ def _index_template_users(head: Inventory) -> dict[tuple[str, str], list[Manifes
     StatefulSet claim templates are indexed by their claim prefix `tpl-sts` (claims `tpl-sts-N`).
     """
     index: dict[tuple[str, str], list[Manifest]] = {}
-    for m in head:
+    # Only workloads have a pod template; users are sorted when asked, so kind order is fine.
+    workloads = (w for kind in POD_SPEC_PATHS for w in head.of_kind(*kind))
+    for m in workloads:
         spec = pod_spec_of(m.ref.group, m.ref.kind, m.body)
         names = set(claim_names(spec)) if spec is not None else set()
         if _kind(m.ref) == STATEFULSET:
@@ -741,7 +751,7 @@ def check_candidate_updates(world: World) -> Iterator[Finding]:
     """
     for head in world.head:
         base = world.base.get(head.ref)
-        if base is not None and base.body == head.body:
+        if base is not None and (base.body is head.body or base.body == head.body):
             continue
         cause = "changed by the candidate" if base is not None else "created by the candidate"
         guarded = world.policy.is_guarded_kind(head.ref.group, head.ref.kind)
@@ -799,6 +809,9 @@ def check_void_force_disabled(world: World) -> Iterator[Finding]:
     The annotation reads like a guard, and Flux ignores it under `spec.force: true` (fluxcd/pkg
     ssa): the next immutable change to the object deletes and recreates it. Said once per object
     in the candidate, whatever else changes, so it is fixed before it matters."""
+    kustomizations = world.head.of_kind(FLUX_GROUP, "Kustomization")
+    if not any(kustomization_forces(k) for k in kustomizations):
+        return  # none forces: no object can be forced whatever it says (and most say nothing)
     for m in world.head:
         if not force_disabled(m):
             continue
@@ -836,32 +849,34 @@ def check_mass_prune(world: World) -> Iterator[Finding]:
     That is the signature of a broken render or a wrong path, not of a change someone meant;
     judged one removal at a time it would pass wherever nothing guarded is among them. Counted
     against the whole candidate: an object that moves to another root is not lost."""
-    roots: dict[str, list[Manifest]] = {}
-    for m in world.base:
-        roots.setdefault(m.root, []).append(m)
+    lost_by_root: dict[str, list[Manifest]] = {}
+    for ref in world.deleting:  # the few objects this deploy deletes, not every object in base
+        gone = world.base.get(ref)
+        if gone is not None:
+            lost_by_root.setdefault(gone.root, []).append(gone)
+    if not lost_by_root:
+        return
+    sizes = Counter(m.root for m in world.base)
     kept = {m.root for m in world.head}
     policy = world.policy
-    for root, objects in sorted(roots.items()):
+    for root in sorted(lost_by_root):
         if root_removed(root, world.base, world.head):
             continue  # a Kustomization removed on purpose: its objects go with it
-        lost = sorted((m for m in objects if m.ref in world.deleting), key=lambda m: m.ref)
-        if not lost:
-            continue
+        lost = sorted(lost_by_root[root], key=lambda m: m.ref)
+        size = sizes[root]
         everything = (
-            len(lost) == len(objects)
-            and root not in kept
-            and len(objects) >= policy.mass_prune_empty_min_objects
+            len(lost) == size and root not in kept and size >= policy.mass_prune_empty_min_objects
         )
-        share = len(lost) / len(objects)
+        share = len(lost) / size
         if not everything and not (
-            len(objects) >= policy.mass_prune_min_objects and share > policy.mass_prune_fraction
+            size >= policy.mass_prune_min_objects and share > policy.mass_prune_fraction
         ):
             continue
         where = f"root {root}" if root else "the input"
         how = (
             "every one of its objects"
             if everything
-            else f"{len(lost)} of its {len(objects)} objects ({share:.0%})"
+            else f"{len(lost)} of its {size} objects ({share:.0%})"
         )
         first = lost[0]
         yield Finding(
@@ -870,8 +885,7 @@ def check_mass_prune(world: World) -> Iterator[Finding]:
             message=f"{where} loses {how} at once: a broken path or render looks like this, "
             "and the deployer would prune them all",
             evidence=(
-                f"base: {len(objects)} object(s) in {where}; candidate: "
-                f"{len(objects) - len(lost)} of them remain",
+                f"base: {size} object(s) in {where}; candidate: {size - len(lost)} of them remain",
                 *(f"{m.ref.display()} is removed" for m in lost[:10]),
             ),
             remediation=f"check that {where} still builds what it should (the --path given, "
