@@ -423,12 +423,20 @@ def _same(a: ObjectRef, b: ObjectRef) -> bool:
     )
 
 
+def _deleted(owner: ObjectRef, world: World) -> bool:
+    """`_same` as one of the objects this deploy deletes."""
+    namespaces = world.deleting_by_name.get((owner.group, owner.kind, owner.name))
+    if not namespaces:
+        return False
+    return owner.namespace == "" or "" in namespaces or owner.namespace in namespaces
+
+
 def _other_owner_stays(child: ObjectRef, owner: ObjectRef, world: World) -> ObjectRef | None:
     """An owner of `child` besides `owner` that this deploy keeps (declared by the candidate,
     or live and not deleted): the garbage collector deletes a dependent only when all are gone."""
     assert world.live is not None
     for other in world.live.owners(child):
-        if _same(other, owner) or any(_same(other, d) for d in world.deleting):
+        if _same(other, owner) or _deleted(other, world):
             continue
         if other in world.head or world.live.get(other) is not None:
             return other

@@ -69,6 +69,15 @@ class World:
     def _template_users(self) -> dict[tuple[str, str], list[Manifest]]:
         return _index_template_users(self.head)
 
+    @cached_property
+    def deleting_by_name(self) -> dict[tuple[str, str, str], set[str]]:
+        """(group, kind, name) -> namespaces of the objects this deploy deletes: an owner is
+        matched against them per dependent, and a mass prune deletes thousands."""
+        index: dict[tuple[str, str, str], set[str]] = {}
+        for ref in self.deleting:
+            index.setdefault((ref.group, ref.kind, ref.name), set()).add(ref.namespace)
+        return index
+
     def template_users(self, namespace: str, claim: str) -> list[Manifest]:
         """Workloads in the candidate whose pod template mounts the claim (indexed once)."""
         users = list(self._template_users.get((namespace, claim), ()))
@@ -713,11 +722,13 @@ def check_already_terminating(changes: Iterable[Change], world: World) -> Iterat
     if world.live is None:
         return
     deleting = {c.ref: c for c in changes if c.deletes}
-    refs = sorted({m.ref for m in world.head} | set(deleting))
-    for ref in refs:
+    terminating = {}
+    for ref in {m.ref for m in world.head} | set(deleting):
         live = world.live.get(ref)
-        if live is None or not live.deletion_timestamp:
-            continue
+        if live is not None and live.deletion_timestamp:
+            terminating[ref] = live
+    for ref in sorted(terminating):  # the few being deleted, not every object, are sorted
+        live = terminating[ref]
         head = world.head.get(ref)
         change = deleting.get(ref) or Change(
             ref, Action.UPDATE, world.base.get(ref), head, "declared by the candidate"
