@@ -2,9 +2,12 @@
 
 In the merge queue the gate compares two revisions (base and candidate) of one repository, and the
 work tree holds at most one of them. Checking the other one out would race with the CI job and is
-slow, so every read here goes through the object database: one `git ls-tree -r` per revision and
-GitPython's persistent `git cat-file --batch` process for the blobs. That keeps a tree of 2,000
-files at one process start plus 2,000 pipe round trips, instead of 2,000 subprocesses.
+slow, so every read here goes through the object database: one `git ls-tree -r` per revision
+(kept for the process: a commit's tree never changes, and a check lists it for submodules,
+kustomizations, manifests and placement) and one `git cat-file --batch` given every blob id at
+once. That keeps a tree of 2,000 files at two process starts, instead of 2,000 subprocesses.
+A blob is parsed once per process whatever the paths and sides that hold it, and not at all
+when the parse cache has its id from an earlier run.
 
 Labels are paths relative to the repository root, so a finding points at `path:line` in the
 repository, which is what GitHub annotations need.
@@ -19,10 +22,13 @@ import os
 import posixpath
 import stat
 import subprocess
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import git
 
@@ -34,7 +40,8 @@ from gate.sources.manifests import (
     MANIFEST_SUFFIXES,
     helm_chart_dirs,
     in_any_dir,
-    parse_stream,
+    in_order,
+    parse_uncached,
     relabel,
 )
 
@@ -128,40 +135,42 @@ def read_tree(repo: str | Path, rev: str, paths: Sequence[str] = ()) -> list[Raw
             if e.path.endswith(MANIFEST_SUFFIXES)
             and not in_any_dir(e.path, charts)
             and e.mode != _MODE_SYMLINK
-            and posixpath.basename(e.path) not in KUSTOMIZATION_NAMES
+            and e.path.rpartition("/")[2] not in KUSTOMIZATION_NAMES
         ]
-        todo = []
+        have = {e.sha: _PARSED[e.sha] for e in entries if e.sha in _PARSED}
+        # Parsed on an earlier run: the blob need not even be read (one query per 500 blobs).
+        asked = {parsecache.blob_key(e.sha, True): e.sha for e in entries if e.sha not in have}
+        have.update((asked[k], known) for k, known in parsecache.get_many(list(asked)).items())
+        todo: dict[str, TreeEntry] = {}  # one parse per blob, under its first path
         for e in entries:
-            if (e.sha, e.path) in _PARSED:
-                continue
-            kept = parsecache.get(parsecache.blob_key(e.sha, True))
-            if kept is None:
-                todo.append(e)
-            else:  # parsed on an earlier run: the blob need not even be read
-                _PARSED[(e.sha, e.path)] = relabel(kept, e.path)
-        for entry, data in _blobs(r, todo):
-            parsed = parse_stream(
-                _decode(data, entry.path),
-                entry.path,
-                only_objects=True,
-                cache_key=parsecache.blob_key(entry.sha, True),
-            )
-            _PARSED[(entry.sha, entry.path)] = parsed
+            if e.sha not in have and e.sha not in todo:
+                todo[e.sha] = e
+        blobs = _blobs(r, list(todo.values()))
+        for entry, objects in in_order(partial(_parse_blob, e, data) for e, data in blobs):
+            have[entry.sha] = [(o.body, o.source.line) for o in objects]
         wanted = [_normalise(r, p) for p in paths] or ["."]
         out: list[RawObject] = []
         for e in entries:
             root = next(
                 (w for w in wanted if w == "." or e.path == w or e.path.startswith(w + "/")), "."
             )
-            out.extend(replace(o, root=root) for o in _PARSED[(e.sha, e.path)])
-        if len(_PARSED) > _PARSED_MAX:
+            out.extend(relabel(have[e.sha], e.path, root))
+        if len(_PARSED) + len(have) > _PARSED_MAX:
             _PARSED.clear()
+        _PARSED.update(have)
         return out
 
 
-#: Parsed blobs by (blob sha, path). Base and candidate share most files: each is parsed once.
-#: Parsed objects are never mutated, so sharing them between the two sides is safe.
-_PARSED: dict[tuple[str, str], list[RawObject]] = {}
+def _parse_blob(entry: TreeEntry, data: bytes) -> tuple[TreeEntry, list[RawObject]]:
+    text = _decode(data, entry.path)
+    key = parsecache.blob_key(entry.sha, True)
+    return entry, parse_uncached(text, entry.path, only_objects=True, cache_key=key)
+
+
+#: Parsed blobs by id, as (body, line) pairs: base and candidate share most files, and a blob
+#: at two paths is one text; each is parsed once. Parsed bodies are never mutated, so sharing
+#: them between the two sides is safe.
+_PARSED: dict[str, list[tuple[dict[str, Any], int]]] = {}
 _PARSED_MAX = 200_000
 
 
@@ -170,15 +179,13 @@ def kustomization_files(repo: str | Path, rev: str, paths: Sequence[str] = ()) -
     where reading files one by one differs from what a deployer applies."""
     with open_repo(repo) as r:
         selected = _select(r, _resolve(r, rev), rev, paths)
-        return sorted(e.path for e in selected if posixpath.basename(e.path) in KUSTOMIZATION_NAMES)
+        return sorted(e.path for e in selected if e.path.rpartition("/")[2] in KUSTOMIZATION_NAMES)
 
 
 def read_file(repo: str | Path, rev: str, path: str) -> str | None:
     """The text of one file at `rev`, or None when the file does not exist there."""
     with open_repo(repo) as r:
-        sha = _resolve(r, rev)
-        norm = _normalise(r, path)
-        entries = [e for e in _ls_tree(r, sha, [norm]) if e.path == norm]
+        entries = _at_path(r, _resolve(r, rev), _normalise(r, path))
         if not entries:
             return None
         for entry, data in _blobs(r, entries):
@@ -193,9 +200,7 @@ def read_blob(repo: str | Path, rev: str, path: str) -> tuple[bool, bytes] | Non
     whose decoding the caller owns.
     """
     with open_repo(repo) as r:
-        sha = _resolve(r, rev)
-        norm = _normalise(r, path)
-        entries = [e for e in _ls_tree(r, sha, [norm]) if e.path == norm]
+        entries = _at_path(r, _resolve(r, rev), _normalise(r, path))
         for entry, data in _blobs(r, entries):
             return entry.mode == _MODE_SYMLINK, data
         return None
@@ -239,6 +244,8 @@ def is_shallow(repo: str | Path) -> bool:
 def _resolve(r: git.Repo, rev: str) -> str:
     if not rev or rev.startswith("-"):
         raise GitError(f"invalid revision {rev!r}")
+    if (os.fspath(r.git_dir), rev) in _COMMITS:
+        return rev
     try:
         out: str = r.git.rev_parse("--verify", "--quiet", f"{rev}^{{commit}}")
     except git.GitCommandNotFound:
@@ -246,6 +253,7 @@ def _resolve(r: git.Repo, rev: str) -> str:
     except git.GitCommandError:
         out = ""
     if out:
+        _COMMITS.add((os.fspath(r.git_dir), out.strip()))
         return out.strip()
     if _is_shallow(r):
         raise GitError(
@@ -294,24 +302,66 @@ def submodules(repo: str | Path, rev: str, paths: Sequence[str] = ()) -> dict[st
         return {e.path: e.sha for e in _ls_tree(r, sha, wanted, kind="commit")}
 
 
-def _ls_tree(r: git.Repo, sha: str, paths: Sequence[str], kind: str = "blob") -> list[TreeEntry]:
+#: Commit ids this process has seen resolve, by git directory: a check passes the same two
+#: ids to every read, and an id names its commit for good (one `git rev-parse` each, not ~30).
+_COMMITS: set[tuple[str, str]] = set()
+
+#: Tree listings by (git directory, commit id, paths): a commit's tree never changes, and one
+#: check lists each side's for submodules, kustomizations, manifests and placement. A few are
+#: kept (`gate history` walks many commits).
+_TREES: dict[tuple[str, str, tuple[str, ...]], list[tuple[TreeEntry, str]]] = {}
+_TREES_MAX = 8
+_TREES_LOCK = threading.Lock()
+
+
+def _ls_tree(
+    r: git.Repo, sha: str, paths: Sequence[str], kind: str = "blob", *, keep: bool = True
+) -> list[TreeEntry]:
     """Every blob (and symlink) under `paths` (normalised; none or `.` for all) in one process;
-    with `kind="commit"`, every submodule instead."""
-    args = ["-r", "-z", "--full-tree", sha, "--"]
-    args.extend(p for p in paths if p != ".")
+    with `kind="commit"`, every submodule instead. Kept for the process unless `keep` is false
+    (a listing of one file, which a kept listing of the tree would push out)."""
+    wanted = tuple(p for p in paths if p != ".")
+    key = (os.fspath(r.git_dir), sha, wanted)
+    records = _TREES.get(key)
+    if records is None:
+        records = _list(r, sha, wanted)
+        if keep:
+            with _TREES_LOCK:
+                while len(_TREES) >= _TREES_MAX:
+                    del _TREES[next(iter(_TREES))]
+                _TREES[key] = records
+    return [e for e, what in records if what == kind]
+
+
+def _list(r: git.Repo, sha: str, wanted: Sequence[str]) -> list[tuple[TreeEntry, str]]:
+    """`git ls-tree -r` of `wanted` at `sha`: each entry and what it is (blob, commit)."""
     try:
-        output: str = r.git.ls_tree(*args)
+        output: str = r.git.ls_tree("-r", "-z", "--full-tree", sha, "--", *wanted)
     except git.GitCommandError as exc:
         raise GitError(f"cannot list the tree of {sha[:12]}: {_stderr(exc)}") from None
-    entries: list[TreeEntry] = []
+    records: list[tuple[TreeEntry, str]] = []
     for record in output.split("\0"):
         if not record:
             continue
         meta, _, path = record.partition("\t")
         mode, what, obj = meta.split(" ")
-        if what == kind:  # blobs skip submodules ("commit")
-            entries.append(TreeEntry(path, mode, obj))
-    return entries
+        records.append((TreeEntry(path, mode, obj), what))
+    return records
+
+
+def _at_path(r: git.Repo, sha: str, norm: str) -> list[TreeEntry]:
+    """The blob (or symlink) at `norm` (normalised), if any: from a kept listing that covers
+    it (no process), else from a listing of that path alone."""
+    if not norm.startswith(":"):  # `:` starts git's pathspec magic: leave it to git
+        for (git_dir, tree, wanted), records in list(_TREES.items()):
+            if (
+                git_dir == os.fspath(r.git_dir)
+                and tree == sha
+                and not any(w.startswith(":") for w in wanted)
+                and (not wanted or any(norm == w or norm.startswith(w + "/") for w in wanted))
+            ):
+                return [e for e, what in records if what == "blob" and e.path == norm]
+    return [e for e in _ls_tree(r, sha, [norm], keep=False) if e.path == norm]
 
 
 def _select(r: git.Repo, sha: str, rev: str, paths: Sequence[str]) -> list[TreeEntry]:
@@ -328,7 +378,8 @@ def _select(r: git.Repo, sha: str, rev: str, paths: Sequence[str]) -> list[TreeE
                 continue
             found = True
             # Hidden below the path asked for: `.github/` in the root, not `.config` if named.
-            if e.path != path and any(p.startswith(".") for p in e.path[len(prefix) :].split("/")):
+            rest = e.path[len(prefix) :]
+            if e.path != path and (rest.startswith(".") or "/." in rest):
                 continue
             if e.path not in seen:
                 seen.add(e.path)

@@ -1,6 +1,7 @@
 """The reading edge's fast paths give what the plain ones give: a directory's files looked up in
-the parse cache in batches, read without a Path per file, parsed once per content; errors in
-their turn. No test here measures time."""
+the parse cache in batches, read without a Path per file, parsed once per content; a git tree
+listed once per commit, its blobs read in one process, each parsed once per run and not at all
+when the cache has its id; errors in their turn. No test here measures time."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import git
 import pytest
 
-from gate.model.errors import InputError
+from gate.model.errors import GitError, InputError
 from gate.model.objects import RawObject
-from gate.sources import manifests, parsecache, yamlevents
+from gate.sources import gitsource, manifests, parsecache, yamlevents
+from tests.unit.helpers import GitRepo
 
 CM = "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: n}}\ndata: {{k: v}}\n"
 
@@ -317,3 +320,140 @@ def test_threads_raise_an_error_of_the_tasks_in_its_turn(monkeypatch: pytest.Mon
     assert [next(results), next(results)] == [0, 1]
     with pytest.raises(OSError, match="the source broke"):
         next(results)
+
+
+# --- git mode ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def git_cache(cache: Path) -> Iterator[Path]:
+    gitsource._PARSED.clear()
+    yield cache
+    gitsource._PARSED.clear()
+
+
+def _count_git(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The git commands run through GitPython from now on, and `cat-file` runs (with the number
+    of blobs asked) through `_blobs`."""
+    commands: list[str] = []
+    execute = git.cmd.Git.execute
+    blobs = gitsource._blobs
+
+    def counting(self: git.cmd.Git, command: Any, *args: Any, **kwargs: Any) -> Any:
+        commands.append(str(command[1]))
+        return execute(self, command, *args, **kwargs)
+
+    def counting_blobs(r: git.Repo, entries: Any) -> Iterator[Any]:
+        commands.append(f"cat-file {len(entries)}")
+        return blobs(r, entries)
+
+    monkeypatch.setattr(git.cmd.Git, "execute", counting)
+    monkeypatch.setattr(gitsource, "_blobs", counting_blobs)
+    return commands
+
+
+@pytest.fixture
+def two_commits(tmp_path: Path) -> tuple[GitRepo, str, str]:
+    repo = GitRepo(tmp_path / "repo")
+    base = repo.commit(
+        {
+            "apps/a.yaml": CM.format(name="a"),
+            "apps/copy-of-a.yaml": CM.format(name="a"),
+            "apps/b.yaml": CM.format(name="b"),
+            "apps/kustomization.yaml": "resources: [a.yaml]\n",
+            "other/c.yaml": CM.format(name="c"),
+            ".github/ci.yaml": "on: push\n",
+        }
+    )
+    head = repo.commit({"apps/b.yaml": CM.format(name="b2"), "other/d.yaml": CM.format(name="d")})
+    return repo, base, head
+
+
+def test_git_blobs_are_read_and_parsed_once_per_run_and_not_at_all_the_next_run(
+    git_cache: Path, two_commits: tuple[GitRepo, str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo, base, head = two_commits
+    commands = _count_git(monkeypatch)
+    parsed = _count_parses(monkeypatch)
+    first = (gitsource.read_tree(repo.root, base), gitsource.read_tree(repo.root, head))
+    # base: a (and its copy, the same blob), b, c; head: only what changed
+    assert [c for c in commands if c.startswith("cat-file")] == ["cat-file 3", "cat-file 2"]
+    assert sorted(parsed) == sorted(CM.format(name=n) for n in ("a", "b", "c", "b2", "d"))
+    assert [str(o.source) for o in first[0]] == [
+        "apps/a.yaml:1",
+        "apps/b.yaml:1",
+        "apps/copy-of-a.yaml:1",
+        "other/c.yaml:1",
+    ]
+    assert [o.root for o in first[1]] == ["."] * 5
+
+    _forget_this_process()
+    gitsource._PARSED.clear()
+    commands.clear()
+    parsed.clear()
+    reads = _count_reads(monkeypatch)
+    again = (gitsource.read_tree(repo.root, base), gitsource.read_tree(repo.root, head))
+    assert [_summary(side) for side in again] == [_summary(side) for side in first]
+    assert parsed == []
+    assert [c for c in commands if c.startswith("cat-file")] == ["cat-file 0", "cat-file 0"]
+    assert reads == [3, 2]  # one query a side, of the blobs it does not share with the other
+
+
+def test_a_commit_is_listed_and_resolved_once_for_every_read(
+    git_cache: Path, two_commits: tuple[GitRepo, str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo, base, _ = two_commits
+    commands = _count_git(monkeypatch)
+    assert gitsource.resolve_revision(repo.root, base) == base
+    assert gitsource.submodules(repo.root, base) == {}
+    assert gitsource.kustomization_files(repo.root, base) == ["apps/kustomization.yaml"]
+    names = [o.body["metadata"]["name"] for o in gitsource.read_tree(repo.root, base)]
+    assert names == ["a", "b", "a", "c"]
+    assert gitsource.read_file(repo.root, base, "apps/b.yaml") == CM.format(name="b")
+    assert gitsource.read_file(repo.root, base, "apps/missing.yaml") is None
+    assert gitsource.read_file(repo.root, base, "apps") is None  # a directory is not a file
+    assert gitsource.read_blob(repo.root, base, ".github/ci.yaml") == (False, b"on: push\n")
+    assert [c for c in commands if not c.startswith("cat-file")] == ["rev-parse", "ls-tree"]
+
+
+def test_a_path_outside_the_listed_ones_is_listed_alone(
+    git_cache: Path, two_commits: tuple[GitRepo, str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo, base, _ = two_commits
+    gitsource.read_tree(repo.root, base, ["apps"])
+    commands = _count_git(monkeypatch)
+    assert gitsource.read_file(repo.root, base, "apps/a.yaml") == CM.format(name="a")
+    assert commands == ["cat-file 1"]  # apps/ was listed: no ls-tree
+    assert gitsource.read_file(repo.root, base, "other/c.yaml") == CM.format(name="c")
+    assert gitsource.read_file(repo.root, base, "other/none.yaml") is None
+    assert commands == ["cat-file 1", "ls-tree", "cat-file 1", "ls-tree"]
+
+
+def test_unknown_revisions_are_still_refused(two_commits: tuple[GitRepo, str, str]) -> None:
+    repo, base, _ = two_commits
+    gitsource.read_tree(repo.root, base)
+    with pytest.raises(GitError, match="unknown revision"):
+        gitsource.read_tree(repo.root, "0" * 40)
+    with pytest.raises(GitError, match="unknown revision"):
+        gitsource.resolve_revision(repo.root, base[:-1] + ("0" if base[-1] != "0" else "1"))
+    other = GitRepo(repo.root.parent / "other")
+    other.commit({"x.yaml": CM.format(name="x")})
+    with pytest.raises(GitError, match="unknown revision"):  # known in another repository
+        gitsource.read_tree(other.root, base)
+
+
+def test_git_errors_keep_their_turn(
+    git_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = GitRepo(tmp_path / "repo")
+    sha = repo.commit(
+        {
+            "a.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {}\n",
+            "b.yaml": "broken: [",
+            "c.yaml": CM.format(name="c"),
+        }
+    )
+    parsed = _count_parses(monkeypatch)
+    with pytest.raises(InputError, match=r"^a\.yaml:1: ConfigMap has no metadata.name"):
+        gitsource.read_tree(repo.root, sha)
+    assert parsed == ["apiVersion: v1\nkind: ConfigMap\nmetadata: {}\n"]  # nothing after it
