@@ -7,6 +7,7 @@ applied afterwards, in `gate.engine.verdict`.
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
@@ -723,7 +724,8 @@ def check_already_terminating(changes: Iterable[Change], world: World) -> Iterat
         return
     deleting = {c.ref: c for c in changes if c.deletes}
     terminating = {}
-    for ref in {m.ref for m in world.head} | set(deleting):
+    pruned = (ref for ref in deleting if ref not in world.head)
+    for ref in itertools.chain((m.ref for m in world.head), pruned):
         live = world.live.get(ref)
         if live is not None and live.deletion_timestamp:
             terminating[ref] = live
