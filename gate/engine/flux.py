@@ -49,8 +49,7 @@ def _deletes_when_removed(k: Manifest) -> bool:
 
 def was_rendered(release: ObjectRef, base: Inventory) -> bool:
     """True when base holds what HelmRelease `release` installs (its chart was rendered)."""
-    root = f"{HELM_PREFIX}{release.namespace}/{release.name}"
-    return any(m.root == root for m in base)
+    return f"{HELM_PREFIX}{release.namespace}/{release.name}" in base.roots()
 
 
 def root_removed(root: str, base: Inventory, head: Inventory) -> bool:

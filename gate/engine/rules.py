@@ -870,7 +870,7 @@ def check_mass_prune(world: World) -> Iterator[Finding]:
     if not lost_by_root:
         return
     sizes = Counter(m.root for m in world.base)
-    kept = {m.root for m in world.head}
+    kept = world.head.roots()
     policy = world.policy
     for root in sorted(lost_by_root):
         if root_removed(root, world.base, world.head):

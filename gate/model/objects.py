@@ -76,6 +76,7 @@ class Inventory:
         self.duplicates: dict[ObjectRef, list[Source | None]] = {}
         self._by_kind: dict[tuple[str, str], list[Manifest]] = {}
         self._by_ns: dict[str, list[Manifest]] = {}
+        self._roots: frozenset[str] | None = None
         for m in manifests:
             self.add(m)
 
@@ -96,6 +97,7 @@ class Inventory:
                 )
             self.duplicates.setdefault(ref, [prior.source]).append(m.source)
             return
+        self._roots = None
         kind = (ref.group, ref.kind)
         same_kind = self._by_kind.get(kind)
         if same_kind is None:
@@ -127,6 +129,13 @@ class Inventory:
     def in_namespace(self, namespace: str) -> list[Manifest]:
         """Objects in one namespace, in declaration order."""
         return self._by_ns.get(namespace, [])
+
+    def roots(self) -> frozenset[str]:
+        """The roots the objects were read from (found once, not per question: a rule asks per
+        removed HelmRelease)."""
+        if self._roots is None:
+            self._roots = frozenset(m.root for m in self.objects.values())
+        return self._roots
 
 
 #: Kinds whose spec a rule or the plan reads (claims, volumes, workloads, CRDs, the parents whose

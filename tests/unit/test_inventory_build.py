@@ -64,3 +64,11 @@ def test_the_same_object_added_twice_is_a_duplicate_not_a_second_entry() -> None
     assert list(inv.of_kind("", "ConfigMap")) == [m]
     assert inv.in_namespace("app") == [m]
     assert inv.duplicates == {m.ref: [m.source, m.source]}
+
+
+def test_roots_follow_what_is_added() -> None:
+    inv = Inventory([to_manifest(r, Scopes()) for r in _raws([_body("ConfigMap", "a")], "one")])
+    assert inv.roots() == {"one"}
+    inv.add(to_manifest(_raws([_body("ConfigMap", "b")], "two")[0], Scopes()))
+    assert inv.roots() == {"one", "two"}
+    assert Inventory().roots() == frozenset()
