@@ -114,11 +114,15 @@ def load_documents(text: str, max_depth: int) -> list[tuple[int, Any]] | None:
     return python_documents(text, max_depth)
 
 
-def native_documents(text: str, max_depth: int) -> list[tuple[int, Any]] | None:
-    """`load_documents` by the native reader (which must be installed)."""
+def native_documents(
+    text: str, max_depth: int, *, scanner: bool = True
+) -> list[tuple[int, Any]] | None:
+    """`load_documents` by the native reader (which must be installed): by its own scanner for
+    the plain YAML most manifests are, by libyaml's events for the rest (or, without `scanner`,
+    for all)."""
     assert _NATIVE is not None and _NATIVE_FIRST is not None
     docs: list[tuple[int, Any]] | None = _NATIVE.load_documents(
-        text, max_depth, _plain, _UNSUPPORTED, _NATIVE_FIRST, _NATIVE_EMPTY
+        text, max_depth, _plain, _UNSUPPORTED, _NATIVE_FIRST, _NATIVE_EMPTY, scanner
     )
     return docs
 

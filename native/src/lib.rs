@@ -13,6 +13,9 @@
 //! The parser is unsafe-libyaml: libyaml 0.2.5, the version PyYAML's wheels are built with,
 //! translated to Rust, so the events and their marks are the careful reader's.
 
+mod scan;
+
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::mem::MaybeUninit;
 use std::sync::Mutex;
@@ -20,6 +23,8 @@ use std::sync::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use unsafe_libyaml as y;
+
+use scan::Ev;
 
 /// Scalars kept for reuse, by their text; past this many, new ones are built each time.
 const MEMO_LIMIT: usize = 100_000;
@@ -59,7 +64,9 @@ impl Parser {
             if !y::yaml_parser_parse(self.raw.as_mut_ptr(), event.as_mut_ptr()).ok {
                 return None;
             }
-            Some(Event { raw: event.assume_init() })
+            Some(Event {
+                raw: event.assume_init(),
+            })
         }
     }
 }
@@ -78,6 +85,61 @@ struct Event {
 impl Drop for Event {
     fn drop(&mut self) {
         unsafe { y::yaml_event_delete(&mut self.raw) }
+    }
+}
+
+/// libyaml's events as the builder needs them; anything the builder leaves to the careful
+/// reader (anchors, aliases, tags, a syntax error) is `Unsupported`.
+struct LibyamlEvents {
+    parser: Parser,
+}
+
+impl LibyamlEvents {
+    fn next(&mut self) -> Result<Option<Ev<'static>>, Unsupported> {
+        loop {
+            let event = self.parser.next().ok_or(Unsupported)?; // a syntax error
+            let ev = &event.raw;
+            let line = ev.start_mark.line as usize + 1;
+            return Ok(Some(match ev.type_ {
+                y::YAML_STREAM_END_EVENT => return Ok(None),
+                y::YAML_SCALAR_EVENT => {
+                    let s = unsafe { ev.data.scalar };
+                    if !s.anchor.is_null() || !s.tag.is_null() {
+                        return Err(Unsupported);
+                    }
+                    let bytes = unsafe { std::slice::from_raw_parts(s.value, s.length as usize) };
+                    Ev::Scalar {
+                        bytes: Cow::Owned(bytes.to_vec()),
+                        plain: s.plain_implicit,
+                        line,
+                    }
+                }
+                y::YAML_MAPPING_START_EVENT | y::YAML_SEQUENCE_START_EVENT => {
+                    let mapping = ev.type_ == y::YAML_MAPPING_START_EVENT;
+                    let (anchor, implicit) = unsafe {
+                        if mapping {
+                            (ev.data.mapping_start.anchor, ev.data.mapping_start.implicit)
+                        } else {
+                            (
+                                ev.data.sequence_start.anchor,
+                                ev.data.sequence_start.implicit,
+                            )
+                        }
+                    };
+                    if !anchor.is_null() || !implicit {
+                        return Err(Unsupported);
+                    }
+                    if mapping {
+                        Ev::MapStart { line }
+                    } else {
+                        Ev::SeqStart { line }
+                    }
+                }
+                y::YAML_MAPPING_END_EVENT | y::YAML_SEQUENCE_END_EVENT => Ev::End,
+                y::YAML_ALIAS_EVENT => return Err(Unsupported),
+                _ => continue, // stream start, document start and end
+            }));
+        }
     }
 }
 
@@ -104,13 +166,18 @@ fn scalar<'py>(
     bytes: &[u8],
     is_plain: bool,
 ) -> Result<Bound<'py, PyAny>, PyErr> {
-    let table = if is_plain { &mut memo.plain } else { &mut memo.quoted };
+    let table = if is_plain {
+        &mut memo.plain
+    } else {
+        &mut memo.quoted
+    };
     if let Some(known) = table.get(bytes) {
         return Ok(known.bind(py).clone());
     }
-    // libyaml hands out valid UTF-8 only (it checks its input), as PyYAML's decode relies on.
+    // libyaml hands out valid UTF-8 only (it checks its input), as PyYAML's decode relies on;
+    // the scanner takes ASCII only
     let text = std::str::from_utf8(bytes).map_err(|e| {
-        pyo3::exceptions::PyValueError::new_err(format!("libyaml gave invalid UTF-8: {e}"))
+        pyo3::exceptions::PyValueError::new_err(format!("invalid UTF-8 in a scalar: {e}"))
     })?;
     let needs_resolver = is_plain
         && match bytes.first() {
@@ -128,67 +195,57 @@ fn scalar<'py>(
     Ok(value)
 }
 
-fn build<'py>(
+/// The documents the events make, each with its root's line.
+fn build<'py, 't>(
     py: Python<'py>,
-    text: &[u8],
+    mut next: impl FnMut() -> Result<Option<Ev<'t>>, Unsupported>,
     max_depth: usize,
     plain: &Plain<'_, 'py>,
     memo: &mut Memo,
 ) -> Result<Result<Bound<'py, PyList>, Unsupported>, PyErr> {
-    let Some(mut parser) = Parser::new(text) else {
-        return Ok(Err(Unsupported));
-    };
     let docs = PyList::empty(py);
     let mut stack: Vec<Open<'py>> = Vec::new();
     loop {
-        let Some(event) = parser.next() else {
-            return Ok(Err(Unsupported)); // a syntax error: the careful reader words it
+        let event = match next() {
+            Ok(Some(event)) => event,
+            Ok(None) => return Ok(Ok(docs)),
+            Err(Unsupported) => return Ok(Err(Unsupported)),
         };
-        let ev = &event.raw;
-        let (value, opened) = match ev.type_ {
-            y::YAML_STREAM_END_EVENT => return Ok(Ok(docs)),
-            y::YAML_SCALAR_EVENT => {
-                let s = unsafe { ev.data.scalar };
-                if !s.anchor.is_null() || !s.tag.is_null() {
-                    return Ok(Err(Unsupported));
-                }
-                let bytes = unsafe { std::slice::from_raw_parts(s.value, s.length as usize) };
-                let value = scalar(py, memo, plain, bytes, s.plain_implicit)?;
-                if s.plain_implicit && value.is(plain.unsupported) {
+        let (value, line, list) = match event {
+            Ev::Scalar {
+                bytes,
+                plain: is_plain,
+                line,
+            } => {
+                let value = scalar(py, memo, plain, &bytes, is_plain)?;
+                if is_plain && value.is(plain.unsupported) {
                     return Ok(Err(Unsupported)); // a merge key, or a tag this reader leaves
                 }
-                (value, false)
+                (value, line, None)
             }
-            y::YAML_MAPPING_START_EVENT | y::YAML_SEQUENCE_START_EVENT => {
-                let mapping = ev.type_ == y::YAML_MAPPING_START_EVENT;
-                let (anchor, implicit) = unsafe {
-                    if mapping {
-                        (ev.data.mapping_start.anchor, ev.data.mapping_start.implicit)
-                    } else {
-                        (ev.data.sequence_start.anchor, ev.data.sequence_start.implicit)
-                    }
-                };
-                if !anchor.is_null() || !implicit || stack.len() >= max_depth {
+            Ev::MapStart { line } | Ev::SeqStart { line } => {
+                if stack.len() >= max_depth {
                     return Ok(Err(Unsupported));
                 }
-                let value = if mapping {
-                    PyDict::new(py).into_any()
-                } else {
+                let list = matches!(event, Ev::SeqStart { .. });
+                let value = if list {
                     PyList::empty(py).into_any()
+                } else {
+                    PyDict::new(py).into_any()
                 };
-                (value, true)
+                (value, line, Some(list))
             }
-            y::YAML_MAPPING_END_EVENT | y::YAML_SEQUENCE_END_EVENT => {
+            Ev::End => {
                 stack.pop();
                 continue;
             }
-            y::YAML_ALIAS_EVENT => return Ok(Err(Unsupported)),
-            _ => continue, // stream start, document start and end
         };
         match stack.last_mut() {
             None => {
-                let line = ev.start_mark.line as usize + 1;
-                docs.append(PyTuple::new(py, [line.into_pyobject(py)?.into_any(), value.clone()])?)?;
+                docs.append(PyTuple::new(
+                    py,
+                    [line.into_pyobject(py)?.into_any(), value.clone()],
+                )?)?;
             }
             Some(parent) if parent.list => {
                 parent.value.downcast::<PyList>()?.append(&value)?;
@@ -197,7 +254,7 @@ fn build<'py>(
                 let dict = parent.value.downcast::<PyDict>()?;
                 match parent.key.take() {
                     None => {
-                        if opened || dict.contains(&value)? {
+                        if list.is_some() || dict.contains(&value)? {
                             return Ok(Err(Unsupported)); // a complex key, or a duplicate
                         }
                         parent.key = Some(value.clone());
@@ -206,9 +263,12 @@ fn build<'py>(
                 }
             }
         }
-        if opened {
-            let list = ev.type_ == y::YAML_SEQUENCE_START_EVENT;
-            stack.push(Open { value, list, key: None });
+        if let Some(list) = list {
+            stack.push(Open {
+                value,
+                list,
+                key: None,
+            });
         }
     }
 }
@@ -218,7 +278,10 @@ fn build<'py>(
 /// `resolve(value)` reads a plain scalar that may not be a string (and returns `unsupported`
 /// for one this reader must leave alone); `resolved_first` is the characters a plain scalar
 /// must start with for that to be possible, and `resolve_empty` whether the empty one is.
+/// With `use_scanner`, the fast scanner (`scan`) reads the texts it can, libyaml the rest.
 #[pyfunction]
+#[pyo3(signature = (text, max_depth, resolve, unsupported, resolved_first, resolve_empty, use_scanner = true))]
+#[allow(clippy::too_many_arguments)]
 fn load_documents<'py>(
     py: Python<'py>,
     text: &Bound<'py, PyString>,
@@ -227,6 +290,7 @@ fn load_documents<'py>(
     unsupported: &Bound<'py, PyAny>,
     resolved_first: &str,
     resolve_empty: bool,
+    use_scanner: bool,
 ) -> PyResult<Option<Bound<'py, PyList>>> {
     let mut first = [false; 256];
     for c in resolved_first.chars() {
@@ -239,11 +303,49 @@ fn load_documents<'py>(
             break;
         }
     }
-    let plain = Plain { resolve, unsupported, first, empty: resolve_empty };
+    let plain = Plain {
+        resolve,
+        unsupported,
+        first,
+        empty: resolve_empty,
+    };
     let bytes = text.to_str()?.as_bytes();
     let mut guard = MEMO.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let memo = guard.get_or_insert_with(|| Memo { plain: HashMap::new(), quoted: HashMap::new() });
-    Ok(build(py, bytes, max_depth, &plain, memo)?.ok())
+    let memo = guard.get_or_insert_with(|| Memo {
+        plain: HashMap::new(),
+        quoted: HashMap::new(),
+    });
+    if use_scanner {
+        if let Some(events) = scan_events(bytes) {
+            let mut events = events.into_iter();
+            let built = build(py, || Ok(events.next()), max_depth, &plain, memo)?;
+            return Ok(built.ok());
+        }
+    }
+    let Some(parser) = Parser::new(bytes) else {
+        return Ok(None);
+    };
+    let mut events = LibyamlEvents { parser };
+    Ok(build(py, || events.next(), max_depth, &plain, memo)?.ok())
+}
+
+/// The scanner's events for `text`, or None when it leaves the text to libyaml. A panic in the
+/// scanner (a bug: the tests call `scanned`, which lets it through) leaves the text to libyaml
+/// too, rather than failing the read.
+fn scan_events(text: &[u8]) -> Option<Vec<Ev<'_>>> {
+    std::panic::catch_unwind(|| {
+        let mut scanner = scan::Scanner::new(text).ok()?;
+        scanner.run().ok()?;
+        Some(scanner.events)
+    })
+    .ok()
+    .flatten()
+}
+
+/// Whether the fast scanner reads `text` by itself (else libyaml does): for tests and benchmarks.
+#[pyfunction]
+fn scanned(text: &str) -> bool {
+    scan::Scanner::new(text.as_bytes()).is_ok_and(|mut scanner| scanner.run().is_ok())
 }
 
 /// Forget the memoised scalars (a test that changes the resolver calls this).
@@ -257,6 +359,7 @@ fn clear_memo() {
 fn prune_gate_yaml(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(load_documents, m)?)?;
     m.add_function(wrap_pyfunction!(clear_memo, m)?)?;
+    m.add_function(wrap_pyfunction!(scanned, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("BUILD", env!("PRUNE_GATE_YAML_BUILD"))?;
     Ok(())

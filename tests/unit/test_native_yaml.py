@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from gate.sources import yamlevents
 from gate.sources.manifests import MAX_DEPTH
-from tests.unit.test_yamlevents import _block_line, careful_or_error, typed
+from tests.unit.test_yamlevents import TOKENS, _block_line, careful_or_error, typed
 
 if yamlevents._NATIVE is None:
     if os.environ.get("PRUNE_GATE_REQUIRE_NATIVE") == "1":
@@ -34,6 +34,8 @@ if yamlevents._NATIVE is None:
 
 
 def native(text: str, max_depth: int = MAX_DEPTH) -> list[tuple[int, Any]] | None:
+    assert yamlevents._NATIVE is not None
+    yamlevents._NATIVE.scanned(text)  # the scanner alone: a panic there is raised, not absorbed
     return yamlevents.native_documents(text, max_depth)
 
 
@@ -59,6 +61,81 @@ def test_any_text_reads_alike_or_goes_the_careful_way(text: str) -> None:
     assert both_typed(fast) == both_typed(python(text))
     if fast is not None:
         assert both_typed(fast) == careful_or_error(text)
+
+
+#: Scalars as they are written after `key: ` or `- ` in block style, and keys.
+BLOCK_SCALARS = [
+    *TOKENS, "a b", "it's", "'it''s'", "''", '""', '"a \\" b"', "x #c", "x#y", "x # c", "a:b",
+    "http://x:80/y", "-1", "-x", "- x", "a: b", "a:", "'a' b", "{a: b}", "[a, b]", "{a: [1, 2]}",
+    "[a, {b: c}]", "[]", "{}", "[a,]", "[a b, c]", "{a: }", '{"a": 1}', '{"a":1}', "[a:b]",
+    "[a: b]", "{a: b, a: c}", "%x", "@x", "`x", "!x", "|", "|-", "|+", "|2", ">", ">-", "| #c",
+]  # fmt: skip
+BLOCK_KEYS = ["a", "b", "on", "1", "'k'", '"k"', "k k", "-k", "?k", "k#", "k #", "[k]", "'k' "]
+
+
+@st.composite
+def _block_node(draw: st.DrawFn, indent: int, depth: int) -> str:
+    """A block mapping or sequence at `indent`, as a person or a tool writes one, now and then
+    a space off, a comment or a blank line in it, and a literal block's lines."""
+    lines: list[str] = []
+    sequence = draw(st.booleans())
+    for _ in range(draw(st.integers(1, 3))):
+        pad = " " * max(0, indent + draw(st.sampled_from([0, 0, 0, 0, 0, 0, 1, -1])))
+        if draw(st.integers(0, 9)) == 0:
+            lines.append(draw(st.sampled_from(["", "# c", "  # c", " "])))
+        head = f"{pad}- " if sequence else f"{pad}{draw(st.sampled_from(BLOCK_KEYS))}: "
+        choice = draw(st.integers(0, 9)) if depth > 0 else 0
+        if choice <= 5:
+            value = draw(st.sampled_from(BLOCK_SCALARS))
+            lines.append(head + value)
+            if value.startswith("|"):
+                body_pad = " " * (indent + draw(st.sampled_from([2, 2, 1, 0, 4])))
+                for _ in range(draw(st.integers(0, 3))):
+                    text = draw(st.sampled_from(["x", "  y", "#z", "---", "", " ", "a: b"]))
+                    lines.append(body_pad + text if text.strip() else text)
+        elif choice <= 7:  # a nested collection on the next lines
+            lines.append(head.rstrip())
+            step = draw(st.sampled_from([2, 2, 4, 0, 1]))
+            lines.append(draw(_block_node(indent + step, depth - 1)))
+        else:  # a compact mapping in a sequence entry, or a key's value mapping
+            inner = draw(_block_node(len(head), depth - 1)).lstrip(" ")
+            lines.append(head + inner)
+    return "\n".join(lines)
+
+
+_BLOCK_TEXTS = st.lists(
+    st.tuples(st.sampled_from(["", "---\n", "--- #c\n", "# c\n---\n"]), _block_node(0, 3)),
+    min_size=1,
+    max_size=3,
+).map(lambda docs: "".join(sep + doc + "\n" for sep, doc in docs))
+
+
+@given(_BLOCK_TEXTS)
+def test_the_scanner_reads_block_yaml_as_libyaml_and_the_careful_reader_do(text: str) -> None:
+    scanned = native(text)
+    assert both_typed(scanned) == both_typed(
+        yamlevents.native_documents(text, MAX_DEPTH, scanner=False)
+    )
+    if scanned is not None:
+        assert both_typed(scanned) == careful_or_error(text)
+
+
+@given(_BLOCK_TEXTS, st.integers(0, 10_000), st.sampled_from([" ", "", ":", "-", "#", "'", "\n"]))
+def test_a_text_one_character_off_reads_as_libyaml_reads_it(text: str, at: int, char: str) -> None:
+    at %= len(text) + 1
+    for mutant in (text[:at] + char + text[at:], text[:at] + text[at + 1 :]):
+        scanned = native(mutant)
+        assert both_typed(scanned) == both_typed(
+            yamlevents.native_documents(mutant, MAX_DEPTH, scanner=False)
+        )
+
+
+def test_the_benchmarks_manifests_take_the_scanner() -> None:
+    from bench.bench_check import app_file
+
+    assert yamlevents._NATIVE is not None
+    assert all(yamlevents._NATIVE.scanned(app_file(i, 5)) for i in range(3))
+    assert not yamlevents._NATIVE.scanned("a: &x 1\n")  # an anchor: libyaml's
 
 
 def test_the_reader_in_use_is_the_native_one() -> None:
@@ -136,7 +213,12 @@ def test_nesting_past_the_limit_goes_the_careful_way() -> None:
     nested = "[" * 10 + "1" + "]" * 10
     assert native(nested, max_depth=10) == [(1, [[[[[[[[[[1]]]]]]]]]])]
     assert native(nested, max_depth=9) is None
-    assert native("[" * 100_000 + "]" * 100_000) is None  # nothing recurses: no crash either
+    # nothing recurses without bound, so no stack overflows either
+    assert native("[" * 100_000 + "]" * 100_000) is None
+    assert native("a: " + "[" * 100_000 + "]" * 100_000 + "\n") is None
+    assert native("a: " + "{a: " * 100_000 + "1" + "}" * 100_000 + "\n") is None
+    deep = "".join(" " * i + "a:\n" for i in range(2_000))
+    assert native(deep) is None
 
 
 def test_repeated_scalars_are_one_object() -> None:
