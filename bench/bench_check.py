@@ -4,13 +4,14 @@ The input: 10,000 objects in 2,000 files (a claim, a Deployment mounting it, a S
 ConfigMap and a PodDisruptionBudget per file), base and a candidate that drops ten claims from
 files that stay. Every command is a fresh process (what CI pays), timed whole, its peak RSS read
 from wait4. prune-gate runs cold (an empty parse cache) and warm (the cache of an earlier run, as
-on a CI runner that keeps ~/.cache); the alternative is mikefarah's yq v4 (built from its Go
-module, tools/yq) extracting claim identities from both sides, then `comm -23`: it finds the same
-ten claims and nothing else (no consumers, retirement, moves or prune scopes). For kustomize
-input, `kubectl kustomize` + yq against `gate check --render kustomize`, at a tenth of the files:
-a kustomize build grows faster than its input (at 2,000 files `kubectl kustomize` alone takes
-minutes, and prune-gate's build no less), so the full size measures kustomize, not the gate. Each
-row is run again at a tenth of its size to show how the cost grows.
+on a CI runner that keeps ~/.cache), and cold again with its native YAML reader turned off
+(`py-cold`: what an install without native/ gets); the alternative is mikefarah's yq v4 (built
+from its Go module, tools/yq) extracting claim identities from both sides, then `comm -23`: it
+finds the same ten claims and nothing else (no consumers, retirement, moves or prune scopes). For
+kustomize input, `kubectl kustomize` + yq against `gate check --render kustomize`, at a tenth of
+the files: a kustomize build grows faster than its input (at 2,000 files `kubectl kustomize` alone
+takes minutes, and prune-gate's build no less), so the full size measures kustomize, not the gate.
+Each row is run again at a tenth of its size to show how the cost grows.
 Run: `python -m bench.bench_check [--files N] [--runs R]`.
 """
 
@@ -274,14 +275,30 @@ def bench(files: int, per_file: int, runs: int, modes: tuple[str, ...]) -> dict[
             results[f"{mode} cold"] = measure(cmd, cwd, env, runs, expect=1, fresh_cache=True)
             measure(cmd, cwd, env, 1, expect=1)  # fill the cache
             results[f"{mode} warm"] = measure(cmd, cwd, env, runs, expect=1)
+            python_env = {**env, "PRUNE_GATE_NATIVE_YAML": "off"}
+            results[f"{mode} py-cold"] = measure(
+                cmd, cwd, python_env, runs, expect=1, fresh_cache=True
+            )
             script = PIPELINE_FUNCTIONS + PIPELINES[mode]
             results[f"{mode} yq"] = measure(["bash", "-c", script], cwd, env, runs, expect=0)
             want = results[f"{mode} yq"].stdout.split()
-            for variant in ("cold", "warm"):
+            for variant in VARIANTS:
                 got = blocked_claims(results[f"{mode} {variant}"].stdout)
                 if got != want or len(want) != len(range(0, files, max(1, files // 10))):
                     raise SystemExit(f"{mode}: gate blocked {got}, the pipeline found {want}")
     return results
+
+
+VARIANTS = ("cold", "warm", "py-cold")
+
+
+def native_reader() -> str:
+    """Which YAML reader the gate on PATH uses (README: how to build the native one)."""
+    gate = shutil.which("gate") or "gate"
+    python = Path(gate).resolve().parent / "python"
+    code = "from gate.sources.yamlevents import READER_ID; print(READER_ID)"
+    out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True)
+    return out.stdout.strip()
 
 
 def main() -> None:
@@ -297,18 +314,19 @@ def main() -> None:
     small = bench(args.files // 10, args.per_file, args.runs, plain)
     small |= bench(args.files // 100, args.per_file, args.runs, kustomize)
     print(f"gate check, whole process, median of {args.runs} runs; peak RSS the largest of any run")
+    print(f"  YAML reader: {native_reader()} (py-cold: the Python one, PRUNE_GATE_NATIVE_YAML=off)")
     print(
-        f"  {'mode':<10} {'objects':>7} {'prune-gate':>22} {'yq pipeline':>17}"
+        f"  {'mode':<10} {'objects':>7} {'prune-gate':>25} {'yq pipeline':>17}"
         f"   {'yq / gate':>16}   10x input"
     )
     for mode in (*plain, *kustomize):
         yq = big[f"{mode} yq"]
         objects = sizes[mode] * args.per_file
-        for variant in ("cold", "warm"):
+        for variant in VARIANTS:
             g = big[f"{mode} {variant}"]
             grow = g.seconds / small[f"{mode} {variant}"].seconds
             print(
-                f"  {mode:<10} {objects:>7,} {variant:>4} {g.seconds:6.2f} s {g.rss_mib:5.0f} MiB"
+                f"  {mode:<10} {objects:>7,} {variant:>7} {g.seconds:6.2f} s {g.rss_mib:5.0f} MiB"
                 f" {yq.seconds:6.2f} s {yq.rss_mib:4.0f} MiB"
                 f"   {yq.seconds / g.seconds:5.2f}x time {yq.rss_mib / g.rss_mib:4.2f}x mem"
                 f"   x{grow:.1f} (yq x{yq.seconds / small[f'{mode} yq'].seconds:.1f})"
