@@ -28,9 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
-
-import git
+from typing import TYPE_CHECKING, Any
 
 from gate.model.errors import GitError, InputError
 from gate.model.objects import RawObject
@@ -44,6 +42,9 @@ from gate.sources.manifests import (
     parse_uncached,
     relabel,
 )
+
+if TYPE_CHECKING:
+    import git
 
 #: Files kustomize reads as its own configuration: they are build instructions, not objects.
 
@@ -63,29 +64,37 @@ class TreeEntry:
 
 @contextmanager
 def open_repo(repo: str | Path) -> Iterator[git.Repo]:
-    """Open the repository that contains `repo` (a work tree, a subdirectory, or a bare repo).
+    """Open the repository that contains `repo` (a work tree, a subdirectory, or a bare repo)
+    with GitPython, for callers that want its API; the reads of this module run git itself
+    (GitPython's import alone cost ~150 ms of a git-mode check, and a Repo per call ~1 ms).
 
     The Repo is closed on exit: its persistent `git cat-file` processes would otherwise leak.
     """
+    import git  # slow to import, and only some callers need it
+
     try:
         handle = git.Repo(repo, search_parent_directories=True)
     except git.NoSuchPathError:
         raise GitError(f"{repo}: no such directory") from None
     except git.InvalidGitRepositoryError:
-        raise GitError(
-            f"{repo}: not a git repository (git mode reads --base/--head from a clone; "
-            "use --base-manifests/--head-manifests for files on disk)"
-        ) from None
+        raise GitError(_not_a_repository(repo)) from None
     try:
         yield handle
     finally:
         handle.close()
 
 
+def _not_a_repository(repo: str | Path) -> str:
+    return (
+        f"{repo}: not a git repository (git mode reads --base/--head from a clone; "
+        "use --base-manifests/--head-manifests for files on disk)"
+    )
+
+
 def resolve_revision(repo: str | Path, rev: str) -> str:
     """The full commit sha of `rev`; a revision that is not in the clone is an actionable error."""
-    with open_repo(repo) as r:
-        return _resolve(r, rev)
+    r = _open(repo)
+    return _resolve(r, rev)
 
 
 def merge_base(repo: str | Path, base: str, head: str) -> str:
@@ -96,25 +105,25 @@ def merge_base(repo: str | Path, base: str, head: str) -> str:
     No common ancestor is an error: in a shallow clone it is usually missing history, and the
     message says how to fetch it.
     """
-    with open_repo(repo) as r:
-        a, b = _resolve(r, base), _resolve(r, head)
-        try:
-            out = str(r.git.merge_base(a, b)).strip()
-        except git.GitCommandError:
-            out = ""
-        if out:
-            return out
-        if _is_shallow(r):
-            raise GitError(
-                f"no merge base of {base} and {head} in this clone: the repository is shallow, "
-                "so the commit the branch forked from is missing. In GitHub Actions give "
-                "actions/checkout `fetch-depth: 0` (or `git fetch --unshallow origin`) before "
-                "`gate check`"
-            )
+    r = _open(repo)
+    a, b = _resolve(r, base), _resolve(r, head)
+    try:
+        out = r.git("merge-base", a, b).strip()
+    except _GitFailedError:
+        out = ""
+    if out:
+        return out
+    if _is_shallow(r):
         raise GitError(
-            f"{base} and {head} have no common ancestor, so there is no merge base to compare "
-            "the head with: give --base and --head explicitly"
+            f"no merge base of {base} and {head} in this clone: the repository is shallow, "
+            "so the commit the branch forked from is missing. In GitHub Actions give "
+            "actions/checkout `fetch-depth: 0` (or `git fetch --unshallow origin`) before "
+            "`gate check`"
         )
+    raise GitError(
+        f"{base} and {head} have no common ancestor, so there is no merge base to compare "
+        "the head with: give --base and --head explicitly"
+    )
 
 
 def read_tree(repo: str | Path, rev: str, paths: Sequence[str] = ()) -> list[RawObject]:
@@ -125,40 +134,40 @@ def read_tree(repo: str | Path, rev: str, paths: Sequence[str] = ()) -> list[Raw
     (build them with `gate.sources.render` instead). A path that does not exist at `rev` is a
     `GitError`.
     """
-    with open_repo(repo) as r:
-        sha = _resolve(r, rev)
-        selected = _select(r, sha, rev, paths)
-        charts = helm_chart_dirs(e.path for e in selected)
-        entries = [
-            e
-            for e in selected
-            if e.path.endswith(MANIFEST_SUFFIXES)
-            and not in_any_dir(e.path, charts)
-            and e.mode != _MODE_SYMLINK
-            and e.path.rpartition("/")[2] not in KUSTOMIZATION_NAMES
-        ]
-        have = {e.sha: _PARSED[e.sha] for e in entries if e.sha in _PARSED}
-        # Parsed on an earlier run: the blob need not even be read (one query per 500 blobs).
-        asked = {parsecache.blob_key(e.sha, True): e.sha for e in entries if e.sha not in have}
-        have.update((asked[k], known) for k, known in parsecache.get_many(list(asked)).items())
-        todo: dict[str, TreeEntry] = {}  # one parse per blob, under its first path
-        for e in entries:
-            if e.sha not in have and e.sha not in todo:
-                todo[e.sha] = e
-        blobs = _blobs(r, list(todo.values()))
-        for entry, objects in in_order(partial(_parse_blob, e, data) for e, data in blobs):
-            have[entry.sha] = [(o.body, o.source.line) for o in objects]
-        wanted = [_normalise(r, p) for p in paths] or ["."]
-        out: list[RawObject] = []
-        for e in entries:
-            root = next(
-                (w for w in wanted if w == "." or e.path == w or e.path.startswith(w + "/")), "."
-            )
-            out.extend(relabel(have[e.sha], e.path, root))
-        if len(_PARSED) + len(have) > _PARSED_MAX:
-            _PARSED.clear()
-        _PARSED.update(have)
-        return out
+    r = _open(repo)
+    sha = _resolve(r, rev)
+    selected = _select(r, sha, rev, paths)
+    charts = helm_chart_dirs(e.path for e in selected)
+    entries = [
+        e
+        for e in selected
+        if e.path.endswith(MANIFEST_SUFFIXES)
+        and not in_any_dir(e.path, charts)
+        and e.mode != _MODE_SYMLINK
+        and e.path.rpartition("/")[2] not in KUSTOMIZATION_NAMES
+    ]
+    have = {e.sha: _PARSED[e.sha] for e in entries if e.sha in _PARSED}
+    # Parsed on an earlier run: the blob need not even be read (one query per 500 blobs).
+    asked = {parsecache.blob_key(e.sha, True): e.sha for e in entries if e.sha not in have}
+    have.update((asked[k], known) for k, known in parsecache.get_many(list(asked)).items())
+    todo: dict[str, TreeEntry] = {}  # one parse per blob, under its first path
+    for e in entries:
+        if e.sha not in have and e.sha not in todo:
+            todo[e.sha] = e
+    blobs = _blobs(r, list(todo.values()))
+    for entry, objects in in_order(partial(_parse_blob, e, data) for e, data in blobs):
+        have[entry.sha] = [(o.body, o.source.line) for o in objects]
+    wanted = [_normalise(r, p) for p in paths] or ["."]
+    out: list[RawObject] = []
+    for e in entries:
+        root = next(
+            (w for w in wanted if w == "." or e.path == w or e.path.startswith(w + "/")), "."
+        )
+        out.extend(relabel(have[e.sha], e.path, root))
+    if len(_PARSED) + len(have) > _PARSED_MAX:
+        _PARSED.clear()
+    _PARSED.update(have)
+    return out
 
 
 def _parse_blob(entry: TreeEntry, data: bytes) -> tuple[TreeEntry, list[RawObject]]:
@@ -177,20 +186,20 @@ _PARSED_MAX = 200_000
 def kustomization_files(repo: str | Path, rev: str, paths: Sequence[str] = ()) -> list[str]:
     """The kustomize configuration files (`kustomization.yaml`, ...) under `paths` at `rev`:
     where reading files one by one differs from what a deployer applies."""
-    with open_repo(repo) as r:
-        selected = _select(r, _resolve(r, rev), rev, paths)
-        return sorted(e.path for e in selected if e.path.rpartition("/")[2] in KUSTOMIZATION_NAMES)
+    r = _open(repo)
+    selected = _select(r, _resolve(r, rev), rev, paths)
+    return sorted(e.path for e in selected if e.path.rpartition("/")[2] in KUSTOMIZATION_NAMES)
 
 
 def read_file(repo: str | Path, rev: str, path: str) -> str | None:
     """The text of one file at `rev`, or None when the file does not exist there."""
-    with open_repo(repo) as r:
-        entries = _at_path(r, _resolve(r, rev), _normalise(r, path))
-        if not entries:
-            return None
-        for entry, data in _blobs(r, entries):
-            return _decode(data, entry.path)
-        return None  # pragma: no cover - _blobs yields one pair per entry
+    r = _open(repo)
+    entries = _at_path(r, _resolve(r, rev), _normalise(r, path))
+    if not entries:
+        return None
+    for entry, data in _blobs(r, entries):
+        return _decode(data, entry.path)
+    return None  # pragma: no cover - _blobs yields one pair per entry
 
 
 def read_blob(repo: str | Path, rev: str, path: str) -> tuple[bool, bytes] | None:
@@ -199,11 +208,11 @@ def read_blob(repo: str | Path, rev: str, path: str) -> tuple[bool, bytes] | Non
     For files whose kind matters (the policy: a symlink blob would point the gate elsewhere) and
     whose decoding the caller owns.
     """
-    with open_repo(repo) as r:
-        entries = _at_path(r, _resolve(r, rev), _normalise(r, path))
-        for entry, data in _blobs(r, entries):
-            return entry.mode == _MODE_SYMLINK, data
-        return None
+    r = _open(repo)
+    entries = _at_path(r, _resolve(r, rev), _normalise(r, path))
+    for entry, data in _blobs(r, entries):
+        return entry.mode == _MODE_SYMLINK, data
+    return None
 
 
 def export_tree(repo: str | Path, rev: str, dest: str | Path) -> str:
@@ -214,46 +223,122 @@ def export_tree(repo: str | Path, rev: str, dest: str | Path) -> str:
     submodules are skipped (their content is not in this repository).
     """
     root = Path(dest)
-    with open_repo(repo) as r:
-        sha = _resolve(r, rev)
-        entries = _ls_tree(r, sha, [])
-        for entry, data in _blobs(r, entries):
-            target = root.joinpath(*entry.path.split("/"))
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if entry.mode == _MODE_SYMLINK:
-                link = data.decode("utf-8", "surrogateescape")
-                resolved = posixpath.normpath(posixpath.join(posixpath.dirname(entry.path), link))
-                if not posixpath.isabs(link) and not resolved.startswith("../"):
-                    target.symlink_to(link)
-                continue
-            target.write_bytes(data)
-            if entry.mode == _MODE_EXECUTABLE:
-                target.chmod(target.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-        return sha
+    r = _open(repo)
+    sha = _resolve(r, rev)
+    entries = _ls_tree(r, sha, [])
+    for entry, data in _blobs(r, entries):
+        target = root.joinpath(*entry.path.split("/"))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if entry.mode == _MODE_SYMLINK:
+            link = data.decode("utf-8", "surrogateescape")
+            resolved = posixpath.normpath(posixpath.join(posixpath.dirname(entry.path), link))
+            if not posixpath.isabs(link) and not resolved.startswith("../"):
+                target.symlink_to(link)
+            continue
+        target.write_bytes(data)
+        if entry.mode == _MODE_EXECUTABLE:
+            target.chmod(target.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return sha
 
 
 def is_shallow(repo: str | Path) -> bool:
     """Whether the clone is shallow (has grafted history)."""
-    with open_repo(repo) as r:
-        return _is_shallow(r)
+    r = _open(repo)
+    return _is_shallow(r)
 
 
 # --- internals: every function below takes an open Repo -------------------------------------
 
 
-def _resolve(r: git.Repo, rev: str) -> str:
+class _GitFailedError(Exception):
+    """git ran and exited non-zero; `stderr` is what it said."""
+
+    def __init__(self, stderr: str) -> None:
+        super().__init__(stderr)
+        self.stderr = stderr
+
+
+@dataclass(frozen=True, slots=True)
+class _Repo:
+    """A repository as git finds it: its git directory, and its work tree (None: bare)."""
+
+    git_dir: str
+    working_tree_dir: str | None
+
+    def git(self, *args: str) -> str:
+        """`git <args>` in this repository: its output (less one final newline, as GitPython
+        gives it); `_GitFailedError` when git fails."""
+        out = _run_git(f"--git-dir={self.git_dir}", *args)
+        return out.decode("utf-8", "surrogateescape").removesuffix("\n")
+
+
+def _run_git(*args: str) -> bytes:
+    try:
+        done = subprocess.run(
+            ["git", *args],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            env={**os.environ, "LANGUAGE": "C", "LC_ALL": "C"},  # English, as GitPython sets
+            check=False,
+        )
+    except FileNotFoundError:
+        raise GitError("git is not installed (git mode needs the git command on PATH)") from None
+    except OSError as exc:
+        raise GitError(f"cannot run git: {exc}") from None
+    if done.returncode != 0:
+        raise _GitFailedError(done.stderr.decode("utf-8", "replace").strip())
+    return done.stdout
+
+
+#: Repositories found, by the absolute path asked about: a check opens the same one ~30 times.
+_FOUND: dict[str, _Repo] = {}
+
+
+def _open(repo: str | Path) -> _Repo:
+    """The repository that contains `repo` (a work tree, a subdirectory, or a bare repo), as git
+    itself finds it (one `git rev-parse` per path and process)."""
+    # as GitPython read it: `~` and variables expanded, absolute, `..` folded
+    where = os.path.abspath(os.path.expandvars(os.path.expanduser(repo)))  # noqa: PTH100, PTH111
+    found = _FOUND.get(where)
+    if found is not None:
+        return found
+    if not os.path.exists(where):  # noqa: PTH110
+        raise GitError(f"{repo}: no such directory")
+    start = where if os.path.isdir(where) else os.path.dirname(where)  # noqa: PTH112, PTH120
+    try:
+        try:
+            out = _run_git(
+                "-C", start, "rev-parse", "--absolute-git-dir", "--show-toplevel"
+            ).decode("utf-8", "surrogateescape")
+            git_dir, top = out.split("\n")[:2]
+            found = _Repo(git_dir, top)
+        except _GitFailedError as exc:
+            if "not a git repository" in exc.stderr:
+                raise
+            # a bare repository, or its git directory: no work tree
+            out = _run_git("-C", start, "rev-parse", "--absolute-git-dir").decode(
+                "utf-8", "surrogateescape"
+            )
+            found = _Repo(out.split("\n")[0], None)
+    except _GitFailedError as exc:
+        if "not a git repository" in exc.stderr:
+            raise GitError(_not_a_repository(repo)) from None
+        raise GitError(f"{repo}: {exc.stderr}") from None
+    _FOUND[where] = found
+    return found
+
+
+def _resolve(r: _Repo, rev: str) -> str:
     if not rev or rev.startswith("-"):
         raise GitError(f"invalid revision {rev!r}")
-    if (os.fspath(r.git_dir), rev) in _COMMITS:
+    if (r.git_dir, rev) in _COMMITS:
         return rev
     try:
-        out: str = r.git.rev_parse("--verify", "--quiet", f"{rev}^{{commit}}")
-    except git.GitCommandNotFound:
-        raise GitError("git is not installed (git mode needs the git command on PATH)") from None
-    except git.GitCommandError:
+        out = r.git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+    except _GitFailedError:
         out = ""
     if out:
-        _COMMITS.add((os.fspath(r.git_dir), out.strip()))
+        _COMMITS.add((r.git_dir, out.strip()))
         return out.strip()
     if _is_shallow(r):
         raise GitError(
@@ -269,16 +354,16 @@ def _resolve(r: git.Repo, rev: str) -> str:
     )
 
 
-def _is_shallow(r: git.Repo) -> bool:
+def _is_shallow(r: _Repo) -> bool:
     if (Path(r.git_dir) / "shallow").exists():
         return True
     try:
-        return str(r.git.rev_parse("--is-shallow-repository")).strip() == "true"
-    except git.GitCommandError:
+        return r.git("rev-parse", "--is-shallow-repository").strip() == "true"
+    except _GitFailedError:
         return False
 
 
-def _normalise(r: git.Repo, path: str) -> str:
+def _normalise(r: _Repo, path: str) -> str:
     """A path from the repository root in git's form (`a/b`), `.` for the root."""
     if Path(path).is_absolute():
         if r.working_tree_dir is None:
@@ -296,10 +381,10 @@ def _normalise(r: git.Repo, path: str) -> str:
 def submodules(repo: str | Path, rev: str, paths: Sequence[str] = ()) -> dict[str, str]:
     """The submodules (gitlinks) under `paths` at `rev`: path -> the commit it pins. Their
     content is another repository's, which prune-gate does not read."""
-    with open_repo(repo) as r:
-        sha = _resolve(r, rev)
-        wanted = [_normalise(r, p) for p in paths] or ["."]
-        return {e.path: e.sha for e in _ls_tree(r, sha, wanted, kind="commit")}
+    r = _open(repo)
+    sha = _resolve(r, rev)
+    wanted = [_normalise(r, p) for p in paths] or ["."]
+    return {e.path: e.sha for e in _ls_tree(r, sha, wanted, kind="commit")}
 
 
 #: Commit ids this process has seen resolve, by git directory: a check passes the same two
@@ -315,13 +400,13 @@ _TREES_LOCK = threading.Lock()
 
 
 def _ls_tree(
-    r: git.Repo, sha: str, paths: Sequence[str], kind: str = "blob", *, keep: bool = True
+    r: _Repo, sha: str, paths: Sequence[str], kind: str = "blob", *, keep: bool = True
 ) -> list[TreeEntry]:
     """Every blob (and symlink) under `paths` (normalised; none or `.` for all) in one process;
     with `kind="commit"`, every submodule instead. Kept for the process unless `keep` is false
     (a listing of one file, which a kept listing of the tree would push out)."""
     wanted = tuple(p for p in paths if p != ".")
-    key = (os.fspath(r.git_dir), sha, wanted)
+    key = (r.git_dir, sha, wanted)
     records = _TREES.get(key)
     if records is None:
         records = _list(r, sha, wanted)
@@ -333,12 +418,12 @@ def _ls_tree(
     return [e for e, what in records if what == kind]
 
 
-def _list(r: git.Repo, sha: str, wanted: Sequence[str]) -> list[tuple[TreeEntry, str]]:
+def _list(r: _Repo, sha: str, wanted: Sequence[str]) -> list[tuple[TreeEntry, str]]:
     """`git ls-tree -r` of `wanted` at `sha`: each entry and what it is (blob, commit)."""
     try:
-        output: str = r.git.ls_tree("-r", "-z", "--full-tree", sha, "--", *wanted)
-    except git.GitCommandError as exc:
-        raise GitError(f"cannot list the tree of {sha[:12]}: {_stderr(exc)}") from None
+        output = r.git("ls-tree", "-r", "-z", "--full-tree", sha, "--", *wanted)
+    except _GitFailedError as exc:
+        raise GitError(f"cannot list the tree of {sha[:12]}: {exc.stderr}") from None
     records: list[tuple[TreeEntry, str]] = []
     for record in output.split("\0"):
         if not record:
@@ -349,13 +434,13 @@ def _list(r: git.Repo, sha: str, wanted: Sequence[str]) -> list[tuple[TreeEntry,
     return records
 
 
-def _at_path(r: git.Repo, sha: str, norm: str) -> list[TreeEntry]:
+def _at_path(r: _Repo, sha: str, norm: str) -> list[TreeEntry]:
     """The blob (or symlink) at `norm` (normalised), if any: from a kept listing that covers
     it (no process), else from a listing of that path alone."""
     if not norm.startswith(":"):  # `:` starts git's pathspec magic: leave it to git
         for (git_dir, tree, wanted), records in list(_TREES.items()):
             if (
-                git_dir == os.fspath(r.git_dir)
+                git_dir == r.git_dir
                 and tree == sha
                 and not any(w.startswith(":") for w in wanted)
                 and (not wanted or any(norm == w or norm.startswith(w + "/") for w in wanted))
@@ -364,7 +449,7 @@ def _at_path(r: git.Repo, sha: str, norm: str) -> list[TreeEntry]:
     return [e for e in _ls_tree(r, sha, [norm], keep=False) if e.path == norm]
 
 
-def _select(r: git.Repo, sha: str, rev: str, paths: Sequence[str]) -> list[TreeEntry]:
+def _select(r: _Repo, sha: str, rev: str, paths: Sequence[str]) -> list[TreeEntry]:
     """The entries under each path, hidden ones skipped, each once; missing paths are errors."""
     wanted = [_normalise(r, p) for p in paths] or ["."]
     entries = _ls_tree(r, sha, wanted)
@@ -389,7 +474,7 @@ def _select(r: git.Repo, sha: str, rev: str, paths: Sequence[str]) -> list[TreeE
     return out
 
 
-def _blobs(r: git.Repo, entries: Sequence[TreeEntry]) -> Iterator[tuple[TreeEntry, bytes]]:
+def _blobs(r: _Repo, entries: Sequence[TreeEntry]) -> Iterator[tuple[TreeEntry, bytes]]:
     """The content of each entry, from one `git cat-file --batch` given every id at once.
 
     One process and one pipe for the whole tree: a request-and-answer per blob (GitPython's
@@ -426,8 +511,3 @@ def _decode(data: bytes, path: str) -> str:
         raise InputError(
             f"cannot read: not UTF-8 ({exc.reason} at byte {exc.start})", path
         ) from None
-
-
-def _stderr(exc: git.GitCommandError) -> str:
-    text = exc.stderr if isinstance(exc.stderr, str) else str(exc)
-    return text.strip().removeprefix("stderr:").strip().strip("'").strip()

@@ -6,11 +6,12 @@ when the cache has its id; errors in their turn. No test here measures time."""
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import git
 import pytest
 
 from gate.model.errors import GitError, InputError
@@ -333,21 +334,21 @@ def git_cache(cache: Path) -> Iterator[Path]:
 
 
 def _count_git(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The git commands run through GitPython from now on, and `cat-file` runs (with the number
-    of blobs asked) through `_blobs`."""
+    """The git commands run from now on (`cat-file` runs with the number of blobs asked)."""
     commands: list[str] = []
-    execute = git.cmd.Git.execute
+    run = gitsource._run_git
     blobs = gitsource._blobs
 
-    def counting(self: git.cmd.Git, command: Any, *args: Any, **kwargs: Any) -> Any:
-        commands.append(str(command[1]))
-        return execute(self, command, *args, **kwargs)
+    def counting(*args: str) -> bytes:
+        # `-C DIR rev-parse ...` finds the repository; `--git-dir=DIR COMMAND ...` reads it
+        commands.append("discover" if args[0] == "-C" else args[1])
+        return run(*args)
 
-    def counting_blobs(r: git.Repo, entries: Any) -> Iterator[Any]:
+    def counting_blobs(r: Any, entries: Any) -> Iterator[Any]:
         commands.append(f"cat-file {len(entries)}")
         return blobs(r, entries)
 
-    monkeypatch.setattr(git.cmd.Git, "execute", counting)
+    monkeypatch.setattr(gitsource, "_run_git", counting)
     monkeypatch.setattr(gitsource, "_blobs", counting_blobs)
     return commands
 
@@ -413,7 +414,11 @@ def test_a_commit_is_listed_and_resolved_once_for_every_read(
     assert gitsource.read_file(repo.root, base, "apps/missing.yaml") is None
     assert gitsource.read_file(repo.root, base, "apps") is None  # a directory is not a file
     assert gitsource.read_blob(repo.root, base, ".github/ci.yaml") == (False, b"on: push\n")
-    assert [c for c in commands if not c.startswith("cat-file")] == ["rev-parse", "ls-tree"]
+    assert [c for c in commands if not c.startswith("cat-file")] == [
+        "discover",
+        "rev-parse",
+        "ls-tree",
+    ]
 
 
 def test_a_path_outside_the_listed_ones_is_listed_alone(
@@ -457,3 +462,45 @@ def test_git_errors_keep_their_turn(
     with pytest.raises(InputError, match=r"^a\.yaml:1: ConfigMap has no metadata.name"):
         gitsource.read_tree(repo.root, sha)
     assert parsed == ["apiVersion: v1\nkind: ConfigMap\nmetadata: {}\n"]  # nothing after it
+
+
+def test_reading_a_tree_needs_no_gitpython(two_commits: tuple[GitRepo, str, str]) -> None:
+    repo, base, _ = two_commits
+    code = (
+        "import sys; from gate.sources import gitsource; "
+        f"objs = gitsource.read_tree({str(repo.root)!r}, {base!r}); "
+        f"gitsource.read_file({str(repo.root)!r}, {base!r}, 'apps/a.yaml'); "
+        "print(len(objs), 'git' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["4", "False"]
+
+
+def test_the_repository_is_found_as_git_finds_it(
+    two_commits: tuple[GitRepo, str, str], tmp_path: Path
+) -> None:
+    repo, base, _ = two_commits
+    expected = _summary(gitsource.read_tree(repo.root, base))
+    bare = tmp_path / "bare.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(repo.root), str(bare)], check=True)
+    for where in (repo.root / "apps", repo.root / "apps" / "a.yaml", repo.root / ".git", bare):
+        assert _summary(gitsource.read_tree(where, base)) == expected, where
+    assert gitsource.read_tree(repo.root / "apps", base, [str(repo.root / "apps")])
+    with pytest.raises(GitError, match="an absolute path needs a work tree"):
+        gitsource.read_tree(bare, base, [str(repo.root / "apps")])
+    with pytest.raises(GitError, match="is outside the repository"):
+        gitsource.read_tree(repo.root, base, [str(tmp_path)])
+    with pytest.raises(GitError, match=r"nowhere: no such directory"):
+        gitsource.read_tree(tmp_path / "nowhere", base)
+    with pytest.raises(GitError, match=r"plain: not a git repository \(git mode reads"):
+        (tmp_path / "plain").mkdir()
+        gitsource.read_tree(tmp_path / "plain", base)
+
+
+def test_git_that_cannot_run_is_said_so(
+    two_commits: tuple[GitRepo, str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo, _, _ = two_commits
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(GitError, match="git is not installed"):
+        gitsource.resolve_revision(repo.root, "HEAD")
