@@ -1,6 +1,6 @@
 """`shape_problem`'s quick pass may only ever be stricter than the exact pass.
 
-The quick pass (straight-line code compiled from `SHAPES`) says an object fits; the exact pass
+The quick pass (closures compiled from `SHAPES`) says an object fits; the exact pass
 finds and words the first problem. If the quick pass let through an object the exact pass
 faults, a list where a rule expects a map would reach the rules. Derandomized.
 """
