@@ -485,7 +485,7 @@ def _blobs(r: _Repo, entries: Sequence[TreeEntry]) -> Iterator[tuple[TreeEntry, 
     ids = "".join(f"{e.sha}\n" for e in entries).encode()
     try:
         done = subprocess.run(
-            ["git", f"--git-dir={r.git_dir}", "cat-file", "--batch"],
+            ["git", f"--git-dir={r.git_dir}", "cat-file", "--batch", "--buffer"],
             input=ids,
             capture_output=True,
             check=True,
