@@ -334,10 +334,13 @@ def git_cache(cache: Path) -> Iterator[Path]:
 
 
 def _count_git(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The git commands run from now on (`cat-file` runs with the number of blobs asked)."""
+    """The git commands run from now on: `cat-file N` for a batch of N blobs, `cat-file` for a
+    kept reader started, `blob` for a blob asked of it."""
     commands: list[str] = []
     run = gitsource._run_git
     blobs = gitsource._blobs
+    start = gitsource._BlobReader.__init__
+    read = gitsource._BlobReader.read
 
     def counting(*args: str) -> bytes:
         # `-C DIR rev-parse ...` finds the repository; `--git-dir=DIR COMMAND ...` reads it
@@ -348,8 +351,18 @@ def _count_git(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         commands.append(f"cat-file {len(entries)}")
         return blobs(r, entries)
 
+    def counting_start(self: Any, git_dir: str) -> None:
+        commands.append("cat-file")
+        start(self, git_dir)
+
+    def counting_read(self: Any, entry: Any) -> bytes:
+        commands.append("blob")
+        return read(self, entry)
+
     monkeypatch.setattr(gitsource, "_run_git", counting)
     monkeypatch.setattr(gitsource, "_blobs", counting_blobs)
+    monkeypatch.setattr(gitsource._BlobReader, "__init__", counting_start)
+    monkeypatch.setattr(gitsource._BlobReader, "read", counting_read)
     return commands
 
 
@@ -414,7 +427,7 @@ def test_a_commit_is_listed_and_resolved_once_for_every_read(
     assert gitsource.read_file(repo.root, base, "apps/missing.yaml") is None
     assert gitsource.read_file(repo.root, base, "apps") is None  # a directory is not a file
     assert gitsource.read_blob(repo.root, base, ".github/ci.yaml") == (False, b"on: push\n")
-    assert [c for c in commands if not c.startswith("cat-file")] == [
+    assert [c for c in commands if not c.startswith("cat-file") and c != "blob"] == [
         "discover",
         "rev-parse",
         "ls-tree",
@@ -428,10 +441,10 @@ def test_a_path_outside_the_listed_ones_is_listed_alone(
     gitsource.read_tree(repo.root, base, ["apps"])
     commands = _count_git(monkeypatch)
     assert gitsource.read_file(repo.root, base, "apps/a.yaml") == CM.format(name="a")
-    assert commands == ["cat-file 1"]  # apps/ was listed: no ls-tree
+    assert commands == ["cat-file", "blob"]  # apps/ was listed: no ls-tree
     assert gitsource.read_file(repo.root, base, "other/c.yaml") == CM.format(name="c")
     assert gitsource.read_file(repo.root, base, "other/none.yaml") is None
-    assert commands == ["cat-file 1", "ls-tree", "cat-file 1", "ls-tree"]
+    assert commands == ["cat-file", "blob", "ls-tree", "blob", "ls-tree"]
 
 
 def test_unknown_revisions_are_still_refused(two_commits: tuple[GitRepo, str, str]) -> None:
@@ -504,3 +517,50 @@ def test_git_that_cannot_run_is_said_so(
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     with pytest.raises(GitError, match="git is not installed"):
         gitsource.resolve_revision(repo.root, "HEAD")
+
+
+def test_single_files_are_read_by_one_kept_process(
+    two_commits: tuple[GitRepo, str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo, base, head = two_commits
+    gitsource._close_reader()
+    commands = _count_git(monkeypatch)
+    for _ in range(3):
+        assert gitsource.read_file(repo.root, base, "apps/b.yaml") == CM.format(name="b")
+        assert gitsource.read_file(repo.root, head, "apps/b.yaml") == CM.format(name="b2")
+        assert gitsource.read_blob(repo.root, head, "other/d.yaml") == (
+            False,
+            CM.format(name="d").encode(),
+        )
+    assert commands.count("cat-file") == 1
+    assert commands.count("blob") == 9
+
+    # a reader that died is replaced, and the read still answers
+    (reader,) = gitsource._READER.values()
+    reader.process.kill()
+    reader.process.wait()
+    assert gitsource.read_file(repo.root, base, "apps/a.yaml") == CM.format(name="a")
+    assert commands.count("cat-file") == 2
+
+    # another repository: its own reader, the first one closed (one at a time)
+    other = GitRepo(tmp_path / "other")
+    sha = other.commit({"x.yaml": CM.format(name="x")})
+    (first,) = gitsource._READER.values()
+    assert gitsource.read_file(other.root, sha, "x.yaml") == CM.format(name="x")
+    assert first.process.poll() is not None
+    assert len(gitsource._READER) == 1
+    gitsource._close_reader()
+    assert gitsource._READER == {}
+
+
+def test_a_blob_git_does_not_have_is_an_error_and_the_next_read_works(
+    two_commits: tuple[GitRepo, str, str],
+) -> None:
+    repo, base, _ = two_commits
+    r = gitsource._open(repo.root)
+    missing = gitsource.TreeEntry("gone.yaml", "100644", "0" * 40)
+    with pytest.raises(
+        GitError, match=r"cannot read gone\.yaml \(0{40}\): git answered '0{40} missing'"
+    ):
+        gitsource._blob(r, missing)
+    assert gitsource.read_file(repo.root, base, "apps/a.yaml") == CM.format(name="a")
