@@ -2,12 +2,14 @@
 
 In the merge queue the gate compares two revisions (base and candidate) of one repository, and the
 work tree holds at most one of them. Checking the other one out would race with the CI job and is
-slow, so every read here goes through the object database: one `git ls-tree -r` per revision
-(kept for the process: a commit's tree never changes, and a check lists it for submodules,
-kustomizations, manifests and placement) and one `git cat-file --batch` given every blob id at
-once. That keeps a tree of 2,000 files at two process starts, instead of 2,000 subprocesses.
-A blob is parsed once per process whatever the paths and sides that hold it, and not at all
-when the parse cache has its id from an earlier run.
+slow, so every read here goes through the object database, with git itself (not GitPython,
+whose import alone cost more than a tree's reads): one `git ls-tree -r` per revision (kept for
+the process: a commit's tree never changes, and a check lists it for submodules, kustomizations,
+manifests and placement) and one `git cat-file --batch` given every blob id at once. That keeps a
+tree of 2,000 files at two process starts, instead of 2,000 subprocesses; files read one at a
+time (placement's) are asked of one `cat-file` process kept open. A blob is parsed once per
+process whatever the paths and sides that hold it, and not at all when the parse cache has its
+id from an earlier run.
 
 Labels are paths relative to the repository root, so a finding points at `path:line` in the
 repository, which is what GitHub annotations need.
