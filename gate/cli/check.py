@@ -11,7 +11,13 @@ from typing import TYPE_CHECKING, TypeVar
 
 import click
 
-from gate.cli.common import fail, kube_options, parse_flux_source, policy_for_files
+from gate.cli.common import (
+    fail,
+    kube_options,
+    parse_flux_source,
+    policy_for_files,
+    without_cyclic_gc,
+)
 from gate.engine.check import CheckResult, build_sides, check_inventories, check_objects
 from gate.engine.context import Context
 from gate.engine.policy import Policy
@@ -171,6 +177,7 @@ _T = TypeVar("_T")
     help="Live objects the deployer owns, pruned when the candidate lacks them (implies --live; "
     "repeatable): flux:NAMESPACE/NAME, argocd:APP, helm:NAMESPACE/RELEASE, label:SELECTOR.",
 )
+@without_cyclic_gc
 def check_command(
     base_manifests: str | None,
     head_manifests: str | None,
