@@ -1,5 +1,5 @@
 """`python -m gate`: the same as the `gate` console script."""
 
-from gate.cli import main
+from gate.cli import run
 
-main()
+run()
