@@ -6,6 +6,7 @@ import atexit
 import contextlib
 import os
 import sys
+import threading
 from typing import NoReturn
 
 from gate.cli.root import WEBHOOK_EXTRA, main
@@ -20,13 +21,20 @@ def run() -> NoReturn:
     freeing every object one by one, 0.15-0.2 s after a check of 10,000 objects a side, for
     nothing: the kernel takes the memory back at once. So the streams are flushed, the exit
     handlers run (the parse cache writes there), and the process ends with the command's code.
-    A stream that cannot be flushed (a closed pipe) takes Python's own exit, and its handling.
+    A stream that cannot be flushed (a closed pipe), or a thread still running (a normal exit
+    waits for it), takes Python's own exit instead.
     """
     try:
         main()  # standalone: it always ends in SystemExit
         code: object = 0
     except SystemExit as exc:
         code = exc.code
+    if any(
+        t.is_alive() and not t.daemon
+        for t in threading.enumerate()
+        if t is not threading.main_thread()
+    ):
+        sys.exit(code)  # type: ignore[arg-type]  # a normal exit waits for them; so does this
     try:
         sys.stdout.flush()
         sys.stderr.flush()
