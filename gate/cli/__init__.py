@@ -21,20 +21,17 @@ def run() -> NoReturn:
     freeing every object one by one, 0.15-0.2 s after a check of 10,000 objects a side, for
     nothing: the kernel takes the memory back at once. So the streams are flushed, the exit
     handlers run (the parse cache writes there), and the process ends with the command's code.
-    A stream that cannot be flushed (a closed pipe), or a thread still running (a normal exit
-    waits for it), takes Python's own exit instead.
+    A stream that cannot be flushed (a closed pipe), a thread still running (a normal exit
+    waits for it), or a profiler or tracer (`python -m cProfile -m gate`, coverage: they report
+    after the program) takes Python's own exit instead.
     """
     try:
         main()  # standalone: it always ends in SystemExit
         code: object = 0
     except SystemExit as exc:
         code = exc.code
-    if any(
-        t.is_alive() and not t.daemon
-        for t in threading.enumerate()
-        if t is not threading.main_thread()
-    ):
-        sys.exit(code)  # type: ignore[arg-type]  # a normal exit waits for them; so does this
+    if sys.getprofile() is not None or sys.gettrace() is not None or _threads_running():
+        sys.exit(code)  # type: ignore[arg-type]  # a profiler reports after; a normal exit waits
     try:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -52,3 +49,8 @@ def run() -> NoReturn:
         with contextlib.suppress(OSError, ValueError):
             stream.flush()
     os._exit(status)
+
+
+def _threads_running() -> bool:
+    main = threading.main_thread()
+    return any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not main)

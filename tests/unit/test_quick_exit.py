@@ -50,3 +50,14 @@ def test_usage_errors_and_plain_exits_keep_their_codes() -> None:
     wrong = gate("check", "--no-such-option", env=env)
     assert wrong.returncode == 2
     assert "No such option" in wrong.stderr
+
+
+def test_a_profiled_run_still_gets_its_profile() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "cProfile", "-m", "gate", "--version"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "function calls" in done.stdout  # cProfile's report, printed after the program
