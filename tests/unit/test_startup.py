@@ -12,20 +12,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE = ROOT / "examples" / "incident"
-CHECK = [
-    "check",
-    "--base-manifests",
-    str(EXAMPLE / "base"),
-    "--head-manifests",
-    str(EXAMPLE / "candidate"),
-    "--context",
-    "speculative",
-]
+from tests.unit.test_packaging import CHECK_EXAMPLE as CHECK
+from tests.unit.test_packaging import ROOT
 
-# Runs `gate ARGS` through the console script's entry point, then prints the names in
-# sys.modules (a JSON list, last line of stdout) and exits with gate's exit code.
+# Runs `gate ARGS` through the command group (the console script's `gate.cli.run` adds only its
+# quick exit), then prints the names in sys.modules (a JSON list, last line of stdout) and exits
+# with gate's exit code.
 _MODULES_AFTER = """
 import json, sys
 from gate.cli import main
