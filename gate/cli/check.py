@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -465,6 +464,8 @@ def _read_git(
 def _both(read_base: Callable[[], _T], read_head: Callable[[], _T]) -> tuple[_T, _T]:
     """Read base and candidate at once: their builds are subprocesses (kustomize, per revision),
     so the second core pays. An error of the base side is raised first, as in order."""
+    from concurrent.futures import ThreadPoolExecutor  # it loads logging: only when built
+
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="prune-gate-side") as pool:
         base = pool.submit(read_base)
         head = pool.submit(read_head)

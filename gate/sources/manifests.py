@@ -19,11 +19,10 @@ import os
 import posixpath
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 
@@ -33,6 +32,9 @@ from gate.model.shapes import shape_problem
 from gate.sources import parsecache
 from gate.sources.yamlevents import load_documents
 from gate.sources.yamlread import KubeLoader as _Loader
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 #: File name endings read from directories and git trees.
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
@@ -137,6 +139,8 @@ def in_order(tasks: Iterable[Callable[[], _T]]) -> Iterator[_T]:
         for task in tasks:
             yield task()
         return
+    from concurrent.futures import ThreadPoolExecutor  # it loads logging: only when parallel
+
     with ThreadPoolExecutor(PARSE_WORKERS, thread_name_prefix="prune-gate-parse") as pool:
         futures: list[Future[_T]] = []
         failed: Exception | None = None
