@@ -121,8 +121,10 @@ def test_with_client_ca_a_forged_review_is_refused_at_tls_and_records_nothing(
     error = _rejected_at_tls(webhook, body)
     # TLS 1.3: the client's side of the handshake ends before the server checks its certificate;
     # the server then fails the handshake and closes, with or without the alert reaching the
-    # client first (asyncio drops it when it aborts the transport).
-    said = ("certificate", "reset", "closed connection without response")
+    # client first (asyncio drops it when it aborts the transport); a close that lands while
+    # the client still reads its handshake is "EOF occurred in violation of protocol" (seen in
+    # a clean-clone CI run).
+    said = ("certificate", "reset", "closed connection without response", "eof occurred")
     assert any(s in error.lower() for s in said), error
     other_ca = tls.make_ca("eve's CA")
     tls.write_pair(tls.make_client_cert(other_ca, "kube-apiserver"), tmp_path / "c", tmp_path / "k")
