@@ -41,8 +41,7 @@ from gate.sources.policyfile import (
 )
 
 # What only some runs need is imported where it is used, so a plain `gate check` does not pay
-# for it: git mode (GitPython), --live (the kubernetes client), --defer-to, --sarif and
-# the GitHub step summary.
+# for it: --live (the kubernetes client), --defer-to, --sarif and the GitHub step summary.
 if TYPE_CHECKING:
     from gate.sources.deferral import Placer
 

@@ -29,7 +29,6 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +40,6 @@ from gate.sources.manifests import (
     MANIFEST_SUFFIXES,
     helm_chart_dirs,
     in_any_dir,
-    in_order,
     parse_uncached,
     relabel,
 )
@@ -157,8 +155,8 @@ def read_tree(repo: str | Path, rev: str, paths: Sequence[str] = ()) -> list[Raw
     for e in entries:
         if e.sha not in have and e.sha not in todo:
             todo[e.sha] = e
-    blobs = _blobs(r, list(todo.values()))
-    for entry, objects in in_order(partial(_parse_blob, e, data) for e, data in blobs):
+    for entry, data in _blobs(r, list(todo.values())):
+        objects = _parse_blob(entry, data)
         have[entry.sha] = [(o.body, o.source.line) for o in objects]
     wanted = [_normalise(r, p) for p in paths] or ["."]
     out: list[RawObject] = []
@@ -173,10 +171,10 @@ def read_tree(repo: str | Path, rev: str, paths: Sequence[str] = ()) -> list[Raw
     return out
 
 
-def _parse_blob(entry: TreeEntry, data: bytes) -> tuple[TreeEntry, list[RawObject]]:
+def _parse_blob(entry: TreeEntry, data: bytes) -> list[RawObject]:
     text = _decode(data, entry.path)
     key = parsecache.blob_key(entry.sha, True)
-    return entry, parse_uncached(text, entry.path, only_objects=True, cache_key=key)
+    return parse_uncached(text, entry.path, only_objects=True, cache_key=key)
 
 
 #: Parsed blobs by id, as (body, line) pairs: base and candidate share most files, and a blob

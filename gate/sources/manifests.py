@@ -18,11 +18,10 @@ from __future__ import annotations
 import os
 import posixpath
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
 import yaml
 
@@ -32,9 +31,6 @@ from gate.model.shapes import shape_problem
 from gate.sources import parsecache
 from gate.sources.yamlevents import load_documents
 from gate.sources.yamlread import KubeLoader as _Loader
-
-if TYPE_CHECKING:
-    from concurrent.futures import Future
 
 #: File name endings read from directories and git trees.
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
@@ -47,13 +43,6 @@ MAX_DEPTH = 200
 MAX_ALIAS_NODES = 100_000
 #: kustomize's own configuration files: inputs to a build, not objects.
 KUSTOMIZATION_NAMES = frozenset({"kustomization.yaml", "kustomization.yml", "Kustomization"})
-#: Threads that parse the texts the cache does not have (`in_order`). One: both readers hold the
-#: GIL (the native one builds Python objects as it reads), and the shape checks are Python, so
-#: two threads were slower on 2 cores (bench input, cold, both sides: pure-Python reader
-#: 1.6-2.0 s CPU -> 1.8-2.3 s; native reader 0.37-0.41 s -> 0.55-0.75 s).
-PARSE_WORKERS = 1
-
-_T = TypeVar("_T")
 
 
 def helm_chart_dirs(paths: Iterable[str]) -> frozenset[str]:
@@ -98,7 +87,9 @@ def parse_stream(
     kept = parsecache.get(entry)
     if kept is not None:
         return relabel(kept, path)
-    return parse_uncached(text, path, only_objects=only_objects, cache_key=entry)
+    return parse_uncached(
+        text, path, only_objects=only_objects, cache_key=entry, max_chars=max_chars
+    )
 
 
 def parse_uncached(
@@ -125,38 +116,6 @@ def parse_uncached(
 def relabel(kept: list[tuple[dict[str, Any], int]], path: str, root: str = "") -> list[RawObject]:
     """Objects kept by `gate.sources.parsecache`, as declared in `path` (read from `root`)."""
     return [RawObject(body, Source(path, line), root) for body, line in kept]
-
-
-def in_order(tasks: Iterable[Callable[[], _T]]) -> Iterator[_T]:
-    """The results of `tasks`, in order: the seam where parsing may go parallel.
-
-    With `PARSE_WORKERS` above one the tasks run in a thread pool and their results (or errors,
-    an error of `tasks` itself included) come out in order, so an error is raised in its turn as
-    a sequential read raises it. With one (the default), each task is taken and run when its
-    result is asked for, so nothing after an error is read or parsed at all.
-    """
-    if PARSE_WORKERS <= 1:
-        for task in tasks:
-            yield task()
-        return
-    from concurrent.futures import ThreadPoolExecutor  # it loads logging: only when parallel
-
-    with ThreadPoolExecutor(PARSE_WORKERS, thread_name_prefix="prune-gate-parse") as pool:
-        futures: list[Future[_T]] = []
-        failed: Exception | None = None
-        try:
-            for task in tasks:
-                futures.append(pool.submit(task))
-        except Exception as exc:  # raised below, after the results before it
-            failed = exc
-        try:
-            for future in futures:
-                yield future.result()
-        finally:
-            for future in futures:
-                future.cancel()
-        if failed is not None:
-            raise failed
 
 
 def _careful_documents(text: str, path: str) -> list[tuple[int, Any]]:
@@ -390,12 +349,14 @@ def _read_files(files: Sequence[tuple[str, str]], *, only_objects: bool) -> list
                 unknown[r[0]] = (r[1], label)
         kept = parsecache.get_many(list(unknown))
         have.update(kept)
-        parsed = in_order(
-            [
-                partial(parse_uncached, text, label, only_objects=only_objects, cache_key=k)
-                for k, (text, label) in unknown.items()
-                if k not in kept
-            ]
+        # Each text parsed when its first file is reached, so nothing after an error is parsed.
+        # (In threads it measured slower on 2 cores, the bench input cold: the native reader
+        # 0.37-0.41 s CPU -> 0.55-0.75 s with two; it builds Python objects under the GIL, and
+        # the shape checks are Python.)
+        parsed = (
+            parse_uncached(text, label, only_objects=only_objects, cache_key=k)
+            for k, (text, label) in unknown.items()
+            if k not in kept
         )
         for label, r in zip(labels, read, strict=True):
             if isinstance(r, InputError):

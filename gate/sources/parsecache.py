@@ -62,7 +62,7 @@ def _code_version() -> str:
     h = hashlib.blake2b(yaml.__version__.encode(), digest_size=8)
     # The loader names itself (the native one: its version and build), since its code is not
     # among the files below.
-    h.update(str(getattr(yamlevents, "READER_ID", "python")).encode())
+    h.update(yamlevents.READER_ID.encode())
     package = Path(__file__).resolve().parent.parent
     for name in _READERS:
         h.update((package / name).read_bytes())

@@ -36,26 +36,6 @@ except ImportError:  # PyYAML built without libyaml: every text takes the carefu
     _CParser = None
 
 
-def _native_reader() -> ModuleType | None:
-    if os.environ.get("PRUNE_GATE_NATIVE_YAML", "").lower() in ("off", "0", "false", "no"):
-        return None
-    try:
-        return importlib.import_module("prune_gate_yaml")
-    except ImportError:
-        return None
-
-
-def _reader_id(native: ModuleType | None) -> str:
-    if native is None:
-        return "python"
-    return f"native {native.__version__} {native.BUILD}"
-
-
-_NATIVE = _native_reader()
-#: Which reader reads texts here, down to the build of the native one: part of the parse
-#: cache's key, so another reader (or a rebuilt one) is a new cache.
-READER_ID = _reader_id(_NATIVE)
-
 _STR = "tag:yaml.org,2002:str"
 _SCALARS = {
     "tag:yaml.org,2002:null",
@@ -102,14 +82,31 @@ def _resolved_first() -> tuple[str | None, bool]:
     return "".join(k for k in keys if k), "" in keys
 
 
+def _native_reader(first: str | None) -> ModuleType | None:
+    """The native reader, unless it is turned off, not installed, or the resolvers would claim
+    plain scalars it takes for strings (none known does)."""
+    if first is None:
+        return None
+    if os.environ.get("PRUNE_GATE_NATIVE_YAML", "").lower() in ("off", "0", "false", "no"):
+        return None
+    try:
+        return importlib.import_module("prune_gate_yaml")
+    except ImportError:
+        return None
+
+
 _NATIVE_FIRST, _NATIVE_EMPTY = _resolved_first()
+_NATIVE = _native_reader(_NATIVE_FIRST)
+#: Which reader reads texts here, down to the build of the native one: part of the parse
+#: cache's key, so another reader (or a rebuilt one) is a new cache.
+READER_ID = "python" if _NATIVE is None else f"native {_NATIVE.__version__} {_NATIVE.BUILD}"
 
 
 def load_documents(text: str, max_depth: int) -> list[tuple[int, Any]] | None:
     """Every document of `text` with the line of its root node, or None to read it carefully."""
     if _CParser is None:
         return None
-    if _NATIVE is not None and _NATIVE_FIRST is not None:
+    if _NATIVE is not None:
         return native_documents(text, max_depth)
     return python_documents(text, max_depth)
 
@@ -120,7 +117,7 @@ def native_documents(
     """`load_documents` by the native reader (which must be installed): by its own scanner for
     the plain YAML most manifests are, by libyaml's events for the rest (or, without `scanner`,
     for all)."""
-    assert _NATIVE is not None and _NATIVE_FIRST is not None
+    assert _NATIVE is not None
     docs: list[tuple[int, Any]] | None = _NATIVE.load_documents(
         text, max_depth, _plain, _UNSUPPORTED, _NATIVE_FIRST, _NATIVE_EMPTY, scanner
     )

@@ -128,7 +128,7 @@ impl<'t> Scanner<'t> {
             if first == b'%' {
                 return Err(Bail); // a directive
             }
-            self.block_collection(0)?;
+            self.block_collection()?;
             self.skip_blank();
             if self.at < self.lines.len() && !self.is_document_start(&self.lines[self.at]) {
                 return Err(Bail); // something after the root that is not a new document
@@ -172,21 +172,19 @@ impl<'t> Scanner<'t> {
         (line.indent > than && !self.is_document_start(&line)).then_some(line)
     }
 
-    /// A block mapping or sequence whose first line is the next line, at `indent`.
-    fn block_collection(&mut self, indent: usize) -> R<()> {
+    /// A block mapping or sequence whose first line is the next line, at its indentation.
+    fn block_collection(&mut self) -> R<()> {
         let line = self.lines[self.at];
         if is_entry(self.rest(&line, line.indent)) {
-            self.sequence(indent, line.indent)
+            self.sequence(line.indent)
         } else {
-            self.mapping(line.indent, line.indent)
+            self.mapping(line.indent)
         }
     }
 
-    /// A block sequence at `indent`; its first entry is at the next line, at column `column`
-    /// (greater than `indent` when the sequence is an entry of another: `- - x` is left to
-    /// libyaml anyway).
-    fn sequence(&mut self, indent: usize, column: usize) -> R<()> {
-        debug_assert_eq!(indent, column);
+    /// A block sequence whose entries' `-` are at `indent`, the first on the next line (a
+    /// sequence that is an entry of another, `- - x`, is left to libyaml).
+    fn sequence(&mut self, indent: usize) -> R<()> {
         self.open()?;
         self.events.push(Ev::SeqStart { line: self.at + 1 });
         loop {
@@ -212,7 +210,7 @@ impl<'t> Scanner<'t> {
             let content = self.rest(&line, column);
             if content.is_empty() || content[0] == b'#' {
                 self.at += 1;
-                self.nested_or_null(indent, line.indent)?;
+                self.nested_or_null(indent)?;
             } else if content[0] == b'-' && content.get(1).is_none_or(|b| *b == b' ') {
                 return Err(Bail); // `- - x`
             } else if key_end(content)?.is_some() {
@@ -235,7 +233,7 @@ impl<'t> Scanner<'t> {
     }
 
     /// A block mapping whose keys are at `column`, starting at the next line.
-    fn mapping(&mut self, _indent: usize, column: usize) -> R<()> {
+    fn mapping(&mut self, column: usize) -> R<()> {
         let line = self.lines[self.at];
         self.mapping_at(column, line)
     }
@@ -273,9 +271,9 @@ impl<'t> Scanner<'t> {
                             && !self.is_document_start(&next)
                             && is_entry(self.rest(&next, next.indent)) =>
                     {
-                        self.sequence(column, column)?
+                        self.sequence(column)?
                     }
-                    _ => self.nested_or_null(column, column)?,
+                    _ => self.nested_or_null(column)?,
                 }
             } else {
                 self.value(&line, value_column, column)?;
@@ -301,14 +299,14 @@ impl<'t> Scanner<'t> {
 
     /// What follows a key or `-` with nothing after it on its line: a block collection on the
     /// next lines, deeper than `indent`, or a null.
-    fn nested_or_null(&mut self, indent: usize, _column: usize) -> R<()> {
+    fn nested_or_null(&mut self, indent: usize) -> R<()> {
         match self.deeper(indent) {
             Some(line) => {
                 let rest = self.rest(&line, line.indent);
                 if is_entry(rest) {
-                    self.sequence(line.indent, line.indent)
+                    self.sequence(line.indent)
                 } else if key_end(rest)?.is_some() {
-                    self.mapping(line.indent, line.indent)
+                    self.mapping(line.indent)
                 } else {
                     Err(Bail) // a scalar on the next line
                 }

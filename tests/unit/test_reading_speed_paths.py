@@ -8,7 +8,7 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -265,62 +265,6 @@ def test_too_big_is_refused_unread(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(manifests, "MAX_MANIFEST_BYTES", 90)
     with pytest.raises(InputError, match=r"b\.yaml: 0\.0 MiB is over the 0 MiB limit"):
         manifests.read_path(tmp_path)
-
-
-# --- the parallel seam -------------------------------------------------------------------------
-
-
-def test_in_order_runs_lazily_with_one_worker() -> None:
-    ran: list[int] = []
-
-    def task(i: int) -> Callable[[], int]:
-        def run() -> int:
-            ran.append(i)
-            if i == 2:
-                raise ValueError(i)
-            return i
-
-        return run
-
-    results = manifests.in_order(task(i) for i in range(5))
-    assert [next(results), next(results)] == [0, 1]
-    with pytest.raises(ValueError, match="2"):
-        next(results)
-    assert ran == [0, 1, 2]
-
-
-@pytest.mark.parametrize("workers", [1, 2, 4])
-def test_threads_read_what_one_thread_reads(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int
-) -> None:
-    monkeypatch.setenv("PRUNE_GATE_PARSE_CACHE", "off")
-    _forget_this_process()
-    _write(tmp_path, {f"d{i % 3}/f{i}.yaml": CM.format(name=f"c{i}") for i in range(600)})
-    monkeypatch.setattr(manifests, "PARSE_WORKERS", 1)
-    one = _summary(manifests.read_path(tmp_path))
-    manifests._BY_CONTENT.clear()
-    monkeypatch.setattr(manifests, "PARSE_WORKERS", workers)
-    assert _summary(manifests.read_path(tmp_path)) == one
-    (tmp_path / "d1" / "f301.yaml").write_text("apiVersion: v1\nkind: ConfigMap\n")
-    (tmp_path / "d2" / "f5.yaml").write_text("broken: [")
-    manifests._BY_CONTENT.clear()
-    with pytest.raises(InputError, match=r"d1/f301\.yaml:1: ConfigMap has no metadata"):
-        manifests.read_path(tmp_path)
-    _forget_this_process()
-
-
-def test_threads_raise_an_error_of_the_tasks_in_its_turn(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(manifests, "PARSE_WORKERS", 2)
-
-    def tasks() -> Iterator[Callable[[], int]]:
-        yield lambda: 0
-        yield lambda: 1
-        raise OSError("the source broke")
-
-    results = manifests.in_order(tasks())
-    assert [next(results), next(results)] == [0, 1]
-    with pytest.raises(OSError, match="the source broke"):
-        next(results)
 
 
 # --- git mode ----------------------------------------------------------------------------------
