@@ -36,8 +36,9 @@ EXTRA_DISTRIBUTIONS = {"cryptography", "flask", "h11", "prometheus-client", "wer
 NEEDS_EXTRA = "error: the webhook needs its extra: pip install 'prune-gate[webhook]'\n"
 
 
-def python(code: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run `python -c CODE ARGS` on this checkout, away from any GitHub Actions environment."""
+def python(code: str, *args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    """Run `python -c CODE ARGS` on this checkout, in `cwd`, away from any GitHub Actions
+    environment."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
     env["PYTHONPATH"] = str(ROOT)
     return subprocess.run(
@@ -45,7 +46,7 @@ def python(code: str, *args: str) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         env=env,
-        cwd=ROOT,
+        cwd=cwd,
         check=False,
         timeout=120,
     )

@@ -7,13 +7,11 @@ ended up imported, never how long that took (a loaded CI machine must not fail a
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 from tests.unit.test_packaging import CHECK_EXAMPLE as CHECK
-from tests.unit.test_packaging import ROOT
+from tests.unit.test_packaging import python
 
 # Runs `gate ARGS` through the command group (the console script's `gate.cli.run` adds only its
 # quick exit), then prints the names in sys.modules (a JSON list, last line of stdout) and exits
@@ -50,17 +48,7 @@ NOT_FOR_A_RENDERED_CHECK = {
 def modules_after(args: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess[str], set[str]]:
     """Run `gate ARGS` in `cwd`, away from any GitHub Actions environment: the process and the
     modules it had imported when it ended."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
-    env["PYTHONPATH"] = str(ROOT)
-    done = subprocess.run(
-        [sys.executable, "-c", _MODULES_AFTER, *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        check=False,
-        timeout=120,
-    )
+    done = python(_MODULES_AFTER, *args, cwd=cwd)
     assert done.stdout, done.stderr
     return done, set(json.loads(done.stdout.splitlines()[-1]))
 
