@@ -13,11 +13,13 @@ the files: a kustomize build grows faster than its input (at 2,000 files `kubect
 takes minutes, and prune-gate's build no less), so the full size measures kustomize, not the gate.
 Each row is run again at a tenth of its size to show how the cost grows.
 
-Memory is reported two ways. `wait4`'s peak RSS is of one process: for gate, the whole check; for
-the pipeline, only its largest process, while its two `ids` run side by side with a yq each. So a
-further run of each command samples the PSS of its whole process tree (every process it started,
-shared pages split between them) and keeps the largest sum seen: what the command holds at its
-peak, on the same terms for both. Sampling can miss a short peak, the pipeline's more than gate's.
+Memory is read from /proc, every few milliseconds, in one further untimed run of each command:
+`rss`, the peak RSS (VmHWM) of its largest single process, and `tree`, the largest sum of the PSS
+of all its processes at once (shared pages split between them). A pipeline is several processes,
+and its two `ids` run side by side with a yq each, so `tree` is the figure that compares like with
+like. (wait4's peak RSS is not used: a child spawned by vfork, as subprocess spawns, reports at
+least the RSS of the process that spawned it, this benchmark's.) Sampling can miss a short peak.
+
 Run: `python -m bench.bench_check [--files N] [--runs R]`.
 """
 
@@ -166,10 +168,24 @@ PIPELINES = {
 }
 
 
+#: The least any Python gate pays before it decides anything: the interpreter, and reading both
+#: sides' files and parsing them with the native reader, plain scalars left as strings, nothing
+#: kept (a floor: gate does all this and more).
+FLOOR_READ_AND_PARSE = """
+import os, sys
+import prune_gate_yaml
+for root in sys.argv[1:]:
+    for folder, _, files in os.walk(root):
+        for name in files:
+            with open(os.path.join(folder, name), "rb") as f:
+                prune_gate_yaml.load_documents(f.read().decode(), 100, str, None, "", False)
+"""
+
+
 @dataclass
 class Run:
-    """One command's median wall time, its largest peak RSS (of one process), the peak PSS of
-    its process tree (all its processes together), and its last output."""
+    """One command's median wall time, the peak RSS of its largest process and the peak PSS of
+    all its processes together (both in MiB, sampled), and its last output."""
 
     seconds: float
     rss_mib: float
@@ -177,29 +193,37 @@ class Run:
     stdout: str
 
 
-def run_once(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float, int, str, str]:
+def run_once(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, int, str, str]:
     """Wall seconds, peak RSS in MiB (of the process or its largest waited-for descendant, as
     wait4 reports it), exit code, stdout and stderr of one fresh process."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=err)
-        _, status, usage = os.wait4(proc.pid, 0)
+        _, status, _ = os.wait4(proc.pid, 0)
         seconds = time.perf_counter() - start
         proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
         return (
             seconds,
-            usage.ru_maxrss / 1024,
             proc.returncode,
             out.read().decode(),
             err.read().decode(),
         )
 
 
-def tree_pss(root: int) -> int:
-    """The PSS in bytes of process `root` and every process under it now (a process that ends
-    while it is read counts as 0)."""
+def _field(path: str, name: bytes) -> int:
+    """A `Name:   N kB` field of a /proc file, in bytes (0 when the process is gone)."""
+    try:
+        data = Path(path).read_bytes()
+        return int(data.split(b"\n" + name + b":", 1)[1].split()[0]) * 1024
+    except (OSError, IndexError, ValueError):  # ended, or a zombie: nothing mapped
+        return 0
+
+
+def tree_memory(root: int) -> tuple[int, int]:
+    """Process `root` and every process under it now: the sum of their PSS, and the largest
+    peak RSS (VmHWM) among them, in bytes."""
     parents: dict[int, list[int]] = {}
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
@@ -210,31 +234,29 @@ def tree_pss(root: int) -> int:
         except (OSError, IndexError, ValueError):
             continue
         parents.setdefault(ppid, []).append(int(entry.name))
-    total, todo = 0, [root]
+    pss, hwm, todo = 0, 0, [root]
     while todo:
         pid = todo.pop()
         todo.extend(parents.get(pid, ()))
-        try:
-            rollup = Path(f"/proc/{pid}/smaps_rollup").read_bytes()
-            total += int(rollup.split(b"\nPss:", 1)[1].split()[0]) * 1024
-        except (OSError, IndexError, ValueError):  # ended, or a zombie: nothing mapped
-            continue
-    return total
+        pss += _field(f"/proc/{pid}/smaps_rollup", b"Pss")
+        hwm = max(hwm, _field(f"/proc/{pid}/status", b"VmHWM"))
+    return pss, hwm
 
 
-def peak_tree_mib(cmd: list[str], cwd: Path, env: dict[str, str], expect: int) -> float:
-    """One more run of `cmd`, its process tree's PSS sampled every few milliseconds: the largest
-    sum seen, in MiB. Not timed (the sampling takes CPU from what it measures)."""
-    peak = 0
+def peak_memory(cmd: list[str], cwd: Path, env: dict[str, str], expect: int) -> tuple[float, float]:
+    """One more run of `cmd`, its processes read every few milliseconds: the peak RSS of the
+    largest and the largest sum of their PSS, in MiB. Not timed (sampling takes CPU)."""
+    largest = together = 0
     with tempfile.TemporaryFile() as out:
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=out)
         while proc.poll() is None:
-            peak = max(peak, tree_pss(proc.pid))
+            pss, hwm = tree_memory(proc.pid)
+            largest, together = max(largest, hwm), max(together, pss)
             time.sleep(0.002)
         if proc.returncode != expect:
             out.seek(0)
             raise SystemExit(f"{' '.join(cmd[:3])}: exit {proc.returncode}\n{out.read().decode()}")
-    return peak / 2**20
+    return largest / 2**20, together / 2**20
 
 
 def measure(
@@ -246,22 +268,21 @@ def measure(
     fresh_cache: bool = False,
 ) -> Run:
     """Median of `runs`; with fresh_cache each run starts from an empty parse cache."""
-    times, peak, stdout = [], 0.0, ""
+    times, rss, tree, stdout = [], 0.0, 0.0, ""
     for run in range(runs + 1):  # the last run samples memory, untimed
         run_env = dict(env)
         if fresh_cache:
             run_env["PRUNE_GATE_PARSE_CACHE"] = tempfile.mkdtemp(prefix="prune-gate-cold-")
         if run == runs:
-            tree = peak_tree_mib(cmd, cwd, run_env, expect)
+            rss, tree = peak_memory(cmd, cwd, run_env, expect)
         else:
-            seconds, rss, code, stdout, stderr = run_once(cmd, cwd, run_env)
+            seconds, code, stdout, stderr = run_once(cmd, cwd, run_env)
             if code != expect:
                 raise SystemExit(f"{' '.join(cmd[:3])}: exit {code}, expected {expect}\n{stderr}")
             times.append(seconds)
-            peak = max(peak, rss)
         if fresh_cache:
             shutil.rmtree(run_env["PRUNE_GATE_PARSE_CACHE"])
-    return Run(statistics.median(times), peak, tree, stdout)
+    return Run(statistics.median(times), rss, tree, stdout)
 
 
 def binary(name: str) -> str:
@@ -335,6 +356,15 @@ def bench(files: int, per_file: int, runs: int, modes: tuple[str, ...]) -> dict[
             )
             script = PIPELINE_FUNCTIONS + PIPELINES[mode]
             results[f"{mode} yq"] = measure(["bash", "-c", script], cwd, env, runs, expect=0)
+            if mode == "rendered":
+                python = str(Path(gate).resolve().parent / "python")
+                floors = {
+                    "floor start": [python, "-c", "pass"],
+                    "floor imports": [gate, "check", "--help"],
+                    "floor read": [python, "-c", FLOOR_READ_AND_PARSE, str(base), str(head)],
+                }
+                for name, floor in floors.items():
+                    results[name] = measure(floor, cwd, env, runs, expect=0)
             want = results[f"{mode} yq"].stdout.split()
             for variant in VARIANTS:
                 got = blocked_claims(results[f"{mode} {variant}"].stdout)
@@ -370,8 +400,8 @@ def main() -> None:
     print(f"gate check, whole process, median of {args.runs} runs")
     print(f"  YAML reader: {native_reader()} (py-cold: the Python one, PRUNE_GATE_NATIVE_YAML=off)")
     print(
-        "  memory in MiB: rss, the peak of the largest single process (wait4; the pipeline's is yq"
-        " or kubectl); tree, the peak PSS of all the command's processes together (sampled)"
+        "  memory in MiB, sampled: rss, the peak RSS of the largest single process (the"
+        " pipeline's: a yq or kubectl); tree, the peak PSS of all its processes together"
     )
     group = f"   {'time':>6} {'rss':>6} {'tree':>6}"
     print(f"  {'':<26}   {'prune-gate':<20}   {'pipeline':<20}   {'pipeline / gate':<20}")
@@ -391,6 +421,16 @@ def main() -> None:
                 f"   x{grow:.1f} (pipeline x{yq.seconds / small[f'{mode} yq'].seconds:.1f})"
             )
     print("  (pipeline / gate above 1: prune-gate is faster, or holds less)")
+    floors = (
+        ("python -c pass", "floor start"),
+        ("`gate check --help` (the check's imports)", "floor imports"),
+        ("read and parse both sides natively, nothing more", "floor read"),
+    )
+    print("  floors, rendered input (what a Python gate pays before it decides anything):")
+    for label, name in floors:
+        f = big[name]
+        print(f"    {label:<50} {f.seconds:5.2f} s {f.rss_mib:5.0f} MiB rss {f.tree_mib:5.0f} tree")
+    print(f"    a fifth of the pipeline's time, for scale: {big['rendered yq'].seconds / 5:.2f} s")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""bench_check's memory of a whole process tree: a pipeline's processes are counted together.
+"""bench_check's memory of a whole process tree: a pipeline's processes are counted together,
+and its largest process is found among them.
 
 The tree is held still while it is read (each process allocates, says so, then waits on its
 stdin), so the reading is of a known state, not of a race.
@@ -10,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.bench_check import tree_pss
+from bench.bench_check import tree_memory
 
 MIB = 2**20
 
@@ -19,7 +20,7 @@ MIB = 2**20
 # holds it all until its stdin closes.
 _HOLDER = """
 import subprocess, sys
-held = bytearray(b"x" * (int(sys.argv[1]) * 2**20))
+held = b"x" * (int(sys.argv[1]) * 2**20)
 kids = [
     subprocess.Popen([sys.executable, __file__, sys.argv[1], "0"],
                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
@@ -57,16 +58,18 @@ def test_a_tree_counts_every_process_under_its_root(tmp_path: Path) -> None:
     script.write_text(_HOLDER)
     alone, tree = _hold(script, 40, 0), _hold(script, 40, 2)
     try:
-        one, three = tree_pss(alone.pid), tree_pss(tree.pid)
+        (one, one_peak), (three, three_peak) = tree_memory(alone.pid), tree_memory(tree.pid)
     finally:
         _release(alone)
         _release(tree)
     assert 40 * MIB <= one < 80 * MIB  # its 40 MiB and an interpreter
     assert three >= 3 * 40 * MIB  # the root's and both children's
     assert three > 2.5 * one
+    # the largest process's peak: one holder's, not the sum
+    assert 40 * MIB <= one_peak < 80 * MIB and 40 * MIB <= three_peak < 80 * MIB
 
 
 def test_a_process_that_has_ended_counts_nothing() -> None:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
-    assert tree_pss(proc.pid) == 0
+    assert tree_memory(proc.pid) == (0, 0)
