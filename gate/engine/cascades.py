@@ -16,7 +16,6 @@ candidate still declares it (a move to another root).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -210,6 +209,8 @@ def release_of(m: Manifest) -> tuple[str, str]:
     if not isinstance(name, str) or not name:
         name = f"{target}-{m.ref.name}" if target else m.ref.name
         if len(name) > _RELEASE_NAME_MAX:
+            import hashlib  # here: this rare name is the only hash a check needs OpenSSL for
+
             digest = hashlib.sha256(name.encode()).hexdigest()
             name = f"{name[:40]}-{digest[:12]}"
     return (target or m.ref.namespace, name)

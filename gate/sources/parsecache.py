@@ -16,7 +16,6 @@ the binaries'.
 from __future__ import annotations
 
 import atexit
-import hashlib
 import marshal
 import os
 import sqlite3
@@ -29,6 +28,13 @@ from typing import Any
 import yaml
 
 from gate.sources import yamlevents
+
+try:
+    # hashlib's own BLAKE2, without hashlib: importing it loads OpenSSL, 3 MiB of a check's
+    # memory and 8 ms of its start, for hashes it does not use.
+    from _blake2 import blake2b
+except ImportError:  # an interpreter built otherwise
+    from hashlib import blake2b
 
 #: Files whose code decides what a text parses to: a change to one is a new cache.
 _READERS = (
@@ -59,7 +65,7 @@ def _database() -> Path | None:
 
 
 def _code_version() -> str:
-    h = hashlib.blake2b(yaml.__version__.encode(), digest_size=8)
+    h = blake2b(yaml.__version__.encode(), digest_size=8)
     # The loader names itself (the native one: its version and build), since its code is not
     # among the files below.
     h.update(yamlevents.READER_ID.encode())
@@ -76,7 +82,7 @@ def key(text: str, only_objects: bool) -> str:
 
 def bytes_key(data: bytes, only_objects: bool) -> str:
     """`key` of the text whose UTF-8 is `data` (a file's bytes: no need to encode it again)."""
-    digest = hashlib.blake2b(data, digest_size=16)
+    digest = blake2b(data, digest_size=16)
     digest.update(b"1" if only_objects else b"0")
     return digest.hexdigest()
 
@@ -177,7 +183,7 @@ class _Store:
 
 
 def _digest(data: bytes) -> bytes:
-    return hashlib.blake2b(data, digest_size=16).digest()
+    return blake2b(data, digest_size=16).digest()
 
 
 _STORE = _Store()
