@@ -10,8 +10,9 @@ raw JSON into small projections. Compared with:
   (model classes, one unpaginated list each; two kinds only),
 * the snapshot restricted to the same two kinds, for a like-for-like figure.
 
-Times are medians of `--runs` runs; peak memory is measured in a separate run of each in-process
-method with tracemalloc (Python heap), and ru_maxrss for kubectl (the child process).
+Times are medians of `--runs` runs; peak memory is measured in a separate run of each: of the
+in-process methods with tracemalloc (Python heap), of kubectl (a child process) as its peak RSS
+read from /proc.
 
 Run: `python -m bench.bench_snapshot [--pods 5000] [--claims 2000] [--runs 5]`. With KUBECONFIG
 (or --kubeconfig) it uses that cluster; otherwise it starts its own `scripts/dev-cluster` in a
@@ -25,7 +26,6 @@ import argparse
 import gc
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -39,6 +39,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from bench.bench_check import peak_memory
 from gate.engine.policy import Policy
 from gate.kube.client import load_configuration
 from gate.kube.resources import RESOURCES
@@ -201,7 +202,9 @@ def kubectl_path() -> str:
 
 
 def measure_kubectl(kubeconfig: str, runs: int) -> tuple[float, float]:
-    """Median wall seconds of `kubectl get pods,pvc -A -o json`, and its peak RSS in MiB."""
+    """Median wall seconds of `kubectl get pods,pvc -A -o json`, and its peak RSS in MiB, read
+    from /proc in a further run (the children's ru_maxrss would be at least this process's RSS,
+    since a vforked child inherits it)."""
     kubectl = kubectl_path()
     cmd = [kubectl, f"--kubeconfig={kubeconfig}", "get", "pods,pvc", "-A", "-o", "json"]
     walls = []
@@ -209,8 +212,8 @@ def measure_kubectl(kubeconfig: str, runs: int) -> tuple[float, float]:
         w = time.perf_counter()
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         walls.append(time.perf_counter() - w)
-    rss_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return statistics.median(walls), rss_kib / 1024
+    rss, _ = peak_memory(cmd, Path.cwd(), dict(os.environ), expect=0)
+    return statistics.median(walls), rss
 
 
 def main(argv: list[str] | None = None) -> int:
