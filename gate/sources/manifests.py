@@ -29,6 +29,7 @@ from gate.model.errors import InputError
 from gate.model.objects import RawObject, Source
 from gate.model.shapes import shape_problem
 from gate.sources import parsecache
+from gate.sources.yamlevents import MAX_ALIAS_NODES as MAX_ALIAS_NODES
 from gate.sources.yamlevents import load_documents
 from gate.sources.yamlread import KubeLoader as _Loader
 
@@ -38,9 +39,6 @@ MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 MAX_MANIFEST_BYTES = 10 * 1024 * 1024
 #: Nesting deeper than this is refused (Kubernetes objects, CRD schemas included, stay far below).
 MAX_DEPTH = 200
-#: Nodes that aliases may add, summed over a stream: generous for `&defaults` reuse, and far
-#: below what makes a walk over the documents slow.
-MAX_ALIAS_NODES = 100_000
 #: kustomize's own configuration files: inputs to a build, not objects.
 KUSTOMIZATION_NAMES = frozenset({"kustomization.yaml", "kustomization.yml", "Kustomization"})
 

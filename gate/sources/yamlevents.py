@@ -6,10 +6,12 @@ This reads libyaml's event stream once and builds dicts, lists and scalars as it
 plain scalars exactly as `gate.sources.yamlread.KubeLoader` does (YAML 1.1 without timestamps or
 `=`), memoised, since keys and small values repeat on every object.
 
-It covers what manifests are made of and nothing else: no anchors, aliases, explicit tags, merge
-keys or complex keys, no duplicate keys, nesting within the limit. On anything else, a syntax
-error included, it returns None and the caller reads the text the careful way, which gives the
-exact error or the exact reading; so a document it accepts reads exactly as PyYAML reads it.
+It covers what manifests are made of and nothing else: anchors, and aliases of scalars (`name:
+&app web` then `*app`, as Flux repositories write them), within the caller's limit on aliases; no
+aliases of collections, explicit tags, merge keys or complex keys, no duplicate keys or anchors,
+nesting within the limit. On anything else, a syntax error included, it returns None and the
+caller reads the text the careful way, which gives the exact error or the exact reading; so a
+document it accepts reads exactly as PyYAML reads it.
 
 When the optional native reader (`prune_gate_yaml`, built from `native/`) is installed, the same
 pass runs in native code, several times faster; plain scalars that may not be strings are still
@@ -35,6 +37,11 @@ try:
 except ImportError:  # PyYAML built without libyaml: every text takes the careful way
     _CParser = None
 
+
+#: Nodes that aliases may add, summed over a stream: generous for `&defaults` reuse, and far
+#: below what makes a walk over the documents slow. The careful reader refuses more
+#: (`gate.sources.manifests`); the fast readers leave more to it.
+MAX_ALIAS_NODES = 100_000
 
 _STR = "tag:yaml.org,2002:str"
 _SCALARS = {
@@ -102,40 +109,48 @@ _NATIVE = _native_reader(_NATIVE_FIRST)
 READER_ID = "python" if _NATIVE is None else f"native {_NATIVE.__version__} {_NATIVE.BUILD}"
 
 
-def load_documents(text: str, max_depth: int) -> list[tuple[int, Any]] | None:
-    """Every document of `text` with the line of its root node, or None to read it carefully."""
+def load_documents(
+    text: str, max_depth: int, max_aliases: int = MAX_ALIAS_NODES
+) -> list[tuple[int, Any]] | None:
+    """Every document of `text` with the line of its root node, or None to read it carefully.
+    Past `max_aliases` aliases (of scalars, so one node each, as the careful reader counts
+    them), the text is read carefully. The two readers below take no alias unless told."""
     if _CParser is None:
         return None
     if _NATIVE is not None:
-        return native_documents(text, max_depth)
-    return python_documents(text, max_depth)
+        return native_documents(text, max_depth, max_aliases=max_aliases)
+    return python_documents(text, max_depth, max_aliases)
 
 
 def native_documents(
-    text: str, max_depth: int, *, scanner: bool = True
+    text: str, max_depth: int, *, scanner: bool = True, max_aliases: int = 0
 ) -> list[tuple[int, Any]] | None:
     """`load_documents` by the native reader (which must be installed): by its own scanner for
     the plain YAML most manifests are, by libyaml's events for the rest (or, without `scanner`,
     for all)."""
     assert _NATIVE is not None
     docs: list[tuple[int, Any]] | None = _NATIVE.load_documents(
-        text, max_depth, _plain, _UNSUPPORTED, _NATIVE_FIRST, _NATIVE_EMPTY, scanner
+        text, max_depth, _plain, _UNSUPPORTED, _NATIVE_FIRST, _NATIVE_EMPTY, scanner, max_aliases
     )
     return docs
 
 
-def python_documents(text: str, max_depth: int) -> list[tuple[int, Any]] | None:
+def python_documents(
+    text: str, max_depth: int, max_aliases: int = 0
+) -> list[tuple[int, Any]] | None:
     """`load_documents` in Python, over PyYAML's libyaml events."""
     parser = _CParser(text)
     try:
-        return _build(parser, max_depth)
+        return _build(parser, max_depth, max_aliases)
     except (_UnsupportedError, yaml.YAMLError):
         return None
     finally:
         parser.dispose()
 
 
-def _build(parser: Any, max_depth: int) -> list[tuple[int, Any]]:
+def _build(parser: Any, max_depth: int, max_aliases: int) -> list[tuple[int, Any]]:
+    """The documents of the events; anchors kept per document as PyYAML keeps them (a scalar's
+    value, or _NO_KEY for a collection's, which no alias here may name)."""
     scalar, mapping_start, sequence_start = (
         yaml.ScalarEvent,
         yaml.MappingStartEvent,
@@ -146,6 +161,8 @@ def _build(parser: Any, max_depth: int) -> list[tuple[int, Any]]:
     docs: list[tuple[int, Any]] = []
     stack: list[Any] = []  # the open collections, innermost last
     keys: list[Any] = []  # for each open collection: its pending key, or _NO_KEY
+    anchors: dict[str, Any] = {}
+    aliases = 0
     get_event = parser.get_event
     while True:
         event = get_event()
@@ -153,7 +170,7 @@ def _build(parser: Any, max_depth: int) -> list[tuple[int, Any]]:
             return docs
         cls = event.__class__
         if cls is scalar:
-            if event.anchor is not None or event.tag is not None:
+            if event.tag is not None:
                 raise _UnsupportedError
             if event.implicit[0]:
                 value = plain_cache.get(event.value, _NO_KEY)
@@ -165,7 +182,7 @@ def _build(parser: Any, max_depth: int) -> list[tuple[int, Any]]:
                 value = event.value
             opened = False
         elif cls is mapping_start or cls is sequence_start:
-            if event.anchor is not None or not event.implicit:
+            if not event.implicit:
                 raise _UnsupportedError
             if len(stack) >= max_depth:
                 raise _UnsupportedError
@@ -176,9 +193,25 @@ def _build(parser: Any, max_depth: int) -> list[tuple[int, Any]]:
             keys.pop()
             continue
         elif cls is yaml.AliasEvent:
-            raise _UnsupportedError
+            aliases += 1
+            # an alias at a root names no anchor (the document's own come after it); nor is
+            # one read as a key
+            as_key = bool(stack) and stack[-1].__class__ is dict and keys[-1] is _NO_KEY
+            if not stack or as_key or aliases > max_aliases:
+                raise _UnsupportedError
+            value = anchors.get(event.anchor, _NO_KEY)
+            if value is _NO_KEY:  # undefined, or a collection's
+                raise _UnsupportedError
+            opened = False
         else:  # stream and document start and end
             continue
+        if cls is not yaml.AliasEvent:
+            if not stack:
+                anchors.clear()  # a document's root: anchors are per document
+            if event.anchor is not None:
+                if event.anchor in anchors:  # PyYAML refuses a duplicate anchor
+                    raise _UnsupportedError
+                anchors[event.anchor] = _NO_KEY if opened else value
         if not stack:
             docs.append((event.start_mark.line + 1, value))
         else:

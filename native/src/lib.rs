@@ -2,8 +2,9 @@
 //! Python dicts, lists and scalars a manifest is made of.
 //!
 //! It is `gate.sources.yamlevents`' reader moved out of Python, with the same contract: it
-//! covers what manifests are made of (no anchors, aliases, explicit tags, complex or duplicate
-//! keys, nesting within the limit) and answers None for anything else, a syntax error included,
+//! covers what manifests are made of (anchors, and aliases of scalars, as `name: &app x` and
+//! `*app`; no aliases of collections, explicit tags, complex or duplicate keys; nesting and
+//! aliases within their limits) and answers None for anything else, a syntax error included,
 //! so the caller reads that text the careful way, with its exact error. Plain scalars that a
 //! resolver may claim (their first character is one the Python loader's resolvers are keyed
 //! by) are read by the Python function the caller passes, so numbers, booleans and nulls read
@@ -88,31 +89,43 @@ impl Drop for Event {
     }
 }
 
-/// libyaml's events as the builder needs them; anything the builder leaves to the careful
-/// reader (anchors, aliases, tags, a syntax error) is `Unsupported`.
+/// libyaml's events as the builder needs them, a node's anchor as an event of its own before
+/// it; anything the builder leaves to the careful reader (tags, a syntax error) is
+/// `Unsupported`.
 struct LibyamlEvents {
     parser: Parser,
+    /// The node event after the `Anchor` just given.
+    pending: Option<Ev<'static>>,
+}
+
+/// A NUL-terminated name libyaml allocated (an anchor or an alias), copied.
+unsafe fn name(raw: *const u8) -> Vec<u8> {
+    std::ffi::CStr::from_ptr(raw.cast()).to_bytes().to_vec()
 }
 
 impl LibyamlEvents {
     fn next(&mut self) -> Result<Option<Ev<'static>>, Unsupported> {
+        if let Some(pending) = self.pending.take() {
+            return Ok(Some(pending));
+        }
         loop {
             let event = self.parser.next().ok_or(Unsupported)?; // a syntax error
             let ev = &event.raw;
             let line = ev.start_mark.line as usize + 1;
-            return Ok(Some(match ev.type_ {
+            let (node, anchor) = match ev.type_ {
                 y::YAML_STREAM_END_EVENT => return Ok(None),
                 y::YAML_SCALAR_EVENT => {
                     let s = unsafe { ev.data.scalar };
-                    if !s.anchor.is_null() || !s.tag.is_null() {
+                    if !s.tag.is_null() {
                         return Err(Unsupported);
                     }
                     let bytes = unsafe { std::slice::from_raw_parts(s.value, s.length as usize) };
-                    Ev::Scalar {
+                    let node = Ev::Scalar {
                         bytes: Cow::Owned(bytes.to_vec()),
                         plain: s.plain_implicit,
                         line,
-                    }
+                    };
+                    (node, s.anchor)
                 }
                 y::YAML_MAPPING_START_EVENT | y::YAML_SEQUENCE_START_EVENT => {
                     let mapping = ev.type_ == y::YAML_MAPPING_START_EVENT;
@@ -126,19 +139,30 @@ impl LibyamlEvents {
                             )
                         }
                     };
-                    if !anchor.is_null() || !implicit {
-                        return Err(Unsupported);
+                    if !implicit {
+                        return Err(Unsupported); // a tag
                     }
-                    if mapping {
+                    let node = if mapping {
                         Ev::MapStart { line }
                     } else {
                         Ev::SeqStart { line }
-                    }
+                    };
+                    (node, anchor)
                 }
-                y::YAML_MAPPING_END_EVENT | y::YAML_SEQUENCE_END_EVENT => Ev::End,
-                y::YAML_ALIAS_EVENT => return Err(Unsupported),
+                y::YAML_MAPPING_END_EVENT | y::YAML_SEQUENCE_END_EVENT => {
+                    (Ev::End, std::ptr::null_mut())
+                }
+                y::YAML_ALIAS_EVENT => {
+                    let alias = unsafe { name(ev.data.alias.anchor) };
+                    (Ev::Alias(alias), std::ptr::null_mut())
+                }
                 _ => continue, // stream start, document start and end
-            }));
+            };
+            if anchor.is_null() {
+                return Ok(Some(node));
+            }
+            self.pending = Some(node);
+            return Ok(Some(Ev::Anchor(unsafe { name(anchor) })));
         }
     }
 }
@@ -196,15 +220,25 @@ fn scalar<'py>(
 }
 
 /// The documents the events make, each with its root's line.
+///
+/// Anchors are kept per document, as PyYAML keeps them: a scalar's value, or None for a
+/// collection's. An alias of a scalar is that value. Any other alias (undefined, or of a
+/// collection), an alias as a key, a second anchor of one name in a document, and more than
+/// `max_aliases` aliases in the text, are left to the careful reader, which reads them or
+/// refuses them with their line.
 fn build<'py, 't>(
     py: Python<'py>,
     mut next: impl FnMut() -> Result<Option<Ev<'t>>, Unsupported>,
     max_depth: usize,
+    max_aliases: usize,
     plain: &Plain<'_, 'py>,
     memo: &mut Memo,
 ) -> Result<Result<Bound<'py, PyList>, Unsupported>, PyErr> {
     let docs = PyList::empty(py);
     let mut stack: Vec<Open<'py>> = Vec::new();
+    let mut anchors: HashMap<Vec<u8>, Option<Bound<'py, PyAny>>> = HashMap::new();
+    let mut anchor: Option<Vec<u8>> = None; // the next node's
+    let mut aliases = 0;
     loop {
         let event = match next() {
             Ok(Some(event)) => event,
@@ -212,6 +246,30 @@ fn build<'py, 't>(
             Err(Unsupported) => return Ok(Err(Unsupported)),
         };
         let (value, line, list) = match event {
+            Ev::Anchor(name) => {
+                if stack.is_empty() {
+                    anchors.clear(); // a document's root: anchors are per document
+                }
+                if anchors.contains_key(&name) {
+                    return Ok(Err(Unsupported)); // PyYAML refuses a duplicate anchor
+                }
+                anchor = Some(name);
+                continue;
+            }
+            Ev::Alias(name) => {
+                aliases += 1;
+                let as_key = stack
+                    .last()
+                    .is_some_and(|open| !open.list && open.key.is_none());
+                // at a root, no anchor is defined yet: the document's own come after it
+                if stack.is_empty() || as_key || aliases > max_aliases {
+                    return Ok(Err(Unsupported));
+                }
+                match anchors.get(&name) {
+                    Some(Some(value)) => (value.clone(), 0, None),
+                    _ => return Ok(Err(Unsupported)), // undefined, or a collection's
+                }
+            }
             Ev::Scalar {
                 bytes,
                 plain: is_plain,
@@ -240,6 +298,18 @@ fn build<'py, 't>(
                 continue;
             }
         };
+        if let Some(name) = anchor.take() {
+            anchors.insert(
+                name,
+                if list.is_none() {
+                    Some(value.clone())
+                } else {
+                    None
+                },
+            );
+        } else if stack.is_empty() {
+            anchors.clear(); // a document's root: anchors are per document
+        }
         match stack.last_mut() {
             None => {
                 docs.append(PyTuple::new(
@@ -279,8 +349,9 @@ fn build<'py, 't>(
 /// for one this reader must leave alone); `resolved_first` is the characters a plain scalar
 /// must start with for that to be possible, and `resolve_empty` whether the empty one is.
 /// With `use_scanner`, the fast scanner (`scan`) reads the texts it can, libyaml the rest.
+/// Aliases (of scalars) are read up to `max_aliases` in the text, none by default.
 #[pyfunction]
-#[pyo3(signature = (text, max_depth, resolve, unsupported, resolved_first, resolve_empty, use_scanner = true))]
+#[pyo3(signature = (text, max_depth, resolve, unsupported, resolved_first, resolve_empty, use_scanner = true, max_aliases = 0))]
 #[allow(clippy::too_many_arguments)]
 fn load_documents<'py>(
     py: Python<'py>,
@@ -291,6 +362,7 @@ fn load_documents<'py>(
     resolved_first: &str,
     resolve_empty: bool,
     use_scanner: bool,
+    max_aliases: usize,
 ) -> PyResult<Option<Bound<'py, PyList>>> {
     let mut first = [false; 256];
     for c in resolved_first.chars() {
@@ -318,15 +390,25 @@ fn load_documents<'py>(
     if use_scanner {
         if let Some(events) = scan_events(bytes) {
             let mut events = events.into_iter();
-            let built = build(py, || Ok(events.next()), max_depth, &plain, memo)?;
+            let built = build(
+                py,
+                || Ok(events.next()),
+                max_depth,
+                max_aliases,
+                &plain,
+                memo,
+            )?;
             return Ok(built.ok());
         }
     }
     let Some(parser) = Parser::new(bytes) else {
         return Ok(None);
     };
-    let mut events = LibyamlEvents { parser };
-    Ok(build(py, || events.next(), max_depth, &plain, memo)?.ok())
+    let mut events = LibyamlEvents {
+        parser,
+        pending: None,
+    };
+    Ok(build(py, || events.next(), max_depth, max_aliases, &plain, memo)?.ok())
 }
 
 /// The scanner's events for `text`, or None when it leaves the text to libyaml. A panic in the

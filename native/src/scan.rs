@@ -26,6 +26,11 @@ pub enum Ev<'t> {
         line: usize,
     },
     End,
+    /// The anchor of the node whose event comes next (libyaml's events only: this scanner
+    /// leaves anchors to libyaml).
+    Anchor(Vec<u8>),
+    /// An alias (libyaml's events only).
+    Alias(Vec<u8>),
 }
 
 /// This text is left to libyaml.

@@ -88,7 +88,7 @@ def test_plain_manifests_take_the_fast_way(pairs: dict[str, str]) -> None:
 @pytest.mark.parametrize(
     "text",
     [
-        "a: &x 1\nb: *x\n",  # anchors and aliases
+        "a: &x {b: 1}\nc: *x\n",  # an alias of a collection (aliases of scalars are read)
         "a: !!str 1\n",  # an explicit tag
         "base: &b {x: 1}\nd:\n  <<: *b\n",  # a merge key
         "a: 1\na: 2\n",  # a duplicate key
