@@ -48,6 +48,7 @@ import yaml
 from gate.model.errors import GitError, InputError, RenderError
 from gate.model.objects import RawObject, Source
 from gate.sources import gitsource
+from gate.sources.buildserver import BuildServer
 from gate.sources.manifests import KUSTOMIZATION_NAMES, parse_stream
 
 #: The annotation kustomize writes with `buildMetadata: [originAnnotations]`.
@@ -121,7 +122,8 @@ class ExportedTree:
     """One revision materialised in a temporary directory, to build any of its paths.
 
     The tree is exported once from the object database; each `build` runs the confined
-    renderer on one path (generating the kustomization Flux would, where there is none)."""
+    renderer on one path (generating the kustomization Flux would, where there is none), in one
+    kept process (`gate.sources.buildserver`) when it is the helper."""
 
     def __init__(self, repo: str | Path, rev: str, *, timeout: float = DEFAULT_TIMEOUT) -> None:
         self.repo, self.rev, self.timeout = repo, rev, timeout
@@ -131,6 +133,9 @@ class ExportedTree:
 
     def __enter__(self) -> ExportedTree:
         self.command = find_kustomize()
+        self._server = (
+            BuildServer(self.command[0], self.timeout) if len(self.command) == 1 else None
+        )
         self._tmp = tempfile.TemporaryDirectory(prefix="prune-gate-")
         self.root = Path(self._tmp.name).resolve()  # kustomize resolves symlinks
         self.tree = self.root / _TREE_DIR
@@ -138,6 +143,8 @@ class ExportedTree:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self._server is not None:
+            self._server.close()
         if self._tmp is not None:
             self._tmp.cleanup()
 
@@ -178,6 +185,7 @@ class ExportedTree:
             }
         return _build(
             self.command,
+            self._server,
             target,
             wrapper,
             root=tree,
@@ -246,6 +254,7 @@ def _under(f: Path, root: Path) -> str | None:
 
 def _build(
     command: list[str],
+    server: BuildServer | None,
     target: Path,
     wrapper: Path,
     *,
@@ -275,11 +284,11 @@ def _build(
         ),
         encoding="utf-8",
     )
-    wrapped = _run(_argv(command, wrapper, [root, wrapper]), wrapper, timeout)
+    wrapped = _run(command, server, wrapper, [root, wrapper], wrapper, timeout)
     if wrapped.returncode == 0:
         objects = parse_stream(wrapped.stdout, label)
         return _trace(objects, wrapper, root, label_file)
-    plain = wrapped if extra else _run(_argv(command, target, [root]), wrapper, timeout)
+    plain = wrapped if extra else _run(command, server, target, [root], wrapper, timeout)
     if plain.returncode != 0:
         stderr = _clean_stderr(plain.stderr) or plain.stdout.strip() or f"exit {plain.returncode}"
         if scrub:
@@ -297,7 +306,21 @@ def _argv(command: list[str], target: Path, roots: list[Path]) -> list[str]:
     return [*command, LOAD_RESTRICTOR, str(target)]
 
 
-def _run(argv: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+def _run(
+    command: list[str],
+    server: BuildServer | None,
+    target: Path,
+    roots: list[Path],
+    cwd: Path,
+    timeout: float,
+) -> subprocess.CompletedProcess[str]:
+    """Build `target` confined to `roots`: by the kept helper when there is one and it serves,
+    else by a process of its own, in `cwd`."""
+    if server is not None and server.serves:
+        done = server.build(roots, target)
+        if done is not None:
+            return done
+    argv = _argv(command, target, roots)
     try:
         return subprocess.run(
             argv, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
