@@ -223,9 +223,12 @@ def export_tree(repo: str | Path, rev: str, dest: str | Path) -> str:
     r = _open(repo)
     sha = _resolve(r, rev)
     entries = _ls_tree(r, sha, [])
+    made: set[Path] = set()  # directories made so far: a mkdir per file costs more than its write
     for entry, data in _blobs(r, entries):
         target = root.joinpath(*entry.path.split("/"))
-        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.parent not in made:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            made.add(target.parent)
         if entry.mode == _MODE_SYMLINK:
             link = data.decode("utf-8", "surrogateescape")
             resolved = posixpath.normpath(posixpath.join(posixpath.dirname(entry.path), link))

@@ -361,6 +361,8 @@ def _trace(
 ) -> list[RawObject]:
     """Replace each object's source by its origin file and line; strip the origin annotation."""
     cache: dict[Path, list[RawObject] | None] = {}
+    readable: dict[Path, str | None] = {}  # each origin file's label, if it may be read
+    real_root = root.resolve()
     out: list[RawObject] = []
     for obj in objects:
         origin = _pop_origin(obj.body)
@@ -369,9 +371,12 @@ def _trace(
             rel = origin.get("path") or origin.get("configuredIn")
             if isinstance(rel, str) and rel:
                 file = Path(os.path.normpath(wrapper / rel))
-                name = label_file(file)
-                inside = _under(file.resolve(), root.resolve()) is not None  # no link out
-                if name is not None and inside and file.is_file():
+                if file not in readable:  # a file declares many objects: resolved once
+                    inside = _under(file.resolve(), real_root) is not None  # no link out
+                    name = label_file(file)
+                    readable[file] = name if inside and file.is_file() else None
+                name = readable[file]
+                if name is not None:
                     line = (
                         _locate_object(file, obj.body, cache)
                         if "path" in origin
