@@ -11,6 +11,9 @@ finds the same ten claims and nothing else (no consumers, retirement, moves or p
 kustomize input, `kubectl kustomize` + yq against `gate check --render kustomize`, at a tenth of
 the files: a kustomize build grows faster than its input (at 2,000 files `kubectl kustomize` alone
 takes minutes, and prune-gate's build no less), so the full size measures kustomize, not the gate.
+The `paths` row is a Flux-style repository instead: each app file in a kustomization of its own
+with a patch, a fortieth of the files, each path built at each revision (`--path` per app);
+the pipeline runs `kubectl kustomize` per path.
 Each row is run again at a tenth of its size to show how the cost grows. For scale, floors that
 any gate written in Python pays before deciding anything are timed on the rendered input too:
 the interpreter, `gate check --help` (the check's imports), and a script that reads and parses
@@ -114,15 +117,41 @@ def git(repo: Path, *args: str) -> str:
     ).stdout
 
 
-def commit_sides(repo: Path, sides: tuple[Path, Path], kustomization: bool) -> None:
+#: A strategic merge patch of each app's Deployment, as Flux repositories patch their releases:
+#: kustomize then reads its OpenAPI schema, as most builds of a real repository do.
+APP_PATCH = """\
+patches:
+  - patch: |-
+      apiVersion: apps/v1
+      kind: Deployment
+      metadata: {name: _}
+      spec:
+        template:
+          spec:
+            containers:
+              - {name: app, image: "nginx:1.28"}
+    target: {kind: Deployment}
+"""
+
+
+def commit_sides(repo: Path, sides: tuple[Path, Path], layout: str = "files") -> None:
     """A repository whose HEAD~1 holds the first side's apps/ and HEAD the second's, packed as
     a clone is (loose objects cost git several times the CPU per blob read, gate and
-    `git archive` alike)."""
+    `git archive` alike). `layout`: the files as they are, one kustomization of them all
+    (`kustomization`), or each file in a kustomization of its own with a patch (`paths`)."""
     git(repo.parent, "init", "-q", "-b", "main", str(repo))
     for side in sides:
         shutil.rmtree(repo / "apps", ignore_errors=True)
         shutil.copytree(side / "apps", repo / "apps")
-        if kustomization:
+        if layout == "paths":
+            for file in sorted((repo / "apps").rglob("*.yaml")):
+                app = repo / "apps" / file.stem
+                app.mkdir()
+                file.rename(app / "app.yaml")
+                (app / "kustomization.yaml").write_text("resources: [app.yaml]\n" + APP_PATCH)
+            for team in (repo / "apps").glob("team-*"):
+                team.rmdir()
+        if layout == "kustomization":
             files = sorted(p.relative_to(repo / "apps") for p in (repo / "apps").rglob("*.yaml"))
             resources = "".join(f"  - {f}\n" for f in files)
             (repo / "apps/kustomization.yaml").write_text(
@@ -142,8 +171,8 @@ def make_inputs(root: Path, files: int, per_file: int) -> tuple[Path, Path, Path
     base, head = root / "base", root / "head"
     write_tree(base, files, per_file, set())
     write_tree(head, files, per_file, removed)
-    commit_sides(root / "repo", (base, head), kustomization=False)
-    commit_sides(root / "krepo", (base, head), kustomization=True)
+    commit_sides(root / "repo", (base, head))
+    commit_sides(root / "krepo", (base, head), "kustomization")
     return base, head, root / "repo", root / "krepo"
 
 
@@ -156,6 +185,8 @@ PIPELINE_FUNCTIONS = """
 set -euo pipefail
 ids() { find "$1" -name '*.yaml' -print0 | xargs -0 yq e -N "$YQ_IDS" | sort; }
 kids() { kubectl kustomize "$1" | yq e -N "$YQ_IDS" - | sort; }
+pids() { for d in "$1"/apps/*/; do kubectl kustomize "$d"; echo ---; done |
+    yq e -N "$YQ_IDS" - | sort; }
 checkout() { mkdir "$2"; git archive "$1" apps | tar -x -C "$2"; }
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 """
@@ -167,6 +198,10 @@ PIPELINES = {
     "kustomize": (
         'checkout HEAD~1 "$tmp/b"; checkout HEAD "$tmp/h"; '
         'comm -23 <(kids "$tmp/b/apps") <(kids "$tmp/h/apps")'
+    ),
+    "paths": (
+        'checkout HEAD~1 "$tmp/b"; checkout HEAD "$tmp/h"; '
+        'comm -23 <(pids "$tmp/b") <(pids "$tmp/h")'
     ),
 }
 
@@ -314,6 +349,9 @@ def bench(files: int, per_file: int, runs: int, modes: tuple[str, ...]) -> dict[
     path = os.pathsep.join([*(str(Path(t).parent) for t in tools), os.environ["PATH"]])
     with tempfile.TemporaryDirectory(prefix="prune-gate-bench-") as tmp:
         base, head, repo, krepo = make_inputs(Path(tmp), files, per_file)
+        prepo = Path(tmp) / "prepo"
+        if "paths" in modes:
+            commit_sides(prepo, (base, head), "paths")
         cache = Path(tmp) / "cache"
         env = {
             **os.environ,
@@ -344,6 +382,14 @@ def bench(files: int, per_file: int, runs: int, modes: tuple[str, ...]) -> dict[
                     "kustomize",
                 ],
                 krepo,
+            ),
+            "paths": (
+                [
+                    *check,
+                    *("--base", "HEAD~1", "--head", "HEAD", "--render", "kustomize"),
+                    *(arg for i in range(files) for arg in ("--path", f"apps/app-{i}")),
+                ],
+                prepo,
             ),
         }
         results: dict[str, Run] = {}
@@ -393,12 +439,19 @@ def main() -> None:
     parser.add_argument("--per-file", type=int, default=5)
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
-    plain, kustomize = ("rendered", "git"), ("kustomize",)
-    sizes = {"rendered": args.files, "git": args.files, "kustomize": args.files // 10}
+    plain, kustomize = ("rendered", "git"), ("kustomize", "paths")
+    sizes = {
+        "rendered": args.files,
+        "git": args.files,
+        "kustomize": args.files // 10,
+        "paths": max(20, args.files // 40),
+    }
     big = bench(args.files, args.per_file, args.runs, plain)
-    big |= bench(args.files // 10, args.per_file, args.runs, kustomize)
+    big |= bench(sizes["kustomize"], args.per_file, args.runs, ("kustomize",))
+    big |= bench(sizes["paths"], args.per_file, args.runs, ("paths",))
     small = bench(args.files // 10, args.per_file, args.runs, plain)
-    small |= bench(args.files // 100, args.per_file, args.runs, kustomize)
+    small |= bench(sizes["kustomize"] // 10, args.per_file, args.runs, ("kustomize",))
+    small |= bench(sizes["paths"] // 10, args.per_file, args.runs, ("paths",))
     print(f"gate check, whole process, median of {args.runs} runs")
     print(f"  YAML reader: {native_reader()} (py-cold: the Python one, PRUNE_GATE_NATIVE_YAML=off)")
     print(
