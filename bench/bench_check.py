@@ -43,6 +43,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.proctree import process_tree
+
 REPO = Path(__file__).resolve().parents[1]
 BUILD_BINARIES = REPO / "scripts" / "build-binaries"
 _DOCS = (
@@ -261,20 +263,8 @@ def _field(path: str, name: bytes) -> int:
 def tree_memory(root: int) -> tuple[int, int]:
     """Process `root` and every process under it now: the sum of their PSS, and the largest
     peak RSS (VmHWM) among them, in bytes."""
-    parents: dict[int, list[int]] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry.name}/stat").read_bytes()
-            ppid = int(stat.rsplit(b")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        parents.setdefault(ppid, []).append(int(entry.name))
-    pss, hwm, todo = 0, 0, [root]
-    while todo:
-        pid = todo.pop()
-        todo.extend(parents.get(pid, ()))
+    pss = hwm = 0
+    for pid in process_tree(root):
         pss += _field(f"/proc/{pid}/smaps_rollup", b"Pss")
         hwm = max(hwm, _field(f"/proc/{pid}/status", b"VmHWM"))
     return pss, hwm

@@ -62,6 +62,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from bench.bench_snapshot import BUILD_BINARIES, Raw, claim_body, cluster, kubectl_path, pod_body
+from bench.proctree import process_tree
 
 REPO = Path(__file__).resolve().parents[1]
 KYVERNO_POLICY = Path(__file__).with_name("kyverno-claim-in-use.yaml")
@@ -147,26 +148,6 @@ class Memory:
 
 
 _SMAPS = re.compile(r"^(Rss|Pss):\s+(\d+) kB", re.MULTILINE)
-
-
-def process_tree(root: int) -> list[int]:
-    """`root` and every descendant, from the parent ids in /proc/*/stat."""
-    children: dict[int, list[int]] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry.name}/stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(entry.name))
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo += children.get(pid, [])
-    return out
 
 
 def memory_of(root: int) -> Memory:
