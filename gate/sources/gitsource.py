@@ -30,7 +30,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gate.model.errors import GitError, InputError
 from gate.model.objects import RawObject
@@ -147,41 +147,29 @@ def read_tree(repo: str | Path, rev: str, paths: Sequence[str] = ()) -> list[Raw
         and e.mode != _MODE_SYMLINK
         and e.path.rpartition("/")[2] not in KUSTOMIZATION_NAMES
     ]
-    have = {e.sha: _PARSED[e.sha] for e in entries if e.sha in _PARSED}
-    # Parsed on an earlier run: the blob need not even be read (one query per 500 blobs).
-    asked = {parsecache.blob_key(e.sha, True): e.sha for e in entries if e.sha not in have}
-    have.update((asked[k], known) for k, known in parsecache.get_many(list(asked)).items())
+    keys = {e.sha: parsecache.blob_key(e.sha, True) for e in entries}
+    # Parsed in this process (the other side shares most blobs) or on an earlier run: the blob
+    # need not even be read.
+    have = parsecache.recall(keys.values())
     todo: dict[str, TreeEntry] = {}  # one parse per blob, under its first path
     for e in entries:
-        if e.sha not in have and e.sha not in todo:
+        if keys[e.sha] not in have and e.sha not in todo:
             todo[e.sha] = e
     for entry, data in _blobs(r, list(todo.values())):
-        objects = _parse_blob(entry, data)
-        have[entry.sha] = [(o.body, o.source.line) for o in objects]
+        key = keys[entry.sha]
+        objects = parse_uncached(
+            _decode(data, entry.path), entry.path, only_objects=True, cache_key=key
+        )
+        have[key] = [(o.body, o.source.line) for o in objects]
+        parsecache.remember(key, have[key])
     wanted = [_normalise(r, p) for p in paths] or ["."]
     out: list[RawObject] = []
     for e in entries:
         root = next(
             (w for w in wanted if w == "." or e.path == w or e.path.startswith(w + "/")), "."
         )
-        out.extend(relabel(have[e.sha], e.path, root))
-    if len(_PARSED) + len(have) > _PARSED_MAX:
-        _PARSED.clear()
-    _PARSED.update(have)
+        out.extend(relabel(have[keys[e.sha]], e.path, root))
     return out
-
-
-def _parse_blob(entry: TreeEntry, data: bytes) -> list[RawObject]:
-    text = _decode(data, entry.path)
-    key = parsecache.blob_key(entry.sha, True)
-    return parse_uncached(text, entry.path, only_objects=True, cache_key=key)
-
-
-#: Parsed blobs by id, as (body, line) pairs: base and candidate share most files, and a blob
-#: at two paths is one text; each is parsed once. Parsed bodies are never mutated, so sharing
-#: them between the two sides is safe.
-_PARSED: dict[str, list[tuple[dict[str, Any], int]]] = {}
-_PARSED_MAX = 200_000
 
 
 def kustomization_files(repo: str | Path, rev: str, paths: Sequence[str] = ()) -> list[str]:

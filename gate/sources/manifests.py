@@ -335,18 +335,11 @@ def _read_files(files: Sequence[tuple[str, str]], *, only_objects: bool) -> list
     for at in range(0, len(files), _BATCH):
         labels = [label for _, label in files[at : at + _BATCH]]
         read = [_read_text(name, label, only_objects) for name, label in files[at : at + _BATCH]]
-        have: dict[str, list[tuple[dict[str, Any], int]]] = {}
+        have = parsecache.recall(r[0] for r in read if not isinstance(r, InputError))
         unknown: dict[str, tuple[str, str]] = {}  # one parse per content, whatever its files
         for label, r in zip(labels, read, strict=True):
-            if isinstance(r, InputError) or r[0] in have or r[0] in unknown:
-                continue
-            known = _BY_CONTENT.get(r[0])
-            if known is not None:
-                have[r[0]] = known
-            else:
+            if not isinstance(r, InputError) and r[0] not in have and r[0] not in unknown:
                 unknown[r[0]] = (r[1], label)
-        kept = parsecache.get_many(list(unknown))
-        have.update(kept)
         # Each text parsed when its first file is reached, so nothing after an error is parsed.
         # (In threads it measured slower on 2 cores, the bench input cold: the native reader
         # 0.37-0.41 s CPU -> 0.55-0.75 s with two; it builds Python objects under the GIL, and
@@ -354,7 +347,6 @@ def _read_files(files: Sequence[tuple[str, str]], *, only_objects: bool) -> list
         parsed = (
             parse_uncached(text, label, only_objects=only_objects, cache_key=k)
             for k, (text, label) in unknown.items()
-            if k not in kept
         )
         for label, r in zip(labels, read, strict=True):
             if isinstance(r, InputError):
@@ -364,11 +356,9 @@ def _read_files(files: Sequence[tuple[str, str]], *, only_objects: bool) -> list
                 objects = next(parsed)
                 out.extend(objects)
                 have[r[0]] = [(o.body, o.source.line) for o in objects]
-                _remember(r[0], have[r[0]])
+                parsecache.remember(r[0], have[r[0]])
             else:
                 out.extend(relabel(known, label))
-        for k, known in kept.items():
-            _remember(k, known)
     return out
 
 
@@ -391,14 +381,3 @@ def _read_text(name: str, label: str, only_objects: bool) -> tuple[str, str] | I
     except (OSError, UnicodeDecodeError) as exc:
         return InputError(f"cannot read: {exc}", label)
     return parsecache.bytes_key(data, only_objects), text
-
-
-def _remember(key: str, objects: list[tuple[dict[str, Any], int]]) -> None:
-    if len(_BY_CONTENT) > 100_000:
-        _BY_CONTENT.clear()
-    _BY_CONTENT[key] = objects
-
-
-#: Parsed files by cache key (their content). Base and candidate renders share most files:
-#: parse each once. Parsed bodies are never mutated, so two sides may share them.
-_BY_CONTENT: dict[str, list[tuple[dict[str, Any], int]]] = {}

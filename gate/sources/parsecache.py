@@ -218,6 +218,38 @@ def _load(raw: bytes) -> Entry | None:
     return data
 
 
+#: The parses this process made or read for the readers of directories and git trees, by key,
+#: shared as they are: base and candidate share most files, and then the same bodies, which
+#: `build_inventory` relies on (so they are never mutated). Bounded: `gate history` reads many
+#: revisions.
+_KNOWN: dict[str, Entry] = {}
+_KNOWN_MAX = 100_000
+
+
+def recall(entries: Iterable[str]) -> dict[str, Entry]:
+    """The parses kept under `entries`: this process's first (shared, see `_KNOWN`), then the
+    database's in a few queries (kept for the process too). Absent ones are left out."""
+    found: dict[str, Entry] = {}
+    asked: list[str] = []
+    for entry in dict.fromkeys(entries):  # each once, in order
+        known = _KNOWN.get(entry)
+        if known is None:
+            asked.append(entry)
+        else:
+            found[entry] = known
+    for entry, known in get_many(asked).items():
+        remember(entry, known)
+        found[entry] = known
+    return found
+
+
+def remember(entry: str, objects: Entry) -> None:
+    """Keep a parse for this process (`recall`); the database is `put`'s."""
+    if len(_KNOWN) >= _KNOWN_MAX:
+        _KNOWN.clear()
+    _KNOWN[entry] = objects
+
+
 def put(entry: str, objects: Entry) -> None:
     """Keep `objects` under `entry`, written at exit; a cache that cannot be written is no
     cache, not an error."""
@@ -236,6 +268,8 @@ def flush() -> None:
 
 
 def reset() -> None:
-    """Forget the open database and the settings read (tests change the environment)."""
+    """Forget the open database, the settings read and the parses kept: what a new process
+    sees (tests change the environment)."""
     _STORE.close()
     _database.cache_clear()
+    _KNOWN.clear()

@@ -35,7 +35,6 @@ def _forget_this_process() -> None:
     """What a new process sees: only what was written."""
     parsecache.flush()
     parsecache.reset()
-    manifests._BY_CONTENT.clear()
 
 
 def _write(root: Path, files: dict[str, str]) -> None:
@@ -272,9 +271,7 @@ def test_too_big_is_refused_unread(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 @pytest.fixture
 def git_cache(cache: Path) -> Iterator[Path]:
-    gitsource._PARSED.clear()
-    yield cache
-    gitsource._PARSED.clear()
+    yield cache  # the cache fixture forgets this process's parses, git's too
 
 
 def _count_git(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -346,7 +343,6 @@ def test_git_blobs_are_read_and_parsed_once_per_run_and_not_at_all_the_next_run(
     assert [o.root for o in first[1]] == ["."] * 5
 
     _forget_this_process()
-    gitsource._PARSED.clear()
     commands.clear()
     parsed.clear()
     reads = _count_reads(monkeypatch)
