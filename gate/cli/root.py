@@ -172,19 +172,10 @@ for _name, (_summary, _module, _attr) in COMMANDS.items():
     main.add_command(_Door(_name, _summary, _lazy(_module, _attr)))
 
 
-def __getattr__(name: str) -> Any:
-    """`Code` and `MEANING` on first use: `gate --help` does not load the findings model."""
-    if name in {"Code", "MEANING"}:
-        from gate.model import findings
-
-        return getattr(findings, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 @main.command("codes")
 def codes_command() -> None:
     """List every finding code and what it means."""
-    from gate.cli.root import MEANING, Code  # this module's, through __getattr__ (or a test's)
+    from gate.model.findings import MEANING, Code  # here: `gate --help` does not load them
 
     width = max(len(c.value) for c in Code)
     for code in Code:

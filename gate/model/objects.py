@@ -98,17 +98,8 @@ class Inventory:
             self.duplicates.setdefault(ref, [prior.source]).append(m.source)
             return
         self._roots = None
-        kind = (ref.group, ref.kind)
-        same_kind = self._by_kind.get(kind)
-        if same_kind is None:
-            self._by_kind[kind] = [m]
-        else:
-            same_kind.append(m)
-        same_ns = self._by_ns.get(ref.namespace)
-        if same_ns is None:
-            self._by_ns[ref.namespace] = [m]
-        else:
-            same_ns.append(m)
+        self._by_kind.setdefault((ref.group, ref.kind), []).append(m)
+        self._by_ns.setdefault(ref.namespace, []).append(m)
 
     def get(self, ref: ObjectRef) -> Manifest | None:
         return self.objects.get(ref)

@@ -153,14 +153,14 @@ def test_a_crash_under_debug_shows_the_traceback_then_the_report_line() -> None:
 _UNMAPPED_GATE_ERROR = """
 import sys
 import gate.cli
-import gate.cli.root
+import gate.model.findings
 from gate.model.errors import InputError
 
 class Unreadable(dict):
     def __getitem__(self, key):
         raise InputError("codes.txt:3: cannot read the meanings")
 
-gate.cli.root.MEANING = Unreadable()
+gate.model.findings.MEANING = Unreadable()
 gate.cli.main(["codes"], prog_name="gate")
 """
 
