@@ -138,6 +138,22 @@ def test_a_refused_build_is_the_same_error_as_alone(tmp_path: Path) -> None:
     assert ok is not None and ok.returncode == 0
 
 
+@needs_helper
+def test_what_a_build_prints_cannot_pass_for_an_answer(tmp_path: Path) -> None:
+    # The answers go out on a descriptor of their own; the process's stdout, where kustomize or
+    # anything it calls could print, is its stderr.
+    root = tree(tmp_path)
+    assert HELPER is not None
+    server = BuildServer(HELPER, timeout=60)
+    try:
+        assert server.build([root], root / "victim") is not None
+        assert server._proc is not None
+        fds = Path(f"/proc/{server._proc.pid}/fd")
+        assert (fds / "1").readlink() == (fds / "2").readlink()
+    finally:
+        server.close()
+
+
 def fake_helper(tmp_path: Path, body: str) -> str:
     """An executable standing in for the helper: `body` is Python, run with the arguments."""
     path = tmp_path / "fake-helper"

@@ -34,6 +34,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"golang.org/x/sys/unix"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -48,7 +49,11 @@ func (r *rootList) String() string { return strings.Join(*r, ",") }
 func main() {
 	if len(os.Args) == 2 && os.Args[1] == "--serve" {
 		offline()
-		if err := serve(os.Stdin, os.Stdout); err != nil {
+		answers, err := answersAside()
+		if err == nil {
+			err = serve(os.Stdin, answers)
+		}
+		if err != nil {
 			fmt.Fprintf(os.Stderr, "prune-gate-kustomize: %v\n", err)
 			os.Exit(2)
 		}
@@ -141,6 +146,20 @@ func serve(in io.Reader, out io.Writer) error {
 			return err
 		}
 	}
+}
+
+// answersAside keeps the process's stdout for the answers alone, on a descriptor of its own, and
+// points descriptor 1 (so os.Stdout too, which stays the one File for it: a File dropped would
+// close it when collected) at stderr: nothing a build writes can then be read as an answer.
+func answersAside() (*os.File, error) {
+	fd, err := unix.Dup(1)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Dup2(2, 1); err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), "answers"), nil
 }
 
 // buildRecovering is build, with a panic in kustomize made that build's error.
