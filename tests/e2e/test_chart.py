@@ -439,7 +439,13 @@ def test_an_install_refuses_nothing_until_a_ready_pod_arms_it_and_upgrades_keep_
             return alive() and f"pod {namespace}/{pod} is not Ready" in log.read_text()
 
         k.wait_for(waiting_for_the_pod, timeout=120, what="the webhook to wait for its pod")
-        assert status_of(f"{health}/readyz") == 200  # it serves, but its pod is not Ready
+        # It serves, but its pod is not Ready. A worker says it waits for the pod once its own
+        # cache is ready; /readyz is every worker's, so it may follow a moment later.
+        k.wait_for(
+            lambda: alive() and status_of(f"{health}/readyz") == 200,
+            timeout=120,
+            what="the webhook to be ready",
+        )
         assert policies(kube, fullname) == ["Ignore"]
 
         # The kubelet's part: the pod becomes Ready. The webhook arms its configuration.
