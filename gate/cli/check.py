@@ -148,9 +148,10 @@ _T = TypeVar("_T")
     "defer_to",
     metavar="DIR",
     help="Write the candidate as a speculative deploy should apply it into DIR (new or empty): "
-    "every object whose deletion is deferred kept exactly as base declares it, and "
-    "deferred.json. Exit 0 when everything that stops the deploy was deferred into it; a block "
-    "still blocks (exit 1, nothing written).",
+    "every object whose deletion is deferred, and every Flux Kustomization, kept exactly as base "
+    "declares it; the record of what was kept goes beside it, in DIR.deferred.json. Exit 0 when "
+    "everything that stops the deploy was deferred into it; a block still blocks (exit 1, "
+    "nothing written).",
 )
 @click.option(
     "--sarif",
@@ -322,7 +323,7 @@ def _defer(
 ) -> int:
     """`--defer-to`: the artifact when nothing blocks; the exit code the pipeline acts on."""
     from gate.engine.defer import plan_deferral
-    from gate.sources.deferral import RECORD, write_artifact
+    from gate.sources.deferral import record_path, write_artifact
 
     decision = result.decision
     if decision.verdict is Verdict.BLOCK:
@@ -356,14 +357,16 @@ def _defer(
     except GateError as exc:
         fail(f"--defer-to: {exc}")
     kept = ", ".join(k.manifest.ref.display() for k in deferral.kept) or "nothing"
+    record = record_path(directory)
     click.echo(
-        f"defer: wrote {directory} ({len(written)} file(s) and {RECORD}); kept as base declares "
-        f"them: {kept}. Deploy {directory}, not the candidate: only the merged deploy, checked "
-        "again with --live, deletes them",
+        f"defer: wrote {directory} ({len(written)} file(s); what was kept and why: {record}); "
+        f"kept as base declares them: {kept}. Deploy {directory}, not the candidate, without "
+        f"pruning: kubectl apply --server-side --field-manager=merge-queue --force-conflicts "
+        f"-R -f {directory}. Only the merged deploy, checked again with --live, deletes them",
         err=True,
     )
     if fmt == "github":
-        _step_outputs({"deferred-dir": directory})
+        _step_outputs({"deferred-dir": directory, "deferred-record": str(record)})
     return 0
 
 

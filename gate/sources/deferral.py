@@ -5,15 +5,20 @@ input file, named as in the input) or root by root (`--render kustomize`: `<path
 `--path`; `--flux-root`: `flux/<namespace>/<name>.yaml` per Kustomization), with every object whose
 deletion is deferred put back exactly as base declares it, in the file base has it in. Objects
 are written as YAML from what was parsed (the values as Kubernetes reads them; comments are not
-kept). `deferred.json` says what was kept, why and from where.
+kept). The record, `<DIR>.deferred.json`, says what was kept, why and from where; it lives beside
+DIR, never in it, because a deployer given DIR reads every manifest-looking file there (kubectl
+`apply -R -f` every `.json`, `.yaml` and `.yml`, cli-runtime's `FileExtensions`; Flux's generated
+kustomization every `.yaml` and `.yml`) and stops on one with no apiVersion and kind.
 
-The directory must be new or empty: a stale file from an earlier run would be deployed too. It is
-written beside DIR first and moved into place, so a failed write leaves no half artifact.
+The directory must be new or empty: a stale file from an earlier run would be deployed too (a
+stale record beside it is only replaced: nothing deploys it). Both are written beside DIR first
+and moved into place, so a failed write leaves no half artifact.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import posixpath
 import shutil
 import tempfile
@@ -28,14 +33,29 @@ from gate.model.errors import InputError
 from gate.model.objects import RawObject, learn_scopes, to_manifest
 from gate.model.refs import ObjectRef, Scopes
 
-#: The record of what the artifact keeps.
-RECORD = "deferred.json"
+#: The record of what the artifact keeps is `<DIR>` with this suffix, beside DIR.
+RECORD_SUFFIX = ".deferred.json"
 
-#: Version of deferred.json's shape.
+#: Version of the record's shape.
 SCHEMA_VERSION = 1
 
 #: Where an object goes in the artifact: a relative file name, or None to leave it out.
 Placer = Callable[[RawObject], str | None]
+
+
+def record_path(directory: str) -> Path:
+    """Where the record of the artifact in `directory` goes: beside it, `<DIR>.deferred.json`."""
+    target = _target(directory)
+    return target.with_name(target.name + RECORD_SUFFIX)
+
+
+def _target(directory: str) -> Path:
+    target = Path(os.path.normpath(directory))
+    if target.name in ("", ".", ".."):  # `.`, `..`, `/`: name it by where it is
+        target = Path(directory).resolve()
+    if not target.name:
+        raise InputError("cannot hold the artifact: its record goes beside it", directory)
+    return target
 
 
 def write_artifact(
@@ -49,13 +69,20 @@ def write_artifact(
     namespace: str,
     meta: dict[str, Any],
 ) -> list[str]:
-    """Write the artifact into `directory`; return the files written (relative, sorted)."""
-    target = Path(directory)
+    """Write the artifact into `directory` and its record beside it (`record_path`); return the
+    files written (relative, sorted)."""
+    target = _target(directory)
+    record_file = record_path(directory)
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise InputError(
             "exists and is not an empty directory: the artifact must hold nothing else (a "
             "stale file would be deployed too); give a new directory",
             directory,
+        )
+    if record_file.is_dir():
+        raise InputError(
+            "is a directory: the artifact's record goes there; remove it or give another DIR",
+            str(record_file),
         )
     scopes = Scopes()
     learn_scopes(scopes, base, head)
@@ -83,17 +110,22 @@ def write_artifact(
     }
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    staged_record = staging.with_name(staging.name + RECORD_SUFFIX)
+    placed = False
     try:
         for name, bodies in files.items():
             out = staging / name
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_text(_yaml_stream(bodies), encoding="utf-8")
-        (staging / RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        staged_record.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
         if target.exists():
             target.rmdir()  # empty, checked above
         staging.replace(target)
+        placed = True
+        staged_record.replace(record_file)
     except OSError as exc:
-        shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(target if placed else staging, ignore_errors=True)
+        staged_record.unlink(missing_ok=True)
         raise InputError(f"cannot write the artifact: {exc.strerror or exc}", directory) from None
     return sorted(files)
 
@@ -122,7 +154,7 @@ def _yaml_stream(bodies: list[dict[str, Any]]) -> str:
 def _safe(name: str) -> str:
     """A relative path inside the artifact; anything that would leave it is an error."""
     clean = posixpath.normpath(name.replace("\\", "/"))
-    if clean.startswith(("/", "../")) or clean in ("..", ".", "") or clean == RECORD:
+    if clean.startswith(("/", "../")) or clean in ("..", ".", ""):
         raise InputError(f"cannot be a file of the artifact: {name!r}")
     return clean
 

@@ -95,8 +95,7 @@ def write_dir(root: Path, files: dict[str, str]) -> Path:
 
 
 def read_dir(root: Path) -> dict[str, str]:
-    """Every file of ``root`` as Flux would get it in the tarball (deferred.json too: its
-    generated kustomization lists only .yaml and .yml files)."""
+    """Every file of ``root`` as Flux would get it in the tarball."""
     return {p.name: p.read_text(encoding="utf-8") for p in sorted(root.iterdir()) if p.is_file()}
 
 
@@ -218,13 +217,13 @@ def test_stage_two_is_deferred_under_the_fence_survives_eviction_and_prunes_on_m
     codes = {(f["code"], f["severity"], f["object"]["name"]) for f in report["findings"]}
     assert ("SPECULATIVE_PRUNE", "defer", CLAIM) in codes, report["findings"]
     deferred = read_dir(deferred_dir)
-    record = json.loads(deferred["deferred.json"])
+    record = json.loads(Path(f"{deferred_dir}.deferred.json").read_text(encoding="utf-8"))
     assert [(e["object"]["kind"], e["object"]["name"]) for e in record["kept"]] == [
         ("PersistentVolumeClaim", CLAIM)
     ], record
     # One file per input file, the claim in base's: exactly as stage 1 declares it (no keep
     # annotation, no namespace added: Flux's targetNamespace places it, as it placed base's).
-    assert sorted(deferred) == ["claim.yaml", "deferred.json", "settings.yaml"], record
+    assert sorted(deferred) == ["claim.yaml", "settings.yaml"], record
     assert record["kept"][0]["file"] == "claim.yaml", record
     assert yaml.safe_load(deferred["claim.yaml"]) == yaml.safe_load(claim_yaml(REASON))
     assert yaml.safe_load(deferred["settings.yaml"]) == yaml.safe_load(settings_yaml("data-v2"))

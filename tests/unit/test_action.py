@@ -60,6 +60,9 @@ def test_merge_group_defers_into_the_artifact_and_writes_sarif(tmp_path: Path) -
     assert run.outputs["verdict"] == "defer"
     assert (run.outputs["blocks"], run.outputs["defers"]) == ("0", "1")
     assert run.outputs["deferred-dir"] == str(out)
+    record = json.loads(Path(run.outputs["deferred-record"]).read_text("utf-8"))
+    assert run.outputs["deferred-record"] == f"{out}.deferred.json"  # beside it, not in it
+    assert record["verdict"] == "defer" and "deploy/app.yaml" in record["files"]
     assert run.outputs["sarif"] == str(sarif)
     assert "::warning file=deploy/app.yaml" in run.stdout  # the deferral, on the candidate's file
     assert "SPECULATIVE_PRUNE" in run.summary
@@ -79,7 +82,7 @@ def test_merge_group_without_an_artifact_fails_on_the_deferral(tmp_path: Path) -
     )  # fmt: skip
     assert run.code == 1
     assert run.outputs["verdict"] == "defer"
-    assert run.outputs["deferred-dir"] == ""
+    assert run.outputs["deferred-dir"] == run.outputs["deferred-record"] == ""
 
 
 def test_pull_request_blocks_an_unretired_claim_and_says_so_everywhere(tmp_path: Path) -> None:

@@ -61,6 +61,11 @@ def defer(base: Path, head: Path, out: Path, *extra: str) -> Any:
     )
 
 
+def record_of(out: Path) -> Path:
+    """The record of the artifact in `out`: beside it, never in it."""
+    return out.with_name(out.name + ".deferred.json")
+
+
 def documents(path: Path) -> list[dict[str, Any]]:
     """The objects of a file, read as gate reads them (an invalid date stays a string)."""
     return [r.body for r in parse_stream(path.read_text("utf-8"), str(path))]
@@ -83,7 +88,7 @@ def test_a_deferred_deletion_is_kept_as_base_declares_it(tmp_path: Path) -> None
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["verdict"] == "defer"  # the verdict stays defer
     assert f"defer: wrote {out}" in result.stderr
-    assert sorted(p.name for p in out.iterdir()) == ["app.yaml", "deferred.json", "web.yaml"]
+    assert sorted(p.name for p in out.iterdir()) == ["app.yaml", "web.yaml"]
     kept = documents(out / "app.yaml")
     assert [d["kind"] for d in kept] == ["ConfigMap", "PersistentVolumeClaim"]
     (base_claim,) = [
@@ -91,7 +96,7 @@ def test_a_deferred_deletion_is_kept_as_base_declares_it(tmp_path: Path) -> None
     ]
     assert kept[1] == base_claim  # exactly as base declares it, retire mark and all
     assert kept[0]["data"] == {"mode": "on", "since": "2027-02-30"}  # strings stay strings
-    record = json.loads((out / "deferred.json").read_text("utf-8"))
+    record = json.loads(record_of(out).read_text("utf-8"))
     assert record["verdict"] == "defer" and record["context"] == "speculative"
     assert record["files"] == ["app.yaml", "web.yaml"]
     (entry,) = record["kept"]
@@ -104,6 +109,28 @@ def test_a_deferred_deletion_is_kept_as_base_declares_it(tmp_path: Path) -> None
     assert entry["codes"] == ["SPECULATIVE_PRUNE"]
     assert entry["from"] == {"path": f"{base}/app.yaml", "line": 6}
     assert entry["file"] == "app.yaml"
+
+
+def test_every_file_of_the_artifact_is_a_manifest(tmp_path: Path) -> None:
+    """`kubectl apply -R -f DIR` reads every .json, .yaml and .yml file under DIR and stops on
+    one without apiVersion and kind: the record lives beside DIR, and DIR holds only objects."""
+    base, head = retirement(tmp_path)
+    out = tmp_path / "artifact"
+    result = defer(base, head, out)
+    assert result.returncode == 0, result.stderr
+    files = sorted(p for p in out.rglob("*") if p.is_file())
+    assert [p.name for p in files] == ["app.yaml", "web.yaml"]
+    for path in files:
+        assert all(d.get("apiVersion") and d.get("kind") for d in documents(path)), path
+    assert json.loads(record_of(out).read_text("utf-8"))["files"] == ["app.yaml", "web.yaml"]
+    assert str(record_of(out)) in result.stderr
+    apply = "kubectl apply --server-side --field-manager=merge-queue --force-conflicts -R -f"
+    assert f"{apply} {out}" in result.stderr
+    # A stale record beside a new DIR is replaced (nothing deploys it); the DIR must be new.
+    again = tmp_path / "again"
+    record_of(again).write_text("stale", encoding="utf-8")
+    assert defer(base, head, again).returncode == 0
+    assert json.loads(record_of(again).read_text("utf-8"))["verdict"] == "defer"
 
 
 def test_the_artifact_deletes_nothing_that_was_deferred(tmp_path: Path) -> None:
@@ -141,7 +168,7 @@ def test_nothing_to_defer_is_the_candidate_itself(tmp_path: Path) -> None:
     result = defer(base, head, out)
     assert result.returncode == 0, result.stderr
     assert documents(out / "app.yaml") == documents(head / "app.yaml")
-    assert json.loads((out / "deferred.json").read_text("utf-8"))["kept"] == []
+    assert json.loads(record_of(out).read_text("utf-8"))["kept"] == []
 
 
 def test_a_directory_with_files_in_it_is_refused(tmp_path: Path) -> None:
@@ -172,10 +199,11 @@ def test_a_single_file_input_and_the_github_output(
     assert "::warning " in result.stdout  # the deferral is still shown as such
     # Each input file keeps its own name; the claim goes into the candidate's file of that name
     # when there is one, else into a file named as base's.
-    assert sorted(p.name for p in out.iterdir()) == ["base.yaml", "deferred.json", "head.yaml"]
+    assert sorted(p.name for p in out.iterdir()) == ["base.yaml", "head.yaml"]
     assert [d["kind"] for d in documents(out / "base.yaml")] == ["PersistentVolumeClaim"]
     lines = output.read_text().splitlines()
     assert "verdict=defer" in lines and f"deferred-dir={out}" in lines
+    assert f"deferred-record={record_of(out)}" in lines
 
 
 def test_git_mode_writes_each_file_at_its_repository_path(tmp_path: Path) -> None:
@@ -222,7 +250,7 @@ def test_kustomize_mode_writes_the_build_of_each_path(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     kinds = [d["kind"] for d in documents(out / "apps" / "db.yaml")]
     assert sorted(kinds) == ["ConfigMap", "PersistentVolumeClaim"]
-    (entry,) = json.loads((out / "deferred.json").read_text("utf-8"))["kept"]
+    (entry,) = json.loads(record_of(out).read_text("utf-8"))["kept"]
     assert entry["file"] == "apps/db.yaml"
 
 
