@@ -357,6 +357,9 @@ def _defer(
     except GateError as exc:
         fail(f"--defer-to: {exc}")
     kept = ", ".join(k.manifest.ref.display() for k in deferral.kept) or "nothing"
+    if deferral.withheld:
+        new = ", ".join(w.manifest.ref.display() for w in deferral.withheld)
+        kept += f"; left out until the merged deploy: {new}"
     record = record_path(directory)
     click.echo(
         f"defer: wrote {directory} ({len(written)} file(s); what was kept and why: {record}); "

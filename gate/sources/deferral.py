@@ -5,10 +5,12 @@ input file, named as in the input) or root by root (`--render kustomize`: `<path
 `--path`; `--flux-root`: `flux/<namespace>/<name>.yaml` per Kustomization), with every object whose
 deletion is deferred put back exactly as base declares it, in the file base has it in. Objects
 are written as YAML from what was parsed (the values as Kubernetes reads them; comments are not
-kept). The record, `<DIR>.deferred.json`, says what was kept, why and from where; it lives beside
-DIR, never in it, because a deployer given DIR reads every manifest-looking file there (kubectl
-`apply -R -f` every `.json`, `.yaml` and `.yml`, cli-runtime's `FileExtensions`; Flux's generated
-kustomization every `.yaml` and `.yml`) and stops on one with no apiVersion and kind.
+kept). Flux objects are written as base declares them (`gate.engine.defer` says why), a new one
+left out. The record, `<DIR>.deferred.json`, says what was kept or left out, why and from where;
+it lives beside DIR, never in it, because a deployer given DIR reads every manifest-looking file
+there (kubectl `apply -R -f` every `.json`, `.yaml` and `.yml`, cli-runtime's `FileExtensions`;
+Flux's generated kustomization every `.yaml` and `.yml`) and stops on one with no apiVersion
+and kind.
 
 The directory must be new or empty: a stale file from an earlier run would be deployed too (a
 stale record beside it is only replaced: nothing deploys it). Both are written beside DIR first
@@ -30,7 +32,7 @@ import yaml
 
 from gate.engine.defer import Deferral, Kept
 from gate.model.errors import InputError
-from gate.model.objects import RawObject, learn_scopes, to_manifest
+from gate.model.objects import Manifest, RawObject, learn_scopes, to_manifest
 from gate.model.refs import ObjectRef, Scopes
 
 #: The record of what the artifact keeps is `<DIR>` with this suffix, beside DIR.
@@ -86,11 +88,11 @@ def write_artifact(
         )
     scopes = Scopes()
     learn_scopes(scopes, base, head)
-    keep = deferral.refs
+    leave_out = deferral.refs | deferral.withheld_refs
     files: dict[str, list[dict[str, Any]]] = {}
     for raw in head:
         name = head_file(raw)
-        if name is not None and to_manifest(raw, scopes, namespace).ref not in keep:
+        if name is not None and to_manifest(raw, scopes, namespace).ref not in leave_out:
             files.setdefault(_safe(name), []).append(raw.body)
     kept_at: dict[ObjectRef, str] = {}
     by_ref = {k.manifest.ref: k for k in deferral.kept}
@@ -107,6 +109,7 @@ def write_artifact(
         **meta,
         "files": sorted(files),
         "kept": [_kept(k, kept_at) for k in deferral.kept],
+        "withheld": [{"object": _object(w.manifest), "why": w.reason} for w in deferral.withheld],
     }
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
@@ -130,15 +133,19 @@ def write_artifact(
     return sorted(files)
 
 
+def _object(m: Manifest) -> dict[str, Any]:
+    return {
+        "apiVersion": m.api_version,
+        "kind": m.ref.kind,
+        "namespace": m.ref.namespace or None,
+        "name": m.ref.name,
+    }
+
+
 def _kept(k: Kept, kept_at: dict[ObjectRef, str]) -> dict[str, Any]:
     m = k.manifest
     return {
-        "object": {
-            "apiVersion": m.api_version,
-            "kind": m.ref.kind,
-            "namespace": m.ref.namespace or None,
-            "name": m.ref.name,
-        },
+        "object": _object(m),
         "codes": sorted({f.code.value for f in k.findings}),
         "why": [f.message for f in k.findings] or [k.reason],
         "from": {"path": m.source.path, "line": m.source.line} if m.source else None,

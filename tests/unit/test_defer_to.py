@@ -315,3 +315,278 @@ def test_a_removed_kustomization_is_kept_with_what_it_applies() -> None:
     assert set(kept) == {"PersistentVolumeClaim app/data", "Kustomization flux-system/apps"}
     parent = kept["Kustomization flux-system/apps"]
     assert parent.findings == () and "its finalizer would delete" in parent.reason
+
+
+# --- Flux: the artifact takes base's word for every Kustomization ------------------------------
+#
+# The deploy command applies DIR, and kustomize-controller then builds each Kustomization in it
+# from its source, which the cluster follows at base until the merge: a Kustomization written as
+# the candidate has it builds base's files with the candidate's spec, and prunes (or replaces)
+# what the artifact keeps. tests/e2e/test_defer_artifact.py shows it with the real controller.
+
+RETIRED_FLUX_CLAIM = """\
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: "${APP}-data"
+  annotations: {prune-gate.io/retire: "moved to db-v2, ticket 7"}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 1Gi}}
+"""
+DROP_CLAIM = """\
+  patches:
+    - target: {kind: PersistentVolumeClaim}
+      patch: |
+        $patch: delete
+        apiVersion: v1
+        kind: PersistentVolumeClaim
+        metadata: {name: any}
+"""
+REPOINT_APPS = """\
+  patches:
+    - target: {kind: Kustomization, name: apps}
+      patch: |
+        apiVersion: kustomize.toolkit.fluxcd.io/v1
+        kind: Kustomization
+        metadata: {name: apps}
+        spec: {path: ./apps/staging}
+"""
+
+
+CLAIM_KEY = ("PersistentVolumeClaim", "shop", "web-data")
+
+
+def KS(name: str) -> tuple[str, str, str]:  # noqa: N802 (a key, like CLAIM_KEY)
+    return ("Kustomization", "flux-system", name)
+
+
+def flux_repo(tmp_path: Path, *, nested: bool = False, prune: str = "true") -> GitRepo:
+    """flux-system applies clusters/prod; apps (directly, or through infra when `nested`: three
+    Kustomizations in a chain) applies apps/prod, where a retired claim is."""
+    from tests.unit.test_flux_roots import SYNC, apps
+
+    repo = GitRepo(tmp_path / "repo")
+    files: dict[str, str | None] = {
+        "clusters/prod/flux-system/gotk-sync.yaml": SYNC,
+        "apps/prod/claim.yaml": RETIRED_FLUX_CLAIM,
+        "apps/prod/settings.yaml": CONFIG.replace("namespace: app", "namespace: shop"),
+        "apps/staging/settings.yaml": CONFIG.replace("namespace: app", "namespace: shop"),
+    }
+    if nested:
+        files["clusters/prod/infra.yaml"] = infra()
+        files["infra/apps.yaml"] = apps(prune=prune)
+    else:
+        files["clusters/prod/apps.yaml"] = apps(prune=prune)
+    repo.commit(files, "base")
+    return repo
+
+
+def infra(extra: str = "") -> str:
+    return (
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\n"
+        "metadata: {name: infra, namespace: flux-system}\n"
+        "spec:\n  interval: 10m\n  path: ./infra\n  prune: true\n"
+        "  sourceRef: {kind: GitRepository, name: flux-system}\n" + extra
+    )
+
+
+def defer_flux(repo: GitRepo, out: Path) -> Any:
+    return gate(
+        "check", "--base", "HEAD~1", "--head", "HEAD", "--flux-root", "clusters/prod",
+        "--context", "speculative", "-o", "json", "--defer-to", str(out), cwd=repo.root,
+    )  # fmt: skip
+
+
+def artifact_objects(out: Path) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """Every object of the artifact by (kind, namespace, name); an object two Kustomizations
+    both apply is written by each, the same."""
+    found: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for path in sorted(out.rglob("*.yaml")):
+        for body in documents(path):
+            meta = body["metadata"]
+            key = (body["kind"], meta.get("namespace", ""), meta["name"])
+            assert found.setdefault(key, body) == body, f"{key} twice, and the copies differ"
+    return found
+
+
+def base_objects(repo: GitRepo, tmp_path: Path) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """What base applies, as the artifact of base against itself (nothing deferred)."""
+    out = tmp_path / "base-artifact"
+    result = gate(
+        "check", "--base", "HEAD~1", "--head", "HEAD~1", "--flux-root", "clusters/prod",
+        "--context", "speculative", "--defer-to", str(out), cwd=repo.root,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    return artifact_objects(out)
+
+
+def apps_spec(prune: str = "true", extra: str = "", **fields: str) -> str:
+    from tests.unit.test_flux_roots import apps
+
+    return apps(prune=prune, **fields) + extra
+
+
+#: A candidate's change to the apps Kustomization, and the field the record names.
+REPOINTS: dict[str, tuple[str, str]] = {
+    "spec.path": (apps_spec(path="./apps/staging"), "spec.path"),
+    "targetNamespace": (apps_spec(namespace="store"), "spec.targetNamespace"),
+    "sourceRef": (apps_spec(source="OCIRepository"), "spec.sourceRef"),
+    "patches only": (apps_spec(extra=DROP_CLAIM), "spec.patches"),
+}
+
+
+@needs_renderer
+@pytest.mark.parametrize("how", sorted(REPOINTS))
+def test_a_repointed_kustomization_is_written_as_base_declares_it(tmp_path: Path, how: str) -> None:
+    """The candidate re-points apps so it no longer applies the retired claim: the deletion is
+    deferred, and the artifact holds the claim AND apps as base declares them."""
+    repo = flux_repo(tmp_path)
+    changed, field = REPOINTS[how]
+    repo.commit({"clusters/prod/apps.yaml": changed}, "re-point apps")
+    out = tmp_path / "artifact"
+    result = defer_flux(repo, out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert json.loads(result.stdout)["verdict"] == "defer"
+    base = base_objects(repo, tmp_path)
+    written = artifact_objects(out)
+    assert written[CLAIM_KEY] == base[CLAIM_KEY]
+    assert written[KS("apps")] == base[KS("apps")]
+    record = json.loads(record_of(out).read_text("utf-8"))
+    kept = {e["object"]["name"]: e for e in record["kept"]}
+    assert set(kept) == {"web-data", "apps"}
+    assert kept["apps"]["codes"] == [] and field in kept["apps"]["why"][0]
+    assert kept["apps"]["file"] == "flux/flux-system/flux-system.yaml"
+
+
+@needs_renderer
+def test_prune_switched_on_is_written_as_base_declares_it(tmp_path: Path) -> None:
+    """base's apps does not prune; the candidate switches prune on and drops the claim's file:
+    the artifact's apps still does not prune."""
+    repo = flux_repo(tmp_path, prune="false")
+    repo.commit(
+        {"clusters/prod/apps.yaml": apps_spec(prune="true"), "apps/prod/claim.yaml": None},
+        "prune, and drop the claim",
+    )
+    out = tmp_path / "artifact"
+    result = defer_flux(repo, out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    written = artifact_objects(out)
+    assert written[KS("apps")]["spec"]["prune"] is False
+    assert CLAIM_KEY in written
+
+
+@needs_renderer
+def test_a_chain_of_three_is_written_as_base_declares_it(tmp_path: Path) -> None:
+    """flux-system -> infra -> apps -> claim; the candidate changes only infra's patches, which
+    re-point apps: both infra and apps are written as base declares them (infra as the
+    candidate has it would re-point apps again when Flux builds it)."""
+    repo = flux_repo(tmp_path, nested=True)
+    repo.commit({"clusters/prod/infra.yaml": infra(REPOINT_APPS)}, "re-point apps from infra")
+    out = tmp_path / "artifact"
+    result = defer_flux(repo, out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert json.loads(result.stdout)["verdict"] == "defer"
+    base = base_objects(repo, tmp_path)
+    written = artifact_objects(out)
+    for name in ("infra", "apps", "flux-system"):
+        assert written[KS(name)] == base[KS(name)], name
+    assert CLAIM_KEY in written
+    record = json.loads(record_of(out).read_text("utf-8"))
+    assert {e["object"]["name"] for e in record["kept"]} == {"web-data", "apps", "infra"}
+
+
+@needs_renderer
+def test_a_new_kustomization_is_left_out(tmp_path: Path) -> None:
+    """The candidate drops the claim's file and adds db, a Kustomization of the same directory
+    with force and a patch on an immutable field: built from base's files, db would replace the
+    claim the artifact keeps. base declares no db: the artifact has none."""
+    from tests.unit.test_flux_roots import apps
+
+    repo = flux_repo(tmp_path)
+    db = apps().replace("name: apps", "name: db") + "  force: true\n"
+    repo.commit({"apps/prod/claim.yaml": None, "clusters/prod/db.yaml": db}, "db takes over")
+    out = tmp_path / "artifact"
+    result = defer_flux(repo, out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    written = artifact_objects(out)
+    assert KS("db") not in written
+    assert CLAIM_KEY in written
+    record = json.loads(record_of(out).read_text("utf-8"))
+    (left_out,) = record["withheld"]
+    assert left_out["object"]["name"] == "db" and "new in the candidate" in left_out["why"]
+    assert "Kustomization flux-system/db" in result.stderr
+
+
+@needs_renderer
+def test_a_kustomization_that_moves_with_its_files_is_written_as_base_declares_it(
+    tmp_path: Path,
+) -> None:
+    """Nothing is deferred (the claim moves with apps' path), but apps re-pointed, built from
+    base's files, would prune the claim: the artifact keeps base's apps all the same."""
+    repo = flux_repo(tmp_path)
+    repo.commit(
+        {
+            "clusters/prod/apps.yaml": apps_spec(path="./apps/staging"),
+            "apps/prod/claim.yaml": None,
+            "apps/staging/claim.yaml": RETIRED_FLUX_CLAIM,
+        },
+        "move apps",
+    )
+    out = tmp_path / "artifact"
+    result = defer_flux(repo, out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert json.loads(result.stdout)["verdict"] == "allow"
+    assert artifact_objects(out)[KS("apps")]["spec"]["path"] == "./apps/prod"
+
+
+HELM_RELEASE = """\
+apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: {{name: db, namespace: shop}}
+spec:
+  chart:
+    spec:
+      chart: {chart}
+      sourceRef: {{kind: {source}, name: flux-system, namespace: flux-system}}
+  values: {{size: {size}}}
+"""
+
+
+@pytest.mark.parametrize(("source", "kept"), [("GitRepository", True), ("HelmRepository", False)])
+def test_a_release_of_a_chart_in_the_repository_is_written_as_base_declares_it(
+    source: str, kept: bool
+) -> None:
+    """helm-controller builds a GitRepository's chart from what the cluster follows (base until
+    the merge): the candidate's values on base's chart are what neither revision declares. A
+    chart from a chart repository is the candidate's own: its release goes as the candidate has
+    it."""
+    chart = "./charts/db" if source == "GitRepository" else "db"
+    base = HELM_RELEASE.format(chart=chart, source=source, size="10Gi")
+    head = HELM_RELEASE.format(chart=chart, source=source, size="20Gi")
+    result = run(base, head, context=Context.SPECULATIVE)
+    deferral = plan_deferral(result)
+    assert [k.manifest.ref.display() for k in deferral.kept] == (
+        ["HelmRelease shop/db"] if kept else []
+    )
+    if kept:
+        assert "spec.values" in deferral.kept[0].reason
+
+
+def test_a_kustomization_only_a_chart_declares_in_base_is_left_out() -> None:
+    """base's apps comes from a chart (helm-controller applies it, the artifact cannot): the
+    candidate's own apps, changed, is left out rather than written over it."""
+    from gate.engine.check import check_objects
+    from tests.unit.test_flux_force import kustomization
+
+    base = [
+        replace(r, root="helm:flux-system/platform")
+        for r in parse_stream(kustomization("apps", "./apps", force=None), "chart.yaml")
+    ]
+    head = parse_stream(kustomization("apps", "./apps/v2", force=None), "apps.yaml")
+    result = check_objects(base, head, context=Context.SPECULATIVE, policy=Policy(), today=TODAY)
+    deferral = plan_deferral(result)
+    assert deferral.kept == ()
+    ((left_out),) = deferral.withheld
+    assert left_out.manifest.ref.display() == "Kustomization flux-system/apps"
+    assert "HelmRelease flux-system/platform" in left_out.reason
