@@ -17,7 +17,9 @@ patches, prune, force): what neither revision declares and no check has seen, an
 replaces what the artifact keeps. So every Flux Kustomization is written as base declares it: a
 changed one as base has it, a removed one kept (its finalizer would delete what it applied), and
 a new one left out. Likewise a HelmRelease whose chart helm-controller builds from a
-GitRepository (base's chart with the candidate's values). Their changes reach the cluster with the
+GitRepository (base's chart with the candidate's values), and the ConfigMaps and Secrets either
+reads into its build from the cluster (`postBuild.substituteFrom`, `valuesFrom`: the candidate's
+variables on base's files can rename what they declare). Their changes reach the cluster with the
 merged deploy. Pure.
 """
 
@@ -105,9 +107,10 @@ def plan_deferral(result: CheckResult) -> Deferral:
 
 
 def _flux_as_base(result: CheckResult, kept: list[Kept]) -> tuple[list[Kept], list[Withheld]]:
-    """Every Flux object that builds from a source, as base declares it: kept where base's
-    differs from the candidate's or the candidate removes it, left out where only the candidate
-    declares it (or base's comes from a chart, which the artifact cannot write)."""
+    """Every Flux object that builds from a source, and every ConfigMap or Secret it reads into
+    the build, as base declares it: kept where base's differs from the candidate's or the
+    candidate removes it, left out where only the candidate declares it (or base's comes from a
+    chart, which the artifact cannot write)."""
     have = {k.manifest.ref for k in kept}
     applies: dict[ObjectRef, list[ObjectRef]] = {}
     for k in kept:
@@ -116,29 +119,61 @@ def _flux_as_base(result: CheckResult, kept: list[Kept]) -> tuple[list[Kept], li
             applies.setdefault(parent, []).append(k.manifest.ref)
     out: list[Kept] = []
     withheld: list[Withheld] = []
-    for ref in _builders(result):
+    for ref, read_by in _builders(result).items():
         base, head = result.base.get(ref), result.head.get(ref)
         if ref in have or (base is not None and head is not None and _same(base, head)):
             continue
         if base is not None and not base.root.startswith(HELM_PREFIX):
-            out.append(Kept(base, (), _why_kept(base, head, applies.get(ref, []))))
+            why = _why_kept(base, head, read_by, applies.get(ref, []))
+            out.append(Kept(base, (), why))
         elif head is not None and not head.root.startswith(HELM_PREFIX):
-            withheld.append(Withheld(head, _why_withheld(base)))
+            withheld.append(Withheld(head, _why_withheld(base, read_by)))
     return out, withheld
 
 
-def _builders(result: CheckResult) -> list[ObjectRef]:
-    """The Flux objects on either side that build from a source: every Kustomization, and every
-    HelmRelease whose chart comes from a GitRepository on either side (helm-controller builds
-    it from base's files until the merge)."""
-    refs: dict[ObjectRef, None] = {}  # in order, once
+#: What reads a ConfigMap or Secret into a build: (what it is to it, the reader), e.g.
+#: ("postBuild variables", Kustomization ns/apps); None for a Flux object itself.
+ReadBy = tuple[str, ObjectRef] | None
+
+
+def _builders(result: CheckResult) -> dict[ObjectRef, ReadBy]:
+    """The Flux objects on either side that build from a source (every Kustomization, and every
+    HelmRelease whose chart comes from a GitRepository on either side: helm-controller builds it
+    from base's files until the merge), and the ConfigMaps and Secrets either side's version
+    reads into its build (`postBuild.substituteFrom`, `valuesFrom`), with what reads them."""
+    refs: dict[ObjectRef, ReadBy] = {}  # in order, once
     for side in (result.base, result.head):
         for m in side.of_kind(FLUX_GROUP, "Kustomization"):
-            refs.setdefault(m.ref)
+            refs.setdefault(m.ref, None)
         for m in side.of_kind(HELM_GROUP, "HelmRelease"):
             if _chart_from_git(m):
-                refs.setdefault(m.ref)
-    return list(refs)
+                refs.setdefault(m.ref, None)
+    inputs: dict[ObjectRef, ReadBy] = {}
+    for ref in refs:
+        versions = (result.base.get(ref), result.head.get(ref))
+        for m in (v for v in versions if v is not None):
+            for kind, name, what in _inputs(m):
+                inputs.setdefault(ObjectRef("", kind, ref.namespace, name), (what, ref))
+    for ref, read_by in inputs.items():
+        refs.setdefault(ref, read_by)
+    return refs
+
+
+def _inputs(m: Manifest) -> list[tuple[str, str, str]]:
+    """(kind, name, what) of each ConfigMap or Secret `m` reads into what it builds: a
+    Kustomization's `spec.postBuild.substituteFrom`, a HelmRelease's `spec.valuesFrom` (both in
+    its own namespace)."""
+    if m.ref.kind == "Kustomization":
+        post = m.spec.get("postBuild")
+        entries = post.get("substituteFrom") if isinstance(post, dict) else None
+        what = "postBuild variables"
+    else:
+        entries, what = m.spec.get("valuesFrom"), "values"
+    found = []
+    for e in entries if isinstance(entries, list) else ():
+        if isinstance(e, dict) and e.get("kind") in ("ConfigMap", "Secret") and e.get("name"):
+            found.append((str(e["kind"]), str(e["name"]), what))
+    return found
 
 
 def _chart_from_git(release: Manifest) -> bool:
@@ -172,35 +207,45 @@ def _changes(base: Manifest, head: Manifest) -> str:
     return ", ".join(fields)
 
 
-def _why_kept(base: Manifest, head: Manifest | None, applies: list[ObjectRef]) -> str:
-    builder = "helm-controller" if base.ref.kind == "HelmRelease" else "kustomize-controller"
-    kept = ""
-    if applies:
-        names = ", ".join(r.display() for r in sorted(applies))
-        kept = f"; it applies {names}, which the artifact keeps"
+def _why_kept(
+    base: Manifest, head: Manifest | None, read_by: ReadBy, applies: list[ObjectRef]
+) -> str:
+    holds = "" if read_by is None else f", and it holds the {read_by[0]} of {read_by[1].display()}"
     if head is None:
-        return (
-            "the candidate removes it: kept as base declares it until the merged deploy (its "
-            f"finalizer would delete what it applied){kept}"
-        )
+        if read_by is None:
+            return (
+                "the candidate removes it: kept as base declares it until the merged deploy (its "
+                f"finalizer would delete what it applied){_applies(applies)}"
+            )
+        return f"the candidate removes it{holds}: kept as base declares it until the merged deploy"
+    reader = base.ref if read_by is None else read_by[1]
+    builder = "helm-controller" if reader.kind == "HelmRelease" else "kustomize-controller"
+    given = "spec" if read_by is None else read_by[0]
     return (
-        f"the candidate changes {_changes(base, head)}: written as base declares it, because "
-        f"{builder} builds it from the source the cluster follows (base until the merge), and "
-        "base's files with the candidate's spec are what neither revision declares: they could "
-        f"prune or replace what the artifact keeps{kept}"
+        f"the candidate changes {_changes(base, head)}{holds}: written as base declares it, "
+        f"because {builder} builds from the source the cluster follows (base until the merge), "
+        f"and base's files with the candidate's {given} are what neither revision declares: "
+        f"they could prune or replace what the artifact keeps{_applies(applies)}"
     )
 
 
-def _why_withheld(base: Manifest | None) -> str:
+def _applies(applies: list[ObjectRef]) -> str:
+    if not applies:
+        return ""
+    return f"; it applies {', '.join(r.display() for r in sorted(applies))}, which is kept"
+
+
+def _why_withheld(base: Manifest | None, read_by: ReadBy) -> str:
     if base is not None:
         return (
             f"base's comes from a chart (HelmRelease {base.root.removeprefix(HELM_PREFIX)}), "
             "which the artifact cannot write: left out, so helm-controller keeps base's"
         )
+    read = "" if read_by is None else f", and {read_by[1].display()} would read its {read_by[0]}"
     return (
-        "new in the candidate: left out until the merged deploy, because Flux would build it "
-        "from the source the cluster follows (base until the merge): base's files with the "
-        "candidate's spec, which could prune or replace what the artifact keeps"
+        f"new in the candidate{read}: left out until the merged deploy, because Flux would "
+        "build from the source the cluster follows (base until the merge): base's files with "
+        "the candidate's spec, which could prune or replace what the artifact keeps"
     )
 
 

@@ -8,7 +8,8 @@ Item 4: with `--flux-root`, `DIR` holds Flux Kustomizations too. The deploy comm
 and kustomize-controller then builds each one from its source, which the cluster follows at base
 until the merge (a GitRepository on main). A Kustomization written as the candidate has it builds
 base's files with the candidate's spec: re-pointed (`spec.path`), patched, chained through a
-parent's patches, or new, it prunes or force-replaces the claim the artifact keeps. Each case
+parent's patches, new, or fed the candidate's ConfigMap of postBuild variables, it prunes or
+force-replaces the claim the artifact keeps. Each case
 here is a repository in git (what `gate check` reads) whose base tree is also what the
 GitRepository serves: Flux applies base, `gate check --defer-to` writes the artifact of the
 candidate, the README's command applies it, every Kustomization reconciles (asked to, in chain
@@ -183,9 +184,19 @@ REPLACE_CLAIM = """\
 """
 
 
-def base_tree(ns: str, nested: bool) -> dict[str, str | None]:
-    """main: the entry point's own Kustomization (root), apps (through infra when `nested`: a
-    chain of three) with a retired claim, and a staging directory next to it."""
+#: The shapes of main: apps under root; apps under infra under root (a chain of three); apps
+#: under root, naming the claim from a ConfigMap's variable (postBuild.substituteFrom).
+FLAT, NESTED, VARS = "flat", "nested", "vars"
+SUBSTITUTE_FROM = "  postBuild:\n    substituteFrom:\n      - {kind: ConfigMap, name: vars}\n"
+
+
+def vars_yaml(ns: str, claim: str) -> str:
+    return settings_yaml("x", ns).replace(SETTINGS, "vars").replace("value: x", f"CLAIM: {claim}")
+
+
+def base_tree(ns: str, shape: str) -> dict[str, str | None]:
+    """main: the entry point's own Kustomization (root), apps (through infra in NESTED) with a
+    retired claim, and a staging directory next to it."""
     apps = kustomization("apps", ns, "./apps/prod", target(ns))
     tree: dict[str, str | None] = {
         "clusters/prod/root.yaml": kustomization("root", ns, "./clusters/prod"),
@@ -193,25 +204,31 @@ def base_tree(ns: str, nested: bool) -> dict[str, str | None]:
         "apps/prod/settings.yaml": settings_yaml("prod"),
         "apps/staging/settings.yaml": settings_yaml("staging"),
     }
-    if nested:
+    if shape == NESTED:
         tree["clusters/prod/infra.yaml"] = kustomization("infra", ns, "./infra")
         tree["infra/apps.yaml"] = apps
+    elif shape == VARS:
+        tree["clusters/prod/apps.yaml"] = apps + SUBSTITUTE_FROM
+        tree["clusters/prod/vars.yaml"] = vars_yaml(ns, CLAIM)
+        tree["apps/prod/claim.yaml"] = claim_yaml(REASON).replace(
+            f"name: {CLAIM}", "name: ${CLAIM}"
+        )
     else:
         tree["clusters/prod/apps.yaml"] = apps
     return tree
 
 
-#: Each attack: (nested chain?, the candidate's change, the verdict gate gives it).
-ATTACKS: dict[str, tuple[bool, Callable[[str], dict[str, str | None]], str]] = {
+#: Each attack: (the shape of main, the candidate's change, the verdict gate gives it).
+ATTACKS: dict[str, tuple[str, Callable[[str], dict[str, str | None]], str]] = {
     "apps re-pointed (spec.path)": (
-        False,
+        FLAT,
         lambda ns: {
             "clusters/prod/apps.yaml": kustomization("apps", ns, "./apps/staging", target(ns))
         },
         "defer",
     ),
     "apps' patches only ($patch: delete)": (
-        False,
+        FLAT,
         lambda ns: {
             "clusters/prod/apps.yaml": kustomization(
                 "apps", ns, "./apps/prod", target(ns) + DROP_CLAIM
@@ -220,14 +237,14 @@ ATTACKS: dict[str, tuple[bool, Callable[[str], dict[str, str | None]], str]] = {
         "defer",
     ),
     "a chain of three: infra's patches re-point apps": (
-        True,
+        NESTED,
         lambda ns: {
             "clusters/prod/infra.yaml": kustomization("infra", ns, "./infra", REPOINT_APPS)
         },
         "defer",
     ),
     "apps' path moves with its files (nothing deferred)": (
-        False,
+        FLAT,
         lambda ns: {
             "clusters/prod/apps.yaml": kustomization("apps", ns, "./apps/staging", target(ns)),
             "apps/prod/claim.yaml": None,
@@ -236,13 +253,18 @@ ATTACKS: dict[str, tuple[bool, Callable[[str], dict[str, str | None]], str]] = {
         "allow",
     ),
     "the claim's file removed, a new Kustomization takes its directory with force": (
-        False,
+        FLAT,
         lambda ns: {
             "apps/prod/claim.yaml": None,
             "clusters/prod/db.yaml": kustomization(
                 "db", ns, "./apps/prod", target(ns) + REPLACE_CLAIM
             ),
         },
+        "defer",
+    ),
+    "the postBuild variables apps reads renamed (the ConfigMap only)": (
+        VARS,
+        lambda ns: {"clusters/prod/vars.yaml": vars_yaml(ns, f"{CLAIM}-v2")},
         "defer",
     ),
 }
@@ -306,9 +328,9 @@ def test_applying_the_artifact_keeps_the_claim_flux_would_prune(
     kube: Cluster, flux: Flux, flux_ns: str, tmp_path: Path, attack: str
 ) -> None:
     ns = flux_ns
-    nested, change, verdict = ATTACKS[attack]
+    shape, change, verdict = ATTACKS[attack]
     repo = GitRepo(tmp_path / "repo")
-    base = repo.commit(base_tree(ns, nested), "main")
+    base = repo.commit(base_tree(ns, shape), "main")
     main = tree_files(repo)
     head = repo.commit(change(ns), "candidate")
 
@@ -319,7 +341,7 @@ def test_applying_the_artifact_keeps_the_claim_flux_would_prune(
     flux.custom.create_namespaced_custom_object(
         KUSTOMIZE_GROUP, KUSTOMIZE_VERSION, ns, KUSTOMIZATIONS, root
     )
-    for name in ("root", "infra", "apps") if nested else ("root", "apps"):
+    for name in ("root", "infra", "apps") if shape == NESTED else ("root", "apps"):
         flux.wait(
             functools.partial(exists, flux, ns, name),
             timeout=120,

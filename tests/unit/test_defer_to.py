@@ -540,6 +540,70 @@ def test_a_kustomization_that_moves_with_its_files_is_written_as_base_declares_i
     assert artifact_objects(out)[KS("apps")]["spec"]["path"] == "./apps/prod"
 
 
+@needs_renderer
+def test_the_variables_a_kustomization_reads_are_written_as_base_declares_them(
+    tmp_path: Path,
+) -> None:
+    """apps names its claim from a ConfigMap (postBuild.substituteFrom); the candidate changes
+    only the ConfigMap. kustomize-controller reads it from the cluster: with the candidate's,
+    base's files name another claim and apps prunes the kept one. The artifact holds base's."""
+    from tests.unit.test_flux_roots import apps
+
+    variables = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: vars, namespace: flux-system}\n"
+    reads = apps().replace(
+        "    substitute: {APP: web}", "    substituteFrom: [{kind: ConfigMap, name: vars}]"
+    )
+    repo = flux_repo(tmp_path)
+    repo.commit(
+        {
+            "clusters/prod/apps.yaml": reads,
+            "clusters/prod/vars.yaml": variables + "data: {APP: web}\n",
+        },
+        "variables from a ConfigMap",
+    )
+    repo.commit({"clusters/prod/vars.yaml": variables + "data: {APP: shop}\n"}, "rename")
+    out = tmp_path / "artifact"
+    result = defer_flux(repo, out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert json.loads(result.stdout)["verdict"] == "defer"
+    written = artifact_objects(out)
+    assert written[("ConfigMap", "flux-system", "vars")]["data"] == {"APP": "web"}
+    assert CLAIM_KEY in written
+    record = json.loads(record_of(out).read_text("utf-8"))
+    (why,) = next(e["why"] for e in record["kept"] if e["object"]["name"] == "vars")
+    assert "postBuild variables of Kustomization flux-system/apps" in why
+
+
+VALUES = """\
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: db-values, namespace: shop}}
+data: {{size: {size}}}
+"""
+
+
+@pytest.mark.parametrize(("source", "kept"), [("GitRepository", True), ("HelmRepository", False)])
+def test_the_values_a_release_of_the_repository_reads_are_written_as_base_declares_them(
+    source: str, kept: bool
+) -> None:
+    chart = "./charts/db" if source == "GitRepository" else "db"
+    release = HELM_RELEASE.format(chart=chart, source=source, size="10Gi") + (
+        "  valuesFrom: [{kind: ConfigMap, name: db-values}]\n"
+    )
+    result = run(
+        doc(release, VALUES.format(size="10Gi")),
+        doc(release, VALUES.format(size="20Gi")),
+        context=Context.SPECULATIVE,
+    )
+    deferral = plan_deferral(result)
+    assert [k.manifest.ref.display() for k in deferral.kept] == (
+        ["ConfigMap shop/db-values"] if kept else []
+    )
+    if kept:
+        assert "values of HelmRelease shop/db" in deferral.kept[0].reason
+        assert "helm-controller" in deferral.kept[0].reason
+
+
 HELM_RELEASE = """\
 apiVersion: helm.toolkit.fluxcd.io/v2
 kind: HelmRelease
