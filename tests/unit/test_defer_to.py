@@ -519,6 +519,34 @@ def test_a_new_kustomization_is_left_out(tmp_path: Path) -> None:
 
 
 @needs_renderer
+def test_a_claim_moved_to_a_new_kustomization_stays_with_base_s(tmp_path: Path) -> None:
+    """The candidate moves the claim's file to apps/db, applied by a new Kustomization db: the
+    claim is not deleted (same object), and the artifact leaves db out, so until the merge
+    only base's apps applies it (built from base's files, where it still is)."""
+    from tests.unit.test_flux_roots import apps
+
+    repo = flux_repo(tmp_path)
+    db = apps(path="./apps/db").replace("name: apps", "name: db")
+    repo.commit(
+        {
+            "apps/prod/claim.yaml": None,
+            "apps/db/claim.yaml": RETIRED_FLUX_CLAIM,
+            "clusters/prod/db.yaml": db,
+        },
+        "move the claim to db",
+    )
+    out = tmp_path / "artifact"
+    result = defer_flux(repo, out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert json.loads(result.stdout)["verdict"] == "allow"
+    written = artifact_objects(out)
+    assert KS("db") not in written and KS("apps") in written
+    assert written[CLAIM_KEY] == base_objects(repo, tmp_path)[CLAIM_KEY]
+    record = json.loads(record_of(out).read_text("utf-8"))
+    assert [e["object"]["name"] for e in record["withheld"]] == ["db"]
+
+
+@needs_renderer
 def test_a_kustomization_that_moves_with_its_files_is_written_as_base_declares_it(
     tmp_path: Path,
 ) -> None:
