@@ -14,12 +14,14 @@ import sys
 from typing import Any
 
 import pytest
-from hypothesis import given
+import yaml
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gate.model.errors import InputError
 from gate.sources import yamlevents
-from gate.sources.manifests import MAX_DEPTH
-from tests.unit.test_yamlevents import TOKENS, _block_line, careful_or_error, typed
+from gate.sources.manifests import MAX_DEPTH, parse_stream
+from tests.unit.test_yamlevents import MARKER_LINES, TOKENS, _block_line, careful_or_error, typed
 
 if yamlevents._NATIVE is None:
     if os.environ.get("PRUNE_GATE_REQUIRE_NATIVE") == "1":
@@ -47,6 +49,7 @@ def both_typed(docs: list[tuple[int, Any]] | None) -> Any:
     return None if docs is None else [(line, typed(doc)) for line, doc in docs]
 
 
+@settings(derandomize=True, deadline=None, max_examples=300)
 @given(st.lists(_block_line(), max_size=8).map("".join))
 def test_the_native_reader_reads_as_the_python_reader_and_the_careful_one(text: str) -> None:
     fast = native(text)
@@ -128,6 +131,94 @@ def test_a_text_one_character_off_reads_as_libyaml_reads_it(text: str, at: int, 
         assert both_typed(scanned) == both_typed(
             yamlevents.native_documents(mutant, MAX_DEPTH, scanner=False)
         )
+
+
+#: Values the scanner reads (so a text of them is the scanner's, unless something else is in it).
+PLAIN_VALUES = ["x", "a b", "1", "on", "~", "'q'", '"d"', "[a, 1]", "{a: 1}", "x # c", ""]
+
+
+@st.composite
+def _plain_node(draw: st.DrawFn, indent: int, depth: int) -> list[str]:
+    """The lines of a block mapping or sequence at `indent` that the scanner reads: keys unique,
+    indentation right, values one-line or literal blocks."""
+    pad = " " * indent
+    if draw(st.booleans()):
+        keys = draw(st.lists(st.sampled_from("abcdk"), min_size=1, max_size=3, unique=True))
+        heads = [f"{pad}{key}:" for key in keys]
+    else:
+        heads = [f"{pad}-"] * draw(st.integers(1, 3))
+    lines: list[str] = []
+    for head in heads:
+        choice = draw(st.integers(0, 5)) if depth > 0 else 0
+        if choice <= 2:
+            value = draw(st.sampled_from(PLAIN_VALUES))
+            lines.append(f"{head} {value}".rstrip())
+        elif choice == 3:  # a literal block
+            lines.append(f"{head} |")
+            body = draw(st.lists(st.sampled_from(["x", "y: z"]), min_size=1, max_size=3))
+            lines += [f"{pad}  {text}" for text in body]
+        else:  # a nested collection on the next lines
+            lines.append(head)
+            lines += draw(_plain_node(indent + 2, depth - 1))
+    return lines
+
+
+@st.composite
+def _with_markers(draw: st.DrawFn) -> str:
+    """Documents the scanner reads, with marker lines (and look-alikes) put anywhere: between
+    documents, between keys, inside a nested block or a literal block's lines."""
+    lines: list[str] = []
+    for _ in range(draw(st.integers(1, 3))):
+        lines += draw(st.sampled_from([[], ["---"], ["--- # c"]])) + draw(_plain_node(0, 2))
+    for _ in range(draw(st.integers(1, 2))):
+        lines.insert(draw(st.integers(0, len(lines))), draw(st.sampled_from(MARKER_LINES)))
+    return "".join(line + "\n" for line in lines)
+
+
+@settings(derandomize=True, deadline=None, max_examples=400)
+@given(_with_markers())
+def test_a_document_marker_anywhere_reads_as_libyaml_reads_it(text: str) -> None:
+    scanned = native(text)
+    assert both_typed(scanned) == both_typed(
+        yamlevents.native_documents(text, MAX_DEPTH, scanner=False)
+    )
+    assert both_typed(scanned) == both_typed(python(text))
+    if scanned is not None:
+        assert both_typed(scanned) == careful_or_error(text)
+
+
+#: Text after a document end marker (`...` at column 0), with the line libyaml refuses it on: the
+#: scanner read it as one more key (`... resources` = {x: 1}), a reading of a file that PyYAML,
+#: kubectl and kustomize refuse.
+AFTER_DOCUMENT_END = [
+    ("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n... resources: {x: 1}\n", 5),
+    ("kind: Kustomization\nresources:\n- a.yaml\n... resources: [b.yaml]\n", 4),
+    ("a: |\n  x\n... b: c\n", 3),
+    ("a:\n  b: 1\n... : x\n", 3),
+    ("a: 1\n---\nb: 1\n... c: 2\n---\nd: 1\n", 4),
+]
+
+
+@pytest.mark.parametrize(("text", "line"), AFTER_DOCUMENT_END)
+def test_text_after_a_document_end_marker_is_refused_with_its_line(text: str, line: int) -> None:
+    assert yamlevents._NATIVE is not None
+    assert not yamlevents._NATIVE.scanned(text)  # libyaml reads it, not the scanner
+    assert native(text) is None
+    with pytest.raises(yaml.YAMLError) as pyyaml:  # PyYAML's own loader, in Python
+        list(yaml.load_all(text, Loader=yaml.SafeLoader))
+    assert isinstance(pyyaml.value, yaml.MarkedYAMLError)
+    assert pyyaml.value.problem_mark is not None
+    assert pyyaml.value.problem_mark.line + 1 == line
+    with pytest.raises(InputError, match=rf"^t\.yaml:{line}: invalid YAML: "):
+        parse_stream(text, "t.yaml")
+
+
+def test_markers_without_text_after_them_still_take_the_scanner() -> None:
+    """The fix hands marker lines with text to libyaml, not every stream with documents."""
+    assert yamlevents._NATIVE is not None
+    for text in ("a: 1\n---\nb: 2\n", "--- # c\na: 1\n--- \nb: 2\n", "---\n---\na: 1\n"):
+        assert yamlevents._NATIVE.scanned(text), text
+        assert both_typed(native(text)) == careful_or_error(text)
 
 
 def test_the_benchmarks_manifests_take_the_scanner() -> None:
