@@ -73,7 +73,9 @@ BLOCK_SCALARS = [
     "[a, {b: c}]", "[]", "{}", "[a,]", "[a b, c]", "{a: }", '{"a": 1}', '{"a":1}', "[a:b]",
     "[a: b]", "{a: b, a: c}", "%x", "@x", "`x", "!x", "|", "|-", "|+", "|2", ">", ">-", "| #c",
 ]  # fmt: skip
-BLOCK_KEYS = ["a", "b", "on", "1", "'k'", '"k"', "k k", "-k", "?k", "k#", "k #", "[k]", "'k' "]
+BLOCK_KEYS = [
+    "a", "b", "on", "1", "'k'", '"k"', "k k", "-k", "?k", "k#", "k #", "[k]", "'k' ", "'1'",
+]  # fmt: skip
 
 
 @st.composite
@@ -133,6 +135,8 @@ def test_a_text_one_character_off_reads_as_libyaml_reads_it(text: str, at: int, 
         )
 
 
+#: Keys the scanner reads (`1` and `'1'` are one key twice to the careful reader).
+PLAIN_KEYS = ["a", "b", "c", "k k", "1", "'1'", "on", '"on"']
 #: Values the scanner reads (so a text of them is the scanner's, unless something else is in it).
 PLAIN_VALUES = ["x", "a b", "1", "on", "~", "'q'", '"d"', "[a, 1]", "{a: 1}", "x # c", ""]
 
@@ -143,7 +147,7 @@ def _plain_node(draw: st.DrawFn, indent: int, depth: int) -> list[str]:
     indentation right, values one-line or literal blocks."""
     pad = " " * indent
     if draw(st.booleans()):
-        keys = draw(st.lists(st.sampled_from("abcdk"), min_size=1, max_size=3, unique=True))
+        keys = draw(st.lists(st.sampled_from(PLAIN_KEYS), min_size=1, max_size=3, unique=True))
         heads = [f"{pad}{key}:" for key in keys]
     else:
         heads = [f"{pad}-"] * draw(st.integers(1, 3))
@@ -210,6 +214,25 @@ def test_text_after_a_document_end_marker_is_refused_with_its_line(text: str, li
     assert pyyaml.value.problem_mark is not None
     assert pyyaml.value.problem_mark.line + 1 == line
     with pytest.raises(InputError, match=rf"^t\.yaml:{line}: invalid YAML: "):
+        parse_stream(text, "t.yaml")
+
+
+#: Keys of one text that Python takes for two (an int, a bool or None, and a string): the careful
+#: reader refuses them as a duplicate, as kustomize does ("mapping key "1" already defined");
+#: the fast readers read two keys.
+SAME_TEXT_KEYS = [
+    ("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\ndata:\n  1: x\n  '1': y\n", 7),
+    ("kind: X\nmetadata:\n  labels:\n    'true': x\n    true: y\n", 5),
+    ("kind: X\nspec: {~: 1, '~': 2}\n", 2),
+    ("kind: X\nspec:\n  1.0: a\n  b: c\n  '1.0': d\n", 5),
+]
+
+
+@pytest.mark.parametrize(("text", "line"), SAME_TEXT_KEYS)
+def test_keys_of_one_text_are_a_duplicate_to_every_reader(text: str, line: int) -> None:
+    assert native(text) is None
+    assert python(text) is None
+    with pytest.raises(InputError, match=rf"^t\.yaml:{line}: duplicate key "):
         parse_stream(text, "t.yaml")
 
 
@@ -293,6 +316,8 @@ def test_a_byte_order_mark_and_an_empty_text_read_as_pyyaml_reads_them() -> None
         "a: [1, 2\n",  # a syntax error
         "a: b: c\n",  # another
         "%YAML 1.1\n%TAG ! tag:x,2000:\n---\na: !b 1\n",  # directives and a local tag
+        "1: a\n'1': b\n",  # keys of one text, an int and a string (one key to kustomize)
+        "a: {'true': 1, true: 2}\n",  # the same, a string first, in a flow
     ],
 )
 def test_what_the_native_reader_leaves_to_the_careful_one(text: str) -> None:

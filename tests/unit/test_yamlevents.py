@@ -21,7 +21,9 @@ TOKENS = [
     "&a x", "*a", "!!str 1", "!!int '3'", "? k", "- x", "{", "]", "#c", "a: b",
 ]  # fmt: skip
 
-KEYS = ["a", "b", "on", "1", "true", "'x'", '"a"', "<<", "~", "1.0", "[k]"]
+#: Keys; `'1'`, `"true"` and `'~'` are strings of the same text as `1`, `true` and `~`, which
+#: the careful reader and kustomize take for one key twice.
+KEYS = ["a", "b", "on", "1", "true", "'x'", '"a"', "<<", "~", "1.0", "[k]", "'1'", '"true"', "'~'"]
 
 #: Lines that are, or look like, a document marker. `---` and `...` at column 0, then a blank or
 #: the line's end, end every open block whatever follows on the line (text after `...` is an
