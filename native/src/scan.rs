@@ -42,6 +42,12 @@ type R<T> = Result<T, Bail>;
 /// scanner recurses, so this bounds its stack whatever the text.
 const MAX_NESTING: usize = 512;
 
+/// The longest key taken here, from its first character to its `:`, in block and flow mappings
+/// alike: libyaml takes a key only when its `:` is at most 1024 characters after the key's start
+/// (past that, `{long...: v}` is an error, "did not find expected ',' or '}'"); longer ones
+/// are libyaml's.
+const MAX_KEY: usize = 1000;
+
 /// One line of the text: where it starts, its indentation, and where its content ends.
 #[derive(Clone, Copy)]
 struct Line {
@@ -428,8 +434,8 @@ impl<'t> Scanner<'t> {
     }
 
     fn key(&mut self, key: &'t [u8], line: usize) -> R<()> {
-        if key.is_empty() || key.len() > 1000 {
-            return Err(Bail); // `: x`, or past libyaml's 1024 characters for a simple key
+        if key.is_empty() || key.len() > MAX_KEY {
+            return Err(Bail); // `: x`, or a key too long for libyaml
         }
         let event = if key[0] == b'"' || key[0] == b'\'' {
             let (bytes, used) = quoted(key)?;
@@ -643,6 +649,7 @@ impl<'t> Flow<'_, 't> {
         }
         loop {
             if mapping {
+                let key = self.at;
                 match self.text.get(self.at) {
                     Some(b'[') | Some(b'{') | None => return Err(Bail), // a complex key
                     _ => self.node()?,
@@ -650,8 +657,9 @@ impl<'t> Flow<'_, 't> {
                 self.spaces();
                 if self.text.get(self.at) != Some(&b':')
                     || self.text.get(self.at + 1) != Some(&b' ')
+                    || self.at - key > MAX_KEY
                 {
-                    return Err(Bail);
+                    return Err(Bail); // past MAX_KEY, libyaml finds no key: an error
                 }
                 self.at += 1;
                 self.spaces();

@@ -236,6 +236,33 @@ def test_keys_of_one_text_are_a_duplicate_to_every_reader(text: str, line: int) 
         parse_stream(text, "t.yaml")
 
 
+@pytest.mark.parametrize(
+    ("prefix", "suffix"),
+    [("{", "}"), ("{b: c, ", "}"), ("[{", "}]"), ("\n- {", "}"), ("\n  x: {'y': z, ", "}")],
+)
+@pytest.mark.parametrize("style", ["plain", "quoted", "spaced"])
+@pytest.mark.parametrize("width", [1000, 1001, 1024, 1025, 1100])
+def test_a_flow_key_past_libyamls_key_limit_reads_as_libyaml_reads_it(
+    prefix: str, suffix: str, style: str, width: int
+) -> None:
+    """libyaml takes a key only when its `:` is at most 1024 characters after the key's start;
+    past that, `{k...: v}` is an error, where the scanner read the key."""
+    key = {
+        "plain": "k" * width,
+        "quoted": "'" + "k" * (width - 2) + "'",
+        "spaced": "k" * (width - 9) + " " * 9,
+    }[style]
+    text = f"apiVersion: v1\nkind: X\nspec: {prefix}{key}: v{suffix}\n"
+    fast = native(text)
+    assert both_typed(fast) == both_typed(
+        yamlevents.native_documents(text, MAX_DEPTH, scanner=False)
+    )
+    if fast is not None:
+        assert both_typed(fast) == careful_or_error(text)
+    if width > 1024:
+        assert careful_or_error(text) is InputError
+
+
 def test_markers_without_text_after_them_still_take_the_scanner() -> None:
     """The fix hands marker lines with text to libyaml, not every stream with documents."""
     assert yamlevents._NATIVE is not None
