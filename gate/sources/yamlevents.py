@@ -8,8 +8,9 @@ plain scalars exactly as `gate.sources.yamlread.KubeLoader` does (YAML 1.1 witho
 
 It covers what manifests are made of and nothing else: anchors, and aliases of scalars (`name:
 &app web` then `*app`, as Flux repositories write them), within the caller's limit on aliases; no
-aliases of collections, explicit tags, merge keys or complex keys, no duplicate keys or anchors,
-nesting within the limit. On anything else, a syntax error included, it returns None and the
+aliases of collections, explicit tags, merge keys or complex keys, no duplicate keys (by value,
+or by text as the careful reader compares them: `1` and `'1'`) or anchors, nesting within the
+limit. On anything else, a syntax error included, it returns None and the
 caller reads the text the careful way, which gives the exact error or the exact reading; so a
 document it accepts reads exactly as PyYAML reads it.
 
@@ -161,6 +162,8 @@ def _build(parser: Any, max_depth: int, max_aliases: int) -> list[tuple[int, Any
     docs: list[tuple[int, Any]] = []
     stack: list[Any] = []  # the open collections, innermost last
     keys: list[Any] = []  # for each open collection: its pending key, or _NO_KEY
+    # for each open collection: the texts of its keys that are not strings, once it has one
+    odd_keys: list[set[str] | None] = []
     anchors: dict[str, Any] = {}
     aliases = 0
     get_event = parser.get_event
@@ -191,6 +194,7 @@ def _build(parser: Any, max_depth: int, max_aliases: int) -> list[tuple[int, Any
         elif cls in collection_end:
             stack.pop()
             keys.pop()
+            odd_keys.pop()
             continue
         elif cls is yaml.AliasEvent:
             aliases += 1
@@ -223,6 +227,9 @@ def _build(parser: Any, max_depth: int, max_aliases: int) -> list[tuple[int, Any
                 if key is _NO_KEY:
                     if opened or value in parent:  # a complex key, or a duplicate
                         raise _UnsupportedError
+                    odd = odd_keys[-1]
+                    if odd is not None or value.__class__ is not str:
+                        odd_keys[-1] = _same_text(parent, odd, value, event.value)
                     keys[-1] = value
                 else:
                     parent[key] = value
@@ -230,3 +237,24 @@ def _build(parser: Any, max_depth: int, max_aliases: int) -> list[tuple[int, Any
         if opened:
             stack.append(value)
             keys.append(_NO_KEY)
+            odd_keys.append(None)
+
+
+def _same_text(
+    parent: dict[Any, Any], odd: set[str] | None, key: Any, text: str
+) -> set[str] | None:
+    """The texts of `parent`'s keys that are not strings, with `key`'s (written `text`) when it
+    is not one; `_UnsupportedError` when a key already there has its text, as a value Python
+    takes for another: `1` and `'1'`, `true` and `"true"`, `~` and `'~'` (or two `.nan`). The
+    careful reader compares keys by their text and refuses that as a duplicate, and so does
+    kustomize ("mapping key "1" already defined"); a dict would keep both."""
+    if odd is not None and text in odd:
+        raise _UnsupportedError
+    if key.__class__ is str:
+        return odd
+    if text in parent:
+        raise _UnsupportedError
+    if odd is None:
+        odd = set()
+    odd.add(text)
+    return odd

@@ -3,8 +3,9 @@
 //!
 //! It is `gate.sources.yamlevents`' reader moved out of Python, with the same contract: it
 //! covers what manifests are made of (anchors, and aliases of scalars, as `name: &app x` and
-//! `*app`; no aliases of collections, explicit tags, complex or duplicate keys; nesting and
-//! aliases within their limits) and answers None for anything else, a syntax error included,
+//! `*app`; no aliases of collections, explicit tags, complex or duplicate keys, `1` and `'1'`
+//! included, since the careful reader compares keys by their text; nesting and aliases within
+//! their limits) and answers None for anything else, a syntax error included,
 //! so the caller reads that text the careful way, with its exact error. Plain scalars that a
 //! resolver may claim (their first character is one the Python loader's resolvers are keyed
 //! by) are read by the Python function the caller passes, so numbers, booleans and nulls read
@@ -167,11 +168,41 @@ impl LibyamlEvents {
     }
 }
 
-/// An open collection: the object, whether it is a list, and a mapping's pending key.
+/// An open collection: the object, whether it is a list, a mapping's pending key, and the texts
+/// of its keys that are not strings (`1`, `true`, `~`; see `same_text`).
 struct Open<'py> {
     value: Bound<'py, PyAny>,
     list: bool,
     key: Option<Bound<'py, PyAny>>,
+    odd_keys: Vec<Vec<u8>>,
+}
+
+/// Whether a new key of `dict` (`value`, written `text`) has the text of a key it already has,
+/// as a value Python takes for another: `1` and `'1'`, `true` and `"true"`, `~` and `'~'` (or
+/// two `.nan`). The careful reader compares keys by their text and refuses that as a duplicate,
+/// and so does kustomize ("mapping key "1" already defined"); Python's dict would keep both.
+/// Keys that are not strings are rare, so only their texts are kept (`odd_keys`), and a string
+/// key is looked for there only when there are some.
+fn same_text(
+    odd_keys: &mut Vec<Vec<u8>>,
+    dict: &Bound<'_, PyDict>,
+    value: &Bound<'_, PyAny>,
+    text: &[u8],
+) -> PyResult<bool> {
+    if odd_keys.iter().any(|k| k.as_slice() == text) {
+        return Ok(true);
+    }
+    if value.is_instance_of::<PyString>() {
+        return Ok(false);
+    }
+    let as_string = std::str::from_utf8(text).map_err(|e| {
+        pyo3::exceptions::PyValueError::new_err(format!("invalid UTF-8 in a scalar: {e}"))
+    })?;
+    if dict.contains(as_string)? {
+        return Ok(true);
+    }
+    odd_keys.push(text.to_vec());
+    Ok(false)
 }
 
 /// How plain scalars are read: the Python resolver, its "not mine" answer, and the first
@@ -245,6 +276,7 @@ fn build<'py, 't>(
             Ok(None) => return Ok(Ok(docs)),
             Err(Unsupported) => return Ok(Err(Unsupported)),
         };
+        let mut text: Option<Vec<u8>> = None; // a scalar's, kept for a key that is not a string
         let (value, line, list) = match event {
             Ev::Anchor(name) => {
                 if stack.is_empty() {
@@ -278,6 +310,14 @@ fn build<'py, 't>(
                 let value = scalar(py, memo, plain, &bytes, is_plain)?;
                 if is_plain && value.is(plain.unsupported) {
                     return Ok(Err(Unsupported)); // a merge key, or a tag this reader leaves
+                }
+                let odd = |open: &Open<'py>| {
+                    !open.list
+                        && open.key.is_none()
+                        && (!open.odd_keys.is_empty() || !value.is_instance_of::<PyString>())
+                };
+                if stack.last().is_some_and(odd) {
+                    text = Some(bytes.into_owned()); // a key to look for in `odd_keys`
                 }
                 (value, line, None)
             }
@@ -327,6 +367,11 @@ fn build<'py, 't>(
                         if list.is_some() || dict.contains(&value)? {
                             return Ok(Err(Unsupported)); // a complex key, or a duplicate
                         }
+                        if let Some(text) = &text {
+                            if same_text(&mut parent.odd_keys, dict, &value, text)? {
+                                return Ok(Err(Unsupported));
+                            }
+                        }
                         parent.key = Some(value.clone());
                     }
                     Some(key) => dict.set_item(key, &value)?,
@@ -338,6 +383,7 @@ fn build<'py, 't>(
                 value,
                 list,
                 key: None,
+                odd_keys: Vec::new(),
             });
         }
     }

@@ -4,8 +4,8 @@
 //! It gives the same events, with the same root lines, as libyaml gives for the texts it takes,
 //! and gives up (`Bail`) on anything else, early or late: tabs, carriage returns and any byte
 //! outside printable ASCII, escapes, multi-line scalars and flows, folded scalars, anchors,
-//! aliases, tags, directives, `...`, complex keys, JSON's `"a":1`, a root that is not a block
-//! collection. The caller then reads the text with libyaml. Giving up is always safe; a wrong
+//! aliases, tags, complex keys, JSON's `"a":1`, a root that is not a block collection, and any
+//! line at column 0 that starts with `...` or `%`, or with `---` and content (`libyaml_line`). The caller then reads the text with libyaml. Giving up is always safe; a wrong
 //! acceptance is not, so every case here is the narrow one, and the tests compare both readers
 //! (and PyYAML's careful loader) on generated texts.
 
@@ -41,6 +41,12 @@ type R<T> = Result<T, Bail>;
 /// Nesting past this is left to libyaml (and refused by the builder's own, lower, limit); the
 /// scanner recurses, so this bounds its stack whatever the text.
 const MAX_NESTING: usize = 512;
+
+/// The longest key taken here, from its first character to its `:`, in block and flow mappings
+/// alike: libyaml takes a key only when its `:` is at most 1024 characters after the key's start
+/// (past that, `{long...: v}` is an error, "did not find expected ',' or '}'"); longer ones
+/// are libyaml's.
+const MAX_KEY: usize = 1000;
 
 /// One line of the text: where it starts, its indentation, and where its content ends.
 #[derive(Clone, Copy)]
@@ -89,6 +95,9 @@ impl<'t> Scanner<'t> {
                 }
                 end += 1;
             }
+            if indent == 0 && libyaml_line(&text[start..end]) {
+                return Err(Bail);
+            }
             lines.push(Line { start, indent, end });
             start = end + 1;
         }
@@ -125,13 +134,6 @@ impl<'t> Scanner<'t> {
             }
             if line.indent != 0 {
                 return Err(Bail); // an indented root
-            }
-            let first = self.text[line.start];
-            if matches!(first, b'%' | b'.') && self.rest(&line, 0).starts_with(b"...") {
-                return Err(Bail);
-            }
-            if first == b'%' {
-                return Err(Bail); // a directive
             }
             self.block_collection()?;
             self.skip_blank();
@@ -432,8 +434,8 @@ impl<'t> Scanner<'t> {
     }
 
     fn key(&mut self, key: &'t [u8], line: usize) -> R<()> {
-        if key.is_empty() || key.len() > 1000 {
-            return Err(Bail); // `: x`, or past libyaml's 1024 characters for a simple key
+        if key.is_empty() || key.len() > MAX_KEY {
+            return Err(Bail); // `: x`, or a key too long for libyaml
         }
         let event = if key[0] == b'"' || key[0] == b'\'' {
             let (bytes, used) = quoted(key)?;
@@ -459,6 +461,25 @@ impl<'t> Scanner<'t> {
         self.events.push(event);
         Ok(())
     }
+}
+
+/// A line at column 0 that this scanner leaves to libyaml, wherever it stands (between keys, in
+/// a nested block, after a literal block, between documents), so that what is read is what
+/// libyaml reads, or the same error with its line:
+///
+/// - `...`: a document end when a blank or the line's end follows (it ends every open block,
+///   and text after it on its line is an error, never a key: `... resources: {}`), and `...x`,
+///   which only looks like one;
+/// - `%`: a directive;
+/// - `---` with anything after it but spaces and a comment: content on the marker's line
+///   (`--- {a: 1}`, `--- |`, `--- !tag`), or `---x`, a plain scalar that looks like a marker.
+///
+/// A bare `---` (or `--- # comment`), what manifest streams are made of, stays the scanner's.
+fn libyaml_line(line: &[u8]) -> bool {
+    if line.starts_with(b"...") || line.first() == Some(&b'%') {
+        return true;
+    }
+    line.starts_with(b"---") && line.get(3).is_some() && trailing(&line[3..]).is_err()
 }
 
 /// `-` then a space or the line's end: a sequence entry.
@@ -628,6 +649,7 @@ impl<'t> Flow<'_, 't> {
         }
         loop {
             if mapping {
+                let key = self.at;
                 match self.text.get(self.at) {
                     Some(b'[') | Some(b'{') | None => return Err(Bail), // a complex key
                     _ => self.node()?,
@@ -635,8 +657,9 @@ impl<'t> Flow<'_, 't> {
                 self.spaces();
                 if self.text.get(self.at) != Some(&b':')
                     || self.text.get(self.at + 1) != Some(&b' ')
+                    || self.at - key > MAX_KEY
                 {
-                    return Err(Bail);
+                    return Err(Bail); // past MAX_KEY, libyaml finds no key: an error
                 }
                 self.at += 1;
                 self.spaces();

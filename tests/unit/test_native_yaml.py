@@ -14,12 +14,14 @@ import sys
 from typing import Any
 
 import pytest
-from hypothesis import given
+import yaml
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gate.model.errors import InputError
 from gate.sources import yamlevents
-from gate.sources.manifests import MAX_DEPTH
-from tests.unit.test_yamlevents import TOKENS, _block_line, careful_or_error, typed
+from gate.sources.manifests import MAX_DEPTH, parse_stream
+from tests.unit.test_yamlevents import MARKER_LINES, TOKENS, _block_line, careful_or_error, typed
 
 if yamlevents._NATIVE is None:
     if os.environ.get("PRUNE_GATE_REQUIRE_NATIVE") == "1":
@@ -47,6 +49,7 @@ def both_typed(docs: list[tuple[int, Any]] | None) -> Any:
     return None if docs is None else [(line, typed(doc)) for line, doc in docs]
 
 
+@settings(derandomize=True, deadline=None, max_examples=300)
 @given(st.lists(_block_line(), max_size=8).map("".join))
 def test_the_native_reader_reads_as_the_python_reader_and_the_careful_one(text: str) -> None:
     fast = native(text)
@@ -70,7 +73,9 @@ BLOCK_SCALARS = [
     "[a, {b: c}]", "[]", "{}", "[a,]", "[a b, c]", "{a: }", '{"a": 1}', '{"a":1}', "[a:b]",
     "[a: b]", "{a: b, a: c}", "%x", "@x", "`x", "!x", "|", "|-", "|+", "|2", ">", ">-", "| #c",
 ]  # fmt: skip
-BLOCK_KEYS = ["a", "b", "on", "1", "'k'", '"k"', "k k", "-k", "?k", "k#", "k #", "[k]", "'k' "]
+BLOCK_KEYS = [
+    "a", "b", "on", "1", "'k'", '"k"', "k k", "-k", "?k", "k#", "k #", "[k]", "'k' ", "'1'",
+]  # fmt: skip
 
 
 @st.composite
@@ -128,6 +133,142 @@ def test_a_text_one_character_off_reads_as_libyaml_reads_it(text: str, at: int, 
         assert both_typed(scanned) == both_typed(
             yamlevents.native_documents(mutant, MAX_DEPTH, scanner=False)
         )
+
+
+#: Keys the scanner reads (`1` and `'1'` are one key twice to the careful reader).
+PLAIN_KEYS = ["a", "b", "c", "k k", "1", "'1'", "on", '"on"']
+#: Values the scanner reads (so a text of them is the scanner's, unless something else is in it).
+PLAIN_VALUES = ["x", "a b", "1", "on", "~", "'q'", '"d"', "[a, 1]", "{a: 1}", "x # c", ""]
+
+
+@st.composite
+def _plain_node(draw: st.DrawFn, indent: int, depth: int) -> list[str]:
+    """The lines of a block mapping or sequence at `indent` that the scanner reads: keys unique,
+    indentation right, values one-line or literal blocks."""
+    pad = " " * indent
+    if draw(st.booleans()):
+        keys = draw(st.lists(st.sampled_from(PLAIN_KEYS), min_size=1, max_size=3, unique=True))
+        heads = [f"{pad}{key}:" for key in keys]
+    else:
+        heads = [f"{pad}-"] * draw(st.integers(1, 3))
+    lines: list[str] = []
+    for head in heads:
+        choice = draw(st.integers(0, 5)) if depth > 0 else 0
+        if choice <= 2:
+            value = draw(st.sampled_from(PLAIN_VALUES))
+            lines.append(f"{head} {value}".rstrip())
+        elif choice == 3:  # a literal block
+            lines.append(f"{head} |")
+            body = draw(st.lists(st.sampled_from(["x", "y: z"]), min_size=1, max_size=3))
+            lines += [f"{pad}  {text}" for text in body]
+        else:  # a nested collection on the next lines
+            lines.append(head)
+            lines += draw(_plain_node(indent + 2, depth - 1))
+    return lines
+
+
+@st.composite
+def _with_markers(draw: st.DrawFn) -> str:
+    """Documents the scanner reads, with marker lines (and look-alikes) put anywhere: between
+    documents, between keys, inside a nested block or a literal block's lines."""
+    lines: list[str] = []
+    for _ in range(draw(st.integers(1, 3))):
+        lines += draw(st.sampled_from([[], ["---"], ["--- # c"]])) + draw(_plain_node(0, 2))
+    for _ in range(draw(st.integers(1, 2))):
+        lines.insert(draw(st.integers(0, len(lines))), draw(st.sampled_from(MARKER_LINES)))
+    return "".join(line + "\n" for line in lines)
+
+
+@settings(derandomize=True, deadline=None, max_examples=400)
+@given(_with_markers())
+def test_a_document_marker_anywhere_reads_as_libyaml_reads_it(text: str) -> None:
+    scanned = native(text)
+    assert both_typed(scanned) == both_typed(
+        yamlevents.native_documents(text, MAX_DEPTH, scanner=False)
+    )
+    assert both_typed(scanned) == both_typed(python(text))
+    if scanned is not None:
+        assert both_typed(scanned) == careful_or_error(text)
+
+
+#: Text after a document end marker (`...` at column 0), with the line libyaml refuses it on: the
+#: scanner read it as one more key (`... resources` = {x: 1}), a reading of a file that PyYAML,
+#: kubectl and kustomize refuse.
+AFTER_DOCUMENT_END = [
+    ("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n... resources: {x: 1}\n", 5),
+    ("kind: Kustomization\nresources:\n- a.yaml\n... resources: [b.yaml]\n", 4),
+    ("a: |\n  x\n... b: c\n", 3),
+    ("a:\n  b: 1\n... : x\n", 3),
+    ("a: 1\n---\nb: 1\n... c: 2\n---\nd: 1\n", 4),
+]
+
+
+@pytest.mark.parametrize(("text", "line"), AFTER_DOCUMENT_END)
+def test_text_after_a_document_end_marker_is_refused_with_its_line(text: str, line: int) -> None:
+    assert yamlevents._NATIVE is not None
+    assert not yamlevents._NATIVE.scanned(text)  # libyaml reads it, not the scanner
+    assert native(text) is None
+    with pytest.raises(yaml.YAMLError) as pyyaml:  # PyYAML's own loader, in Python
+        list(yaml.load_all(text, Loader=yaml.SafeLoader))
+    assert isinstance(pyyaml.value, yaml.MarkedYAMLError)
+    assert pyyaml.value.problem_mark is not None
+    assert pyyaml.value.problem_mark.line + 1 == line
+    with pytest.raises(InputError, match=rf"^t\.yaml:{line}: invalid YAML: "):
+        parse_stream(text, "t.yaml")
+
+
+#: Keys of one text that Python takes for two (an int, a bool or None, and a string): the careful
+#: reader refuses them as a duplicate, as kustomize does ("mapping key "1" already defined");
+#: the fast readers read two keys.
+SAME_TEXT_KEYS = [
+    ("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\ndata:\n  1: x\n  '1': y\n", 7),
+    ("kind: X\nmetadata:\n  labels:\n    'true': x\n    true: y\n", 5),
+    ("kind: X\nspec: {~: 1, '~': 2}\n", 2),
+    ("kind: X\nspec:\n  1.0: a\n  b: c\n  '1.0': d\n", 5),
+]
+
+
+@pytest.mark.parametrize(("text", "line"), SAME_TEXT_KEYS)
+def test_keys_of_one_text_are_a_duplicate_to_every_reader(text: str, line: int) -> None:
+    assert native(text) is None
+    assert python(text) is None
+    with pytest.raises(InputError, match=rf"^t\.yaml:{line}: duplicate key "):
+        parse_stream(text, "t.yaml")
+
+
+@pytest.mark.parametrize(
+    ("prefix", "suffix"),
+    [("{", "}"), ("{b: c, ", "}"), ("[{", "}]"), ("\n- {", "}"), ("\n  x: {'y': z, ", "}")],
+)
+@pytest.mark.parametrize("style", ["plain", "quoted", "spaced"])
+@pytest.mark.parametrize("width", [1000, 1001, 1024, 1025, 1100])
+def test_a_flow_key_past_libyamls_key_limit_reads_as_libyaml_reads_it(
+    prefix: str, suffix: str, style: str, width: int
+) -> None:
+    """libyaml takes a key only when its `:` is at most 1024 characters after the key's start;
+    past that, `{k...: v}` is an error, where the scanner read the key."""
+    key = {
+        "plain": "k" * width,
+        "quoted": "'" + "k" * (width - 2) + "'",
+        "spaced": "k" * (width - 9) + " " * 9,
+    }[style]
+    text = f"apiVersion: v1\nkind: X\nspec: {prefix}{key}: v{suffix}\n"
+    fast = native(text)
+    assert both_typed(fast) == both_typed(
+        yamlevents.native_documents(text, MAX_DEPTH, scanner=False)
+    )
+    if fast is not None:
+        assert both_typed(fast) == careful_or_error(text)
+    if width > 1024:
+        assert careful_or_error(text) is InputError
+
+
+def test_markers_without_text_after_them_still_take_the_scanner() -> None:
+    """The fix hands marker lines with text to libyaml, not every stream with documents."""
+    assert yamlevents._NATIVE is not None
+    for text in ("a: 1\n---\nb: 2\n", "--- # c\na: 1\n--- \nb: 2\n", "---\n---\na: 1\n"):
+        assert yamlevents._NATIVE.scanned(text), text
+        assert both_typed(native(text)) == careful_or_error(text)
 
 
 def test_the_benchmarks_manifests_take_the_scanner() -> None:
@@ -202,6 +343,8 @@ def test_a_byte_order_mark_and_an_empty_text_read_as_pyyaml_reads_them() -> None
         "a: [1, 2\n",  # a syntax error
         "a: b: c\n",  # another
         "%YAML 1.1\n%TAG ! tag:x,2000:\n---\na: !b 1\n",  # directives and a local tag
+        "1: a\n'1': b\n",  # keys of one text, an int and a string (one key to kustomize)
+        "a: {'true': 1, true: 2}\n",  # the same, a string first, in a flow
     ],
 )
 def test_what_the_native_reader_leaves_to_the_careful_one(text: str) -> None:
