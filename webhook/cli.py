@@ -248,11 +248,6 @@ def serve(
     try:
         policy = load_policy(config_path)
         host, _port = host_of(listen)
-        # A missing kubeconfig is a usage error now, not a failed start later. Each use loads it
-        # again: the client writes certificate data to temporary files, removed at exit.
-        kube_configuration(kubeconfig)
-        stuck_every = parse_duration(stuck_interval)
-        stuck_after = parse_duration(stuck_older_than)
         limits, health_limits = _listener_limits(
             max_body_bytes,
             max_connections,
@@ -267,6 +262,11 @@ def serve(
                 "--health-idle-timeout": health_idle_timeout,
             },
         )
+        # A missing kubeconfig is a usage error now, not a failed start later. Each use loads it
+        # again: the client writes certificate data to temporary files, removed at exit.
+        kube_configuration(kubeconfig)
+        stuck_every = parse_duration(stuck_interval)
+        stuck_after = parse_duration(stuck_older_than)
     except (GateError, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
     ca_pem: bytes | None = Path(ca_file).read_bytes() if ca_file else None

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 from kubernetes.client.exceptions import ApiException
+from prometheus_client.parser import text_string_to_metric_families
 
 from . import kube as k
 from .kube import Cluster
@@ -76,6 +77,18 @@ def _probe(hook: Webhook, path: str) -> str:
         return f"{type(exc).__name__}: {exc}"
 
 
+def _closed_over_budget(hook: Webhook) -> list[tuple[dict[str, str], float]]:
+    """The samples of prune_gate_webhook_connections_closed_over_budget_total on /metrics."""
+    with urllib.request.urlopen(f"{hook.health_url}/metrics", timeout=PATIENCE) as resp:
+        text = resp.read().decode()
+    return [
+        (dict(s.labels), s.value)
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "prune_gate_webhook_connections_closed_over_budget_total"
+    ]
+
+
 def _direct(hook: Webhook) -> str:
     """GET /healthz over TLS on a new connection, with the API server's client certificate."""
     try:
@@ -104,6 +117,8 @@ def test_half_sent_requests_to_the_health_port_starve_neither_validate_nor_probe
         # the server requires of the API server.
         direct = [_direct(hook) for _ in range(5)]
 
+        closed = _closed_over_budget(hook)
+
         failed = [o for o in outcomes if o != "refused CLAIM_MOUNTED"]
         bad = [p for p in probes if p != "200"]
         lost = [d for d in direct if d != "200"]
@@ -113,3 +128,10 @@ def test_half_sent_requests_to_the_health_port_starve_neither_validate_nor_probe
             f"{len(lost)} of {len(direct)} TLS requests failed; first: "
             f"{[x[:240] for x in (failed[:1] + bad[:1] + lost[:1])]}"
         )
+        # What tells an operator: the health port (the master's, with workers) kept closing
+        # connections for its budget; the TLS port closed none.
+        health = (
+            {"listener": "health"} if workers == "1" else {"listener": "health", "worker": "master"}
+        )
+        assert sum(v for labels, v in closed if labels == health) >= held - 64
+        assert sum(v for labels, v in closed if labels.get("listener") == "tls") == 0

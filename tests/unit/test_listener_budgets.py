@@ -21,6 +21,10 @@ import threading
 from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
 
 from tests.unit.test_httpserver import PATIENCE, closed_by_server, delete, serving
 from webhook.httpserver import HEALTH_LIMITS, Limits
@@ -224,3 +228,84 @@ def test_one_client_connecting_as_fast_as_it_can_to_the_health_port(tmp_path: Pa
         assert not attacker.is_alive()
         assert answered == 20
         assert served.probe("/readyz") == 200
+
+
+# --- the settings -------------------------------------------------------------------------------
+
+
+def test_the_command_lines_defaults_are_the_servers() -> None:
+    """`gate webhook serve` without the options serves with `Limits()` on the TLS port and
+    `HEALTH_LIMITS` on the health port."""
+    from webhook.cli import _listener_limits, serve
+    from webhook.review import DEFAULT_MAX_BYTES
+
+    defaults: dict[str, Any] = {p.name: p.default for p in serve.params}
+    tls_limits, health = _listener_limits(
+        DEFAULT_MAX_BYTES,
+        defaults["max_connections"],
+        {k: defaults[k] for k in ("handshake_timeout", "header_timeout", "idle_timeout")},
+        defaults["health_max_connections"],
+        {k: defaults[k] for k in ("health_header_timeout", "health_idle_timeout")},
+    )
+    assert tls_limits == Limits(max_body_bytes=DEFAULT_MAX_BYTES + 1)
+    assert health == HEALTH_LIMITS
+    assert health.max_connections < tls_limits.max_connections
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--header-timeout", "5"], "--header-timeout: '5' is not a duration"),
+        (["--health-idle-timeout", "0s"], "--health-idle-timeout 0s: must be more than 0"),
+        (["--health-max-connections", "0"], "--health-max-connections"),
+    ],
+)
+def test_a_bad_budget_or_deadline_is_a_usage_error_before_serving(
+    monkeypatch: pytest.MonkeyPatch, args: list[str], said: str
+) -> None:
+    from gate.cli import main
+    from webhook import httpserver
+
+    monkeypatch.setattr(httpserver.HttpsServer, "run", lambda *_a: pytest.fail("served"))
+    result = CliRunner().invoke(main, ["webhook", "serve", "--self-signed", *args])
+    assert result.exit_code == 2, result.output
+    assert said in result.output
+
+
+_RAISE = """
+import resource, sys
+from webhook.serve import raise_descriptor_limit
+soft, hard = int(sys.argv[1]), int(sys.argv[2])
+resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+try:
+    raise_descriptor_limit(int(sys.argv[3]))
+except OSError as exc:
+    print("error:", exc)
+print(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+"""
+
+
+def _raised(soft: int, hard: int, need: int) -> str:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _RAISE, str(soft), str(hard), str(need)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,  # a hang guard
+    )
+    return done.stdout
+
+
+def test_the_descriptor_limit_is_raised_to_fit_every_budget() -> None:
+    """A soft limit below what the budgets need is raised (up to the hard one); a hard limit
+    below it is an error that says which options to lower."""
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    cap = 4096 if hard == resource.RLIM_INFINITY else min(hard, 4096)
+    need = min(2000, cap)
+    assert _raised(256, cap, need).split() == [str(need)]
+    out = _raised(256, 300, 2000)
+    assert "error: the connection budgets (--max-connections, --health-max-connections)" in out
+    assert "need about 2000 file descriptors, and this process may open 300" in out
