@@ -15,6 +15,7 @@ import socket
 import tempfile
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -132,6 +133,58 @@ def webhook() -> None:
 )
 @click.option("--max-body-bytes", type=int, default=DEFAULT_MAX_BYTES, show_default=True)
 @click.option(
+    "--max-connections",
+    type=click.IntRange(1, 65536),
+    default=1024,
+    show_default=True,
+    help="Connection budget of the TLS port (per worker). A new connection beyond it closes the "
+    "port's oldest that has not sent a whole request head, else the one idle longest.",
+)
+@click.option(
+    "--handshake-timeout",
+    default="5s",
+    show_default=True,
+    metavar="DURATION",
+    help="A TLS handshake not finished this long after the accept is closed.",
+)
+@click.option(
+    "--header-timeout",
+    default="5s",
+    show_default=True,
+    metavar="DURATION",
+    help="A request head (request line and headers) not whole this long after the handshake, "
+    "or after its first byte on a kept-alive connection, is closed (slowloris).",
+)
+@click.option(
+    "--idle-timeout",
+    default="30s",
+    show_default=True,
+    metavar="DURATION",
+    help="A kept-alive connection with no new request for this long is closed.",
+)
+@click.option(
+    "--health-max-connections",
+    type=click.IntRange(1, 65536),
+    default=32,
+    show_default=True,
+    help="Connection budget of the --health-port, its own: what holds it cannot take the TLS "
+    "port's.",
+)
+@click.option(
+    "--health-header-timeout",
+    default="3s",
+    show_default=True,
+    metavar="DURATION",
+    help="The --header-timeout of the --health-port.",
+)
+@click.option(
+    "--health-idle-timeout",
+    default="10s",
+    show_default=True,
+    metavar="DURATION",
+    help="The --idle-timeout of the --health-port.",
+)
+@click.option(
     "--stuck-interval",
     default="5m",
     show_default=True,
@@ -165,19 +218,27 @@ def serve(
     workers: int,
     health_port: int,
     max_body_bytes: int,
+    max_connections: int,
+    handshake_timeout: str,
+    header_timeout: str,
+    idle_timeout: str,
+    health_max_connections: int,
+    health_header_timeout: str,
+    health_idle_timeout: str,
     stuck_interval: str,
     stuck_older_than: str,
 ) -> None:
     """Serve /validate over TLS; the watch cache fills from the API server."""
     from webhook import register as reg
     from webhook import tls
-    from webhook.httpserver import HttpsServer, Limits
+    from webhook.httpserver import HttpsServer
     from webhook.serve import (
         CertReloader,
         answers_tls,
         health_only,
         host_of,
         listen_socket,
+        raise_descriptor_limit,
         return_freed_buffers,
     )
     from webhook.tls import CertificateError
@@ -187,6 +248,20 @@ def serve(
     try:
         policy = load_policy(config_path)
         host, _port = host_of(listen)
+        limits, health_limits = _listener_limits(
+            max_body_bytes,
+            max_connections,
+            {
+                "--handshake-timeout": handshake_timeout,
+                "--header-timeout": header_timeout,
+                "--idle-timeout": idle_timeout,
+            },
+            health_max_connections,
+            {
+                "--health-header-timeout": health_header_timeout,
+                "--health-idle-timeout": health_idle_timeout,
+            },
+        )
         # A missing kubeconfig is a usage error now, not a failed start later. Each use loads it
         # again: the client writes certificate data to temporary files, removed at exit.
         kube_configuration(kubeconfig)
@@ -352,16 +427,32 @@ def serve(
             registering = True
             state["registration"] = config
             state["serving"] = lambda: answers_tls(host, _port, ca_pem)
-        limits = Limits(max_body_bytes=max_body_bytes + 1)
+        try:
+            raise_descriptor_limit(
+                _descriptors_needed(limits, health_limits if health is not None else None)
+            )
+        except OSError as exc:
+            raise ServeError(str(exc)) from None
 
         def work(index: int, health_listener: socket.socket | None) -> None:
             """Serve until SIGTERM or SIGINT: one worker, in this process or a fork."""
+            from webhook.httpserver import HEALTH_LIMITS
+            from webhook.metrics import ConnectionsCollector
             from webhook.workers import stop_when_master_gone
 
             app = build_app(primary=index == 0)
             server = HttpsServer(app, reloader.context, limits)
             if health_listener is not None:
-                server.add_plain(health_listener, health_only(app))
+                # With workers, the master's Unix socket to this one, not the pod's port.
+                server.add_plain(
+                    health_listener,
+                    health_only(app),
+                    health_limits if workers == 1 else HEALTH_LIMITS,
+                    "health" if workers == 1 else "master",
+                )
+            app.extensions["prune_gate"]["metrics"].registry.register(
+                ConnectionsCollector(server.stats)
+            )
             if workers > 1:
                 server.add_background(stop_when_master_gone)
             fields = {"listen": listen, "worker": index, "pid": os.getpid()}
@@ -382,6 +473,7 @@ def serve(
                     work,
                     health,
                     limits,
+                    health_limits,
                     ready=lambda: log.info("workers started", extra={"workers": workers}),
                 ).run()
         finally:
@@ -397,6 +489,59 @@ def serve(
             if made_dir is not None:
                 shutil.rmtree(made_dir, ignore_errors=True)
                 log.info("self-signed certificate removed", extra={"dir": str(made_dir)})
+
+
+def _listener_limits(
+    max_body_bytes: int,
+    max_connections: int,
+    tls_durations: dict[str, str],
+    health_max_connections: int,
+    health_durations: dict[str, str],
+) -> tuple[Any, Any]:
+    """The TLS port's and the health port's `Limits` from the options; ValueError names the
+    option with a duration that is not one, or not above zero."""
+    from webhook.httpserver import HEALTH_LIMITS, Limits
+
+    def seconds(durations: dict[str, str]) -> list[float]:
+        out = []
+        for option, text in durations.items():
+            try:
+                value = parse_duration(text)
+            except ValueError as exc:
+                raise ValueError(f"{option}: {exc}") from None
+            if value <= 0:
+                raise ValueError(f"{option} {text}: must be more than 0")
+            out.append(value)
+        return out
+
+    handshake, header, idle = seconds(tls_durations)
+    health_header, health_idle = seconds(health_durations)
+    limits = Limits(
+        max_connections=max_connections,
+        handshake_seconds=handshake,
+        header_seconds=header,
+        idle_seconds=idle,
+        max_body_bytes=max_body_bytes + 1,
+    )
+    health = replace(
+        HEALTH_LIMITS,
+        max_connections=health_max_connections,
+        header_seconds=health_header,
+        idle_seconds=health_idle,
+    )
+    return limits, health
+
+
+def _descriptors_needed(limits: Any, health: Any) -> int:
+    """File descriptors one process may hold at once: every budget, what one turn of the loop
+    accepts beyond it, the master's link to a worker, and the API client's connections."""
+    from webhook.httpserver import HEALTH_LIMITS
+
+    need = 256  # the API client's pool (64), watches, certificate files, the log
+    for lim in (limits, health, HEALTH_LIMITS):
+        if lim is not None:
+            need += lim.max_connections + lim.accept_batch
+    return int(need)
 
 
 def _exit_on_sigterm() -> None:

@@ -9,10 +9,23 @@ it runs the TLS handshake and every read in a worker thread, so a client that co
 nothing pins a thread until the worker's timeout, and as many idle clients as threads stall every
 API-server call; and its threads take turns on one interpreter lock, so more threads bought no
 throughput. Here the handshake and every read are non-blocking in the loop: an idle or slow
-client costs a socket and a few KB, and every phase has a deadline (handshake, request, idle
-keep-alive) after which it is closed. The app is called inline: a decision is well under a
-millisecond of CPU work on the in-memory cache, with no I/O to wait for, so handing it to a thread
-would only add the lock's hand-off.
+client costs a socket and a few KB, and every phase has a deadline (handshake, request head,
+body, idle keep-alive) after which it is closed. The app is called inline: a decision is well
+under a millisecond of CPU work on the in-memory cache, with no I/O to wait for, so handing it to
+a thread would only add the lock's hand-off.
+
+Each listener has limits of its own (`Limits`): its connection budget and its deadlines. The
+health port needs no client certificate, so anyone who reaches it can hold connections there;
+its budget is small and it is its own, so it cannot use up the TLS port's, where the API server
+calls /validate (with one budget for both, 1,100 half-sent requests to the health port reset
+every new TLS connection). A new connection to a listener at its budget is taken, and the
+listener closes the oldest of its own connections that has not sent a whole request head (a
+stalled handshake, a half-sent request); failing that, the one idle longest between requests;
+failing that, its oldest. Refusing the new one instead would let whoever holds the budget keep
+it, by opening a connection again as each deadline closes one (1,024 held 10 s costs about 100
+connections a second); closing the oldest, a client is cut off only if more new connections
+than the budget arrive while it sends its request head, which for the API server is a few
+milliseconds. A connection in the middle of a request goes last: it has shown a whole head.
 
 HTTP/1.1 parsing is h11's (a strict, sans-I/O parser: no request smuggling through a lenient
 hand-written one). Bodies are bounded before they are read: a Content-Length over the limit is
@@ -33,7 +46,7 @@ import ssl
 import sys
 import threading
 from collections.abc import Callable, Coroutine, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any
 from wsgiref.types import WSGIApplication
@@ -45,16 +58,23 @@ log = logging.getLogger("prune_gate.webhook.server")
 
 @dataclass(frozen=True)
 class Limits:
-    """What one connection may take, in time and bytes."""
+    """What one listener holds and what one of its connections may take, in time and bytes."""
 
-    #: From accept to a finished TLS handshake.
-    handshake_seconds: float = 10.0
-    #: From a request's first byte to its last (headers and body): a slow sender is cut off.
+    #: From accept to a finished TLS handshake. The API server's handshake takes milliseconds,
+    #: and its whole call has at most the webhook's timeoutSeconds (1-30, the chart's 5).
+    handshake_seconds: float = 5.0
+    #: Until a request's head (request line and headers) is whole: from the handshake (plain
+    #: HTTP: the accept) for a connection's first request, from the first byte for a later one.
+    #: A slowloris-style half-sent head is closed at this deadline.
+    header_seconds: float = 5.0
+    #: After the head: until the body's last byte; and, for writing the answer, until the client
+    #: has taken it. A slow sender or a client that reads nothing is cut off.
     request_seconds: float = 10.0
     #: How long a kept-alive connection may wait for its next request. The API server keeps its
     #: connections to webhooks for reuse; 30 s is gunicorn's keepalive that it was served with.
     idle_seconds: float = 30.0
-    #: Open connections beyond this are closed at accept (each costs a file descriptor).
+    #: The listener's connection budget (each costs a file descriptor); a new connection beyond
+    #: it closes the listener's oldest (see the module docstring for which).
     max_connections: int = 1024
     #: Request line and headers together.
     max_header_bytes: int = 16 * 1024
@@ -64,8 +84,37 @@ class Limits:
     #: dropped before the connection closes (see `HttpsServer._linger`).
     linger_seconds: float = 2.0
     linger_bytes: int = 4 * 1024 * 1024
-    #: How long a stop waits for requests in flight before closing their connections.
+    #: How long a stop waits for requests in flight before closing their connections (the
+    #: server's own limits only: the first argument of `HttpsServer`).
     graceful_seconds: float = 10.0
+
+    def __post_init__(self) -> None:
+        if self.max_connections < 1:
+            raise ValueError(f"max_connections must be at least 1, not {self.max_connections}")
+        for name in ("handshake_seconds", "header_seconds", "request_seconds", "idle_seconds"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be more than 0, not {getattr(self, name)}")
+
+    @property
+    def accept_batch(self) -> int:
+        """How many connections one turn of the event loop accepts at most: a quarter of the
+        budget (1-256). A client that sends its request at once has it read within a turn or
+        two of its accept; fewer newer connections than the budget can arrive meanwhile, so a
+        flood of new connections cannot make it the oldest and close it first."""
+        return max(1, min(256, self.max_connections // 4))
+
+
+#: The plain-HTTP health listener's limits: kubelet's probes open a connection each (a few per
+#: period) and send their request at once (their timeout is seconds); a metrics scraper keeps
+#: one or two. A small budget, and a short head deadline, for a port anyone who reaches it may
+#: fill: whatever it holds is its own, never the TLS port's.
+HEALTH_LIMITS = Limits(
+    max_connections=32,
+    header_seconds=3.0,
+    request_seconds=5.0,
+    idle_seconds=10.0,
+    max_body_bytes=16 * 1024,
+)
 
 
 class _ClosedError(Exception):
@@ -95,12 +144,93 @@ class _Request:
 Background = Callable[[], Coroutine[Any, Any, None]]
 
 
-@dataclass(frozen=True)
+#: A connection's phases, in the order in which a listener at its budget closes them: not yet
+#: a whole request head (a handshake, a half-sent head), idle between requests, in a request.
+OPENING, IDLE, ACTIVE = "opening", "idle", "active"
+
+
+@dataclass(eq=False)
+class _Connection:
+    task: asyncio.Task[None]
+    writer: asyncio.StreamWriter
+    phase: str = OPENING
+
+
+class _Budget:
+    """A listener's open connections by phase, each phase oldest first (dicts keep their
+    insertion order): which one makes room for a new connection, in O(1)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._phases: dict[str, dict[_Connection, None]] = {OPENING: {}, IDLE: {}, ACTIVE: {}}
+        #: Connections closed to make room for a new one, since the start.
+        self.closed_over_budget = 0
+
+    def __len__(self) -> int:
+        return sum(len(conns) for conns in self._phases.values())
+
+    def connections(self) -> list[_Connection]:
+        return [c for conns in self._phases.values() for c in conns]
+
+    def add(self, conn: _Connection) -> None:
+        self._phases[conn.phase][conn] = None
+
+    def move(self, conn: _Connection, phase: str) -> None:
+        """`conn` enters `phase` (as its newest); no-op for one closed already."""
+        if conn in self._phases[conn.phase]:
+            del self._phases[conn.phase][conn]
+            conn.phase = phase
+            self._phases[phase][conn] = None
+
+    def discard(self, conn: _Connection) -> None:
+        self._phases[conn.phase].pop(conn, None)
+
+    def make_room(self) -> _Connection | None:
+        """At the budget: take out and return the connection to close for a new one (the oldest
+        opening one, else the one idle longest, else the oldest in a request); else None."""
+        if len(self) < self.limit:
+            return None
+        for phase in (OPENING, IDLE, ACTIVE):
+            conns = self._phases[phase]
+            if conns:
+                victim = next(iter(conns))
+                del conns[victim]
+                return victim
+        return None
+
+
+@dataclass(eq=False)
 class _Listener:
+    #: What the log and the metrics call it: "tls", "health".
+    name: str
     sock: socket.socket
     app: WSGIApplication
     #: None: plain HTTP.
     contexts: Callable[[], ssl.SSLContext] | None
+    limits: Limits
+    budget: _Budget = field(init=False)
+    #: When (loop time) the next over-budget warning may be logged.
+    quiet_until: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.budget = _Budget(self.limits.max_connections)
+
+
+@dataclass(frozen=True)
+class ListenerStats:
+    """One listener's connections now and closed for its budget so far (for /metrics)."""
+
+    name: str
+    open: int
+    max_connections: int
+    closed_over_budget: int
+
+
+#: The kernel's queue of connections not yet accepted, on every listener.
+LISTEN_QUEUE = 1024
+
+#: At most one over-budget warning per listener in this many seconds (a flood would flood the log).
+WARN_EVERY_SECONDS = 60.0
 
 
 class HttpsServer:
@@ -108,8 +238,9 @@ class HttpsServer:
 
     `contexts` is asked for the SSLContext of each new connection (`CertReloader.context`), so a
     rotated certificate is used from the next connection on. `add_plain` serves another app
-    over plain HTTP on another socket (the health port) in the same loop; with `app` None there
-    is no TLS listener.
+    over plain HTTP on another socket (the health port) in the same loop, with limits of its
+    own; with `app` None there is no TLS listener. `limits` are the TLS listener's, and their
+    `graceful_seconds` the whole server's.
     """
 
     def __init__(
@@ -121,20 +252,38 @@ class HttpsServer:
         self.app = app
         self.contexts = contexts
         self.limits = limits or Limits()
-        self._plain: list[tuple[socket.socket, WSGIApplication]] = []
+        self._listeners: list[_Listener] = []
         self._background: list[Background] = []
-        self._connections: dict[asyncio.Task[None], bool] = {}  # task -> busy with a request
         self._stopping: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        #: Every connection's task, from accept until it is closed (a stop waits for them).
+        self._tasks: set[asyncio.Task[None]] = set()
+        #: Connections refused because the server was stopping.
         self.refused_connections = 0
 
-    def add_plain(self, sock: socket.socket, app: WSGIApplication) -> None:
-        """Also serve `app` over plain HTTP on `sock` (bound and listening, TCP or Unix)."""
-        self._plain.append((sock, app))
+    def add_plain(
+        self,
+        sock: socket.socket,
+        app: WSGIApplication,
+        limits: Limits = HEALTH_LIMITS,
+        name: str = "health",
+    ) -> None:
+        """Also serve `app` over plain HTTP on `sock` (bound and listening, TCP or Unix), with
+        its own connection budget and deadlines (by default the health port's)."""
+        self._listeners.append(_Listener(name, sock, app, None, limits))
 
     def add_background(self, task: Background) -> None:
         """Run `task()` while serving; when it returns or fails, the server stops."""
         self._background.append(task)
+
+    def stats(self) -> list[ListenerStats]:
+        """Every listener's connections (read in the loop's thread, as the app is called)."""
+        return [
+            ListenerStats(
+                lst.name, len(lst.budget), lst.budget.limit, lst.budget.closed_over_budget
+            )
+            for lst in self._listeners
+        ]
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -152,11 +301,10 @@ class HttpsServer:
         if handles_signals:
             for signum in (signal.SIGTERM, signal.SIGINT):
                 self._loop.add_signal_handler(signum, self._signalled, signum)
-        listeners = [_Listener(s, app, None) for s, app in self._plain]
         if sock is not None:
             assert self.app is not None and self.contexts is not None
-            listeners.insert(0, _Listener(sock, self.app, self.contexts))
-        servers = [await self._start(listener) for listener in listeners]
+            self._listeners.insert(0, _Listener("tls", sock, self.app, self.contexts, self.limits))
+        servers = [await self._start(listener) for listener in self._listeners]
         tasks = [asyncio.create_task(self._guard(b)) for b in self._background]
         if ready is not None:
             ready()
@@ -184,9 +332,17 @@ class HttpsServer:
             if listener.sock.family == socket.AF_UNIX
             else asyncio.start_server
         )
-        return await start(
-            accepted, sock=listener.sock, limit=self.limits.max_header_bytes, backlog=1024
+        server = await start(
+            accepted,
+            sock=listener.sock,
+            limit=listener.limits.max_header_bytes,
+            backlog=listener.limits.accept_batch,
         )
+        # asyncio's backlog is both the accept batch and the kernel's queue of connections not
+        # yet accepted: keep the batch, and a long queue, so that a burst waits in the queue
+        # instead of having its SYNs dropped (each drop costs a client a second or more).
+        listener.sock.listen(LISTEN_QUEUE)
+        return server
 
     async def _guard(self, task: Background) -> None:
         try:
@@ -213,10 +369,11 @@ class HttpsServer:
             loop.call_soon_threadsafe(stopping.set)
 
     async def _drain(self) -> None:
-        for task, busy in list(self._connections.items()):
-            if not busy:
-                task.cancel()  # waiting for a request that is not coming
-        pending = list(self._connections)
+        for listener in self._listeners:
+            for conn in listener.budget.connections():
+                if conn.phase != ACTIVE:
+                    conn.task.cancel()  # waiting for a request that is not coming
+        pending = list(self._tasks)  # with the ones closing already
         if pending:
             _done, late = await asyncio.wait(pending, timeout=self.limits.graceful_seconds)
             for task in late:
@@ -232,15 +389,18 @@ class HttpsServer:
         task = asyncio.current_task()
         assert task is not None
         stopping = self._stopping
-        if len(self._connections) >= self.limits.max_connections or (
-            stopping is not None and stopping.is_set()
-        ):
+        if stopping is not None and stopping.is_set():
             self.refused_connections += 1
             writer.transport.abort()
             return
-        self._connections[task] = False
+        victim = listener.budget.make_room()
+        if victim is not None:
+            self._close_over_budget(listener, victim)
+        conn = _Connection(task, writer)
+        listener.budget.add(conn)
+        self._tasks.add(task)
         try:
-            await self._connection(task, reader, writer, listener)
+            await self._connection(conn, reader, writer, listener)
         except (_ClosedError, ConnectionError, TimeoutError, ssl.SSLError, OSError):
             pass
         except asyncio.CancelledError:
@@ -248,12 +408,38 @@ class HttpsServer:
         except Exception:
             log.exception("connection failed")
         finally:
-            del self._connections[task]
+            listener.budget.discard(conn)
             await self._close(writer)
+            self._tasks.discard(task)
+
+    def _close_over_budget(self, listener: _Listener, victim: _Connection) -> None:
+        """Close `victim` (already out of the budget) at once, to make room for a new one."""
+        victim.writer.transport.abort()
+        victim.task.cancel()
+        budget = listener.budget
+        budget.closed_over_budget += 1
+        assert self._loop is not None
+        now = self._loop.time()
+        if now >= listener.quiet_until:
+            listener.quiet_until = now + WARN_EVERY_SECONDS
+            log.warning(
+                f"the {listener.name} listener is at its budget of {budget.limit} connections: "
+                f"closing its oldest {victim.phase} connection for each new one. Something holds "
+                "connections open without finishing requests; if it is not a burst of the API "
+                "server's, find who (the pod's connections), restrict who may reach this port "
+                "(the chart's networkPolicy), or raise the budget (--max-connections, "
+                "--health-max-connections)",
+                extra={
+                    "listener": listener.name,
+                    "max_connections": budget.limit,
+                    "closed_over_budget_total": budget.closed_over_budget,
+                },
+            )
 
     async def _close(self, writer: asyncio.StreamWriter) -> None:
         """Close cleanly (what was written is sent, then TLS close_notify); abort when that
-        cannot be done quickly, or when the task was cancelled (a stop's deadline)."""
+        cannot be done quickly, or when the task was cancelled (a stop's deadline, a listener
+        making room)."""
         task = asyncio.current_task()
         if task is not None and task.cancelling():
             writer.transport.abort()
@@ -265,66 +451,78 @@ class HttpsServer:
         except (TimeoutError, ConnectionError, ssl.SSLError, OSError):
             writer.transport.abort()
         except asyncio.CancelledError:
+            # The connection's task ends here anyway: a cancel (the end of a stop) has nothing
+            # left to interrupt, and a task that ends cancelled is logged by asyncio's streams.
             writer.transport.abort()
-            raise
 
     async def _connection(
         self,
-        task: asyncio.Task[None],
+        conn: _Connection,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         listener: _Listener,
     ) -> None:
+        limits = listener.limits
+        budget = listener.budget
         peer = writer.get_extra_info("peername")
         if listener.contexts is not None:
-            async with asyncio.timeout(self.limits.handshake_seconds):
+            async with asyncio.timeout(limits.handshake_seconds):
                 await writer.start_tls(listener.contexts())
-        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=self.limits.max_header_bytes)
+        h11_conn = h11.Connection(h11.SERVER, max_incomplete_event_size=limits.max_header_bytes)
         first = True
         while True:
             try:
-                req = await self._read_request(conn, reader, idle=not first)
+                req = await self._read_request(
+                    h11_conn,
+                    reader,
+                    limits,
+                    idle=not first,
+                    headed=lambda: budget.move(conn, ACTIVE),
+                )
             except _MalformedError as exc:
-                await self._refuse(conn, writer, exc)
-                await self._linger(reader)
+                await self._refuse(h11_conn, writer, exc, limits)
+                await self._linger(reader, limits)
                 return
             first = False
-            self._connections[task] = True
             status, headers, body = self._call_app(listener, req, peer)
             close = self._stopping is not None and self._stopping.is_set()
-            if req.unread_length is not None or conn.their_state is h11.MUST_CLOSE:
+            if req.unread_length is not None or h11_conn.their_state is h11.MUST_CLOSE:
                 close = True  # the unread body is still on the wire
             if close:
                 headers.append(("Connection", "close"))
             response = h11.Response(status_code=status, headers=headers, reason=_phrase(status))
-            out = conn.send(response) or b""
-            out += conn.send(h11.Data(data=body)) or b""
-            out += conn.send(h11.EndOfMessage()) or b""
+            out = h11_conn.send(response) or b""
+            out += h11_conn.send(h11.Data(data=body)) or b""
+            out += h11_conn.send(h11.EndOfMessage()) or b""
             writer.write(out)
-            async with asyncio.timeout(self.limits.request_seconds):
+            async with asyncio.timeout(limits.request_seconds):
                 await writer.drain()
-            self._connections[task] = False
+            budget.move(conn, IDLE)
             if req.unread_length is not None:
-                await self._linger(reader)
-            if close or conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
+                await self._linger(reader, limits)
+            if close or h11_conn.our_state is not h11.DONE or h11_conn.their_state is not h11.DONE:
                 return
-            conn.start_next_cycle()
+            h11_conn.start_next_cycle()
 
-    async def _linger(self, reader: asyncio.StreamReader) -> None:
+    async def _linger(self, reader: asyncio.StreamReader, limits: Limits) -> None:
         """Read and drop what the client still sends, briefly, before closing: closing a socket
         with unread bytes resets it, and a reset can destroy the answer just sent (the 413 of
         a body still arriving) before the client reads it."""
         dropped = 0
         with contextlib.suppress(TimeoutError, ConnectionError, ssl.SSLError, OSError):
-            async with asyncio.timeout(self.limits.linger_seconds):
-                while dropped < self.limits.linger_bytes:
+            async with asyncio.timeout(limits.linger_seconds):
+                while dropped < limits.linger_bytes:
                     data = await reader.read(65536)
                     if not data:
                         return
                     dropped += len(data)
 
     async def _refuse(
-        self, conn: h11.Connection, writer: asyncio.StreamWriter, exc: _MalformedError
+        self,
+        conn: h11.Connection,
+        writer: asyncio.StreamWriter,
+        exc: _MalformedError,
+        limits: Limits,
     ) -> None:
         """Answer a request h11 could not parse, as JSON like every other answer, and close."""
         if conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
@@ -336,24 +534,34 @@ class HttpsServer:
             f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
         ).encode() + body
         writer.write(out)
-        async with asyncio.timeout(self.limits.request_seconds):
+        async with asyncio.timeout(limits.request_seconds):
             await writer.drain()
 
     async def _read_request(
-        self, conn: h11.Connection, reader: asyncio.StreamReader, idle: bool
+        self,
+        conn: h11.Connection,
+        reader: asyncio.StreamReader,
+        limits: Limits,
+        idle: bool,
+        headed: Callable[[], None],
     ) -> _Request:
-        """The next request; waits up to `idle_seconds` for its first byte, then
-        `request_seconds` for the rest."""
-        limits = self.limits
+        """The next request: waits up to `idle_seconds` for the first byte of a kept-alive
+        connection's next one, then `header_seconds` for the whole head, then (`headed` is
+        called) `request_seconds` for the body."""
         if idle and not self._has_buffered(conn):
             async with asyncio.timeout(limits.idle_seconds):
                 data = await reader.read(65536)
             if not data:
                 raise _ClosedError
             conn.receive_data(data)
-        async with asyncio.timeout(limits.request_seconds):
+        async with asyncio.timeout(limits.header_seconds) as deadline:
+
+            def head_done() -> None:
+                deadline.reschedule(asyncio.get_running_loop().time() + limits.request_seconds)
+                headed()
+
             try:
-                return await self._parse(conn, reader)
+                return await self._parse(conn, reader, limits, head_done)
             except h11.RemoteProtocolError as exc:
                 raise _MalformedError(exc.error_status_hint, str(exc)) from None
 
@@ -361,7 +569,13 @@ class HttpsServer:
     def _has_buffered(conn: h11.Connection) -> bool:
         return bool(conn.trailing_data[0])
 
-    async def _parse(self, conn: h11.Connection, reader: asyncio.StreamReader) -> _Request:
+    async def _parse(
+        self,
+        conn: h11.Connection,
+        reader: asyncio.StreamReader,
+        limits: Limits,
+        head_done: Callable[[], None],
+    ) -> _Request:
         head: h11.Request | None = None
         chunks: list[bytes] = []
         size = 0
@@ -376,13 +590,14 @@ class HttpsServer:
             if isinstance(event, h11.Request):
                 head = event
                 size = len(event.target) + sum(len(k) + len(v) + 4 for k, v in event.headers)
-                if size > self.limits.max_header_bytes:  # h11 bounds only a head in pieces
+                if size > limits.max_header_bytes:  # h11 bounds only a head in pieces
                     raise _MalformedError(
-                        431, f"request line and headers over {self.limits.max_header_bytes} bytes"
+                        431, f"request line and headers over {limits.max_header_bytes} bytes"
                     )
+                head_done()
                 size = 0
                 length = _content_length(event.headers)
-                if length is not None and length > self.limits.max_body_bytes:
+                if length is not None and length > limits.max_body_bytes:
                     return _Request(
                         event.method.decode("ascii"),
                         event.target.decode("ascii", "replace"),
@@ -393,13 +608,13 @@ class HttpsServer:
             elif isinstance(event, h11.Data):
                 size += len(event.data)
                 chunks.append(event.data)
-                if size > self.limits.max_body_bytes:
+                if size > limits.max_body_bytes:
                     assert head is not None
                     return _Request(
                         head.method.decode("ascii"),
                         head.target.decode("ascii", "replace"),
                         [(k, v) for k, v in head.headers if k != b"content-length"],
-                        b"".join(chunks)[: self.limits.max_body_bytes],
+                        b"".join(chunks)[: limits.max_body_bytes],
                         unread_length=size,
                     )
             elif isinstance(event, h11.EndOfMessage):

@@ -16,8 +16,42 @@ from prometheus_client.registry import Collector
 
 from webhook.cache import CacheStats
 from webhook.events import EventCounts
+from webhook.httpserver import ListenerStats
 
 PREFIX = "prune_gate_webhook"
+
+
+class ConnectionsCollector(Collector):
+    """Each listener's open connections, its budget, and the connections it closed to make room
+    for new ones (`HttpsServer.stats`): a listener that keeps closing for its budget is held
+    by someone who does not finish requests."""
+
+    def __init__(self, stats: Callable[[], list[ListenerStats]]) -> None:
+        self._stats = stats
+
+    def collect(self) -> Iterator[Any]:
+        stats = self._stats()
+        now = GaugeMetricFamily(
+            f"{PREFIX}_connections", "Open connections, by listener", labels=["listener"]
+        )
+        budget = GaugeMetricFamily(
+            f"{PREFIX}_connections_max",
+            "Connection budget (--max-connections, --health-max-connections), by listener",
+            labels=["listener"],
+        )
+        closed = CounterMetricFamily(
+            f"{PREFIX}_connections_closed_over_budget",
+            "Connections a listener at its budget closed to take a new one (the oldest not in "
+            "a request), by listener",
+            labels=["listener"],
+        )
+        for s in stats:
+            now.add_metric([s.name], s.open)
+            budget.add_metric([s.name], s.max_connections)
+            closed.add_metric([s.name], s.closed_over_budget)
+        yield now
+        yield budget
+        yield closed
 
 
 class _CacheCollector(Collector):

@@ -23,6 +23,7 @@ import datetime as dt
 import hashlib
 import json
 import logging
+import resource
 import socket
 import ssl
 import threading
@@ -200,6 +201,25 @@ def return_freed_buffers() -> None:
         return
     m_mmap_threshold = -3  # <malloc.h>
     mallopt(m_mmap_threshold, 128 * 1024)
+
+
+def raise_descriptor_limit(need: int) -> None:
+    """Let this process open `need` file descriptors: raise its soft limit up to the hard one
+    when it is lower. Every listener's budget bounds its own connections only while the
+    process has descriptors for all of them: were they to run out, an accept on any listener
+    would fail (EMFILE), and the health port's connections could keep the TLS port from taking
+    the API server's. OSError, naming the fix, when even the hard limit is too low."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= need:
+        return
+    if hard != resource.RLIM_INFINITY and hard < need:
+        raise OSError(
+            f"the connection budgets (--max-connections, --health-max-connections) need about "
+            f"{need} file descriptors, and this process may open {hard} (its hard nofile "
+            "limit): lower the budgets, or raise the limit of the container runtime or shell"
+        )
+    resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+    log.info("file descriptor limit raised", extra={"from": soft, "to": need})
 
 
 def host_of(listen: str) -> tuple[str, int]:

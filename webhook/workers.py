@@ -40,7 +40,8 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from webhook.httpserver import HttpsServer, Limits
+from webhook.httpserver import HEALTH_LIMITS, HttpsServer, Limits
+from webhook.metrics import ConnectionsCollector
 
 log = logging.getLogger("prune_gate.webhook.workers")
 
@@ -116,12 +117,16 @@ class Supervisor:
     workers: int
     work: Callable[[int, socket.socket], None]
     health: socket.socket | None
+    #: The workers' TLS limits (the master waits their `graceful_seconds` for a stop).
     limits: Limits = field(default_factory=Limits)
+    #: The pod's health port's: a budget and deadlines of its own.
+    health_limits: Limits = HEALTH_LIMITS
     #: Called in the master once every worker has been started.
     ready: Callable[[], None] | None = None
     _dir: Path | None = None
     _sockets: dict[int, socket.socket] = field(default_factory=dict)
     _table: list[_Worker] = field(default_factory=list)
+    _server: HttpsServer | None = None
 
     def run(self) -> None:
         """Fork the workers and supervise them until SIGTERM or SIGINT; then stop them, waiting
@@ -134,9 +139,9 @@ class Supervisor:
                 self._table.append(_Worker(i, str(path)))
             for worker in self._table:  # before the loop and its handlers exist
                 self._fork(worker)
-            server = HttpsServer(None, None, self.limits)
+            server = self._server = HttpsServer(None, None, self.limits)
             if self.health is not None:
-                server.add_plain(self.health, self.health_app)
+                server.add_plain(self.health, self.health_app, self.health_limits)
             server.add_background(self._supervise)
             server.run(None, ready=self.ready)
         finally:
@@ -313,6 +318,16 @@ class _WorkersCollector(Collector):
                     )
                 for sample in family.samples:
                     labels = {**sample.labels, "worker": str(worker.index)}
+                    into.add_sample(sample.name, labels, sample.value, sample.timestamp)
+        server = self._supervisor._server
+        if server is not None:  # the master's own listener: the pod's health port
+            for family in ConnectionsCollector(server.stats).collect():
+                into = merged.setdefault(
+                    family.name,
+                    Metric(family.name, family.documentation, family.type, family.unit),
+                )
+                for sample in family.samples:
+                    labels = {**sample.labels, "worker": "master"}
                     into.add_sample(sample.name, labels, sample.value, sample.timestamp)
         yield from merged.values()
         running = GaugeMetricFamily(

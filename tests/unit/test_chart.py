@@ -431,6 +431,13 @@ def test_deployment_runs_the_webhook_in_cluster() -> None:
         "--workers=2",
         f"--watch-registration={FULLNAME}",
         "--health-port=8081",
+        "--max-connections=1024",
+        "--handshake-timeout=5s",
+        "--header-timeout=5s",
+        "--idle-timeout=30s",
+        "--health-max-connections=32",
+        "--health-header-timeout=3s",
+        "--health-idle-timeout=10s",
         "--stuck-interval=5m",
         "--stuck-older-than=5m",
     ]
@@ -836,9 +843,55 @@ def test_network_policy_admits_the_webhook_port_and_the_health_port() -> None:
         {"ports": [{"port": "https", "protocol": "TCP"}], "from": peers},
         {"ports": [{"port": "health", "protocol": "TCP"}], "from": prometheus},
     ]
-    open_health = one(render({"networkPolicy": {"enabled": True}}), "NetworkPolicy")
-    assert open_health["spec"]["ingress"][1] == {"ports": [{"port": "health", "protocol": "TCP"}]}
     assert not [o for o in render() if o["kind"] == "NetworkPolicy"]
+
+
+def test_the_health_port_admits_only_the_metrics_scraper_by_default() -> None:
+    """The health port needs no client certificate: by default only the namespace `monitoring`
+    (a Prometheus) may reach it, besides the pod's node (kubelet's probes), which a
+    NetworkPolicy always admits and so needs, and has, no rule. The webhook port stays open to
+    any source (the API server's address is not selectable)."""
+    policy = one(render({"networkPolicy": {"enabled": True}}), "NetworkPolicy")
+    monitoring = {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}
+    }
+    assert policy["spec"]["ingress"] == [
+        {"ports": [{"port": "https", "protocol": "TCP"}]},
+        {"ports": [{"port": "health", "protocol": "TCP"}], "from": [monitoring]},
+    ]
+    # `[]` is the node only: no rule, since a rule without `from` admits every source.
+    node_only = one(render({"networkPolicy": {"enabled": True, "healthFrom": []}}), "NetworkPolicy")
+    assert node_only["spec"]["ingress"] == [{"ports": [{"port": "https", "protocol": "TCP"}]}]
+    # Widened, as values.yaml says: the scraper's pods, and a host-network scraper's node.
+    wider = [
+        {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "observability"}},
+            "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
+        },
+        {"ipBlock": {"cidr": "192.168.10.0/24"}},
+    ]
+    widened = one(
+        render({"networkPolicy": {"enabled": True, "healthFrom": wider}}), "NetworkPolicy"
+    )
+    assert widened["spec"]["ingress"][1] == {
+        "ports": [{"port": "health", "protocol": "TCP"}],
+        "from": wider,
+    }
+
+
+def test_the_listeners_budgets_and_deadlines_are_values() -> None:
+    values = {
+        "server": {
+            "tls": {"maxConnections": 4096, "headerTimeout": "2s"},
+            "health": {"maxConnections": 8, "idleTimeout": "1s"},
+        }
+    }
+    args = container(render(values))["args"]
+    assert "--max-connections=4096" in args
+    assert "--header-timeout=2s" in args
+    assert "--handshake-timeout=5s" in args  # the default of what was not given
+    assert "--health-max-connections=8" in args
+    assert "--health-idle-timeout=1s" in args
 
 
 # --- values.schema.json -----------------------------------------------------------------------
@@ -872,6 +925,15 @@ def test_network_policy_admits_the_webhook_port_and_the_health_port() -> None:
         ({"serviceMonitor": {"tlsConfig": {}}}, "tlsConfig"),
         ({"healthPort": 8443}, "healthPort"),
         ({"webhook": {"clientCA": {"enable": True}}}, "enable"),
+        ({"server": {"health": {"maxConnections": 0}}}, "maxConnections"),
+        ({"server": {"tls": {"headerTimeout": "0s"}}}, "headerTimeout"),
+        ({"server": {"tls": {"headerTimeout": "5"}}}, "headerTimeout"),
+        ({"server": {"health": {"handshakeTimeout": "5s"}}}, "handshakeTimeout"),
+        ({"networkPolicy": {"enabled": True, "healthFrom": [{}]}}, "healthFrom"),
+        (
+            {"networkPolicy": {"healthFrom": [{"namespaceSelecter": {}}]}},
+            "namespaceSelecter",
+        ),
     ],
     ids=[
         "top",
@@ -890,6 +952,12 @@ def test_network_policy_admits_the_webhook_port_and_the_health_port() -> None:
         "tls-config-gone",
         "health-port-is-the-tls-port",
         "client-ca-typo",
+        "no-connections",
+        "zero-deadline",
+        "deadline-without-unit",
+        "no-handshake-on-plain-http",
+        "empty-peer",
+        "peer-typo",
     ],
 )
 def test_values_schema_rejects_typos_and_bad_values(values: Obj, needle: str) -> None:

@@ -26,7 +26,7 @@ import pytest
 from tests.unit.test_webhook_app import claim, make_app, pod, review
 from webhook import tls
 from webhook.httpserver import HttpsServer, Limits
-from webhook.serve import CertReloader, listen_socket
+from webhook.serve import CertReloader, health_only, listen_socket
 
 #: A client's patience: far beyond any answer on a loaded machine, far below a hung test.
 PATIENCE = 30.0
@@ -37,6 +37,8 @@ class Served:
     port: int
     context: ssl.SSLContext
     server: HttpsServer
+    #: The plain-HTTP health listener's port (0: none).
+    health_port: int = 0
 
     def connect(self) -> http.client.HTTPSConnection:
         return http.client.HTTPSConnection(
@@ -47,29 +49,69 @@ class Served:
         raw = socket.create_connection(("127.0.0.1", self.port), timeout=PATIENCE)
         return self.context.wrap_socket(raw, server_hostname="127.0.0.1")
 
+    def probe(self, path: str = "/healthz") -> int:
+        """GET `path` on the health port over a new connection, as kubelet probes: the status."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.health_port, timeout=PATIENCE)
+        try:
+            conn.request("GET", path)
+            resp = conn.getresponse()
+            resp.read()
+            return resp.status
+        finally:
+            conn.close()
+
 
 @contextmanager
-def serving(tmp_path: Path, limits: Limits | None = None, app: Any = None) -> Iterator[Served]:
+def serving(
+    tmp_path: Path,
+    limits: Limits | None = None,
+    app: Any = None,
+    health: Limits | bool = False,
+    client_ca: bool = False,
+) -> Iterator[Served]:
+    """The server on loopback. `health`: also the plain-HTTP health listener, as `gate webhook
+    serve --health-port` adds it (True: with its default limits). `client_ca`: the TLS port
+    requires a client certificate, and `Served.context` presents one, as the API server does."""
     ca = tls.make_ca()
     cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
     tls.write_pair(tls.make_serving_cert(ca, ["127.0.0.1"]), cert, key)
+    context = ssl.create_default_context(cadata=ca.cert_pem.decode())
+    ca_file: Path | None = None
+    if client_ca:
+        callers = tls.make_ca("webhook client CA")
+        ca_file = tmp_path / "client-ca.crt"
+        ca_file.write_bytes(callers.cert_pem)
+        presented = tls.make_client_cert(callers, "kube-apiserver")
+        tls.write_pair(presented, tmp_path / "client.crt", tmp_path / "client.key")
+        context.load_cert_chain(str(tmp_path / "client.crt"), str(tmp_path / "client.key"))
     if app is None:
         app, _ = make_app(claim("data"), claim("free"), pod("web-0", "data"), max_bytes=64 * 1024)
     server = HttpsServer(
-        app, CertReloader(cert, key).context, limits or Limits(max_body_bytes=64 * 1024 + 1)
+        app,
+        CertReloader(cert, key, client_ca_file=ca_file).context,
+        limits or Limits(max_body_bytes=64 * 1024 + 1),
     )
     sock = listen_socket("127.0.0.1", 0)
+    health_sock: socket.socket | None = None
+    if health is not False:
+        health_sock = listen_socket("127.0.0.1", 0)
+        if health is True:
+            server.add_plain(health_sock, health_only(app))
+        else:
+            server.add_plain(health_sock, health_only(app), health)
     up = threading.Event()
     thread = threading.Thread(target=server.run, args=(sock, up.set), daemon=True)
     thread.start()
     assert up.wait(PATIENCE), "the server did not start"
-    context = ssl.create_default_context(cadata=ca.cert_pem.decode())
+    health_port = health_sock.getsockname()[1] if health_sock is not None else 0
     try:
-        yield Served(sock.getsockname()[1], context, server)
+        yield Served(sock.getsockname()[1], context, server, health_port)
     finally:
         server.stop()
         thread.join(PATIENCE)
         sock.close()
+        if health_sock is not None:
+            health_sock.close()
         assert not thread.is_alive(), "the server did not stop"
 
 
@@ -256,19 +298,23 @@ def test_slow_and_silent_clients_are_cut_off(tmp_path: Path) -> None:
             kept_alive.close()
 
 
-def test_connections_past_the_limit_are_closed_and_the_rest_served(tmp_path: Path) -> None:
+def test_a_connection_past_the_budget_closes_the_one_idle_longest(tmp_path: Path) -> None:
+    """At its budget a listener takes the new connection and closes the oldest that is not in a
+    request: refusing the new one would leave the budget to whoever holds it."""
     with serving(tmp_path, Limits(max_connections=3)) as served:
         held = [served.connect() for _ in range(3)]
         try:
             for i, conn in enumerate(held):
                 assert delete(conn, "free", f"held-{i}")["allowed"] is True
-            extra = socket.create_connection(("127.0.0.1", served.port), timeout=PATIENCE)
-            try:
-                assert closed_by_server(extra)
-            finally:
-                extra.close()
-            assert served.server.refused_connections == 1
-            assert delete(held[0], "data", "still-served")["allowed"] is False
+            extra = served.connect()
+            held.append(extra)
+            assert delete(extra, "data", "the-new-one")["allowed"] is False
+            assert held[0].sock is not None
+            assert closed_by_server(held[0].sock)
+            (tls_stats,) = served.server.stats()
+            assert (tls_stats.name, tls_stats.closed_over_budget) == ("tls", 1)
+            assert delete(held[1], "data", "still-served")["allowed"] is False
+            assert delete(held[2], "data", "still-served-2")["allowed"] is False
         finally:
             for conn in held:
                 conn.close()
