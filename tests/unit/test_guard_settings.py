@@ -301,3 +301,24 @@ def test_a_config_outside_the_repository_is_no_candidates(tmp_path: Path) -> Non
     assert code == 0, report  # the repository's file is not the policy here
     code, report = _check(repo, "--config", "prune-gate.yaml")
     assert code == 1 and list(_tampered(report)) == ["webhook.fence"]
+
+
+def test_the_actions_release_step_names_the_base_lease(tmp_path: Path) -> None:
+    """The Action's `fence: release` step in a merge-group job (the candidate checked out):
+    the Lease it would release is base's (its hold step runs the same command after a check
+    that passes; tests/e2e/test_fence.py runs it against a real API server)."""
+    from tests.unit.actionrunner import run_action
+
+    repo = _repo(tmp_path, BASE_POLICY, REDIRECTED)
+    base, head = repo.git("rev-parse", "HEAD~1"), repo.git("rev-parse", "HEAD")
+    for name, inputs in (("event", {}), ("input", {"base": base})):
+        temp = tmp_path / f"runner-{name}"
+        temp.mkdir()
+        run = run_action(
+            repo.root, temp, event="merge_group", sha=head,
+            payload={"merge_group": {"base_sha": base, "head_sha": head}},
+            inputs={"fence": "release", "kubeconfig": KUBECONFIG, **inputs},
+        )  # fmt: skip
+        assert run.code == 2, run.stdout + run.stderr
+        assert "Lease ci/speculation-fence:" in run.stderr, (name, run.stderr)
+        assert "elsewhere" not in run.stderr
