@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from gate.cli.common import F, base_policy, fail, kube_options, policy_in_repository
-from gate.engine.fence import FenceStatus
+from gate.engine.fence import MAX_HOLD_SECONDS, FenceStatus
 from gate.engine.policy import Policy
 from gate.engine.verdict import EXIT_POLICY
 from gate.model.errors import GateError
@@ -157,6 +157,12 @@ def fence_hold_command(
         seconds = int(parse_duration(duration))
     except ValueError as exc:
         fail(f"--duration: {exc}")
+    if seconds > MAX_HOLD_SECONDS:
+        fail(
+            f"--duration {duration}: a fence holds at most {MAX_HOLD_SECONDS // 3600}h without "
+            "renewal (the webhook refuses a longer one); hold it for less and run hold again "
+            "to renew it while the deploy runs"
+        )
     try:
         status = _on_fence(
             lease,
