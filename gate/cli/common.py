@@ -148,12 +148,16 @@ def base_policy(repo: str, base_sha: str, config_path: str | None) -> Policy:
 def _inside(root: Path, config_path: str) -> str | None:
     """`config_path` relative to the work tree `root` (posix), or None when it is outside.
 
-    Lexical, with only the directory resolved: the file's own name is never followed.
+    Lexical first: a path inside the tree as written is that path, whatever the working tree's
+    directories link to (a candidate that turns `ci/` into a link to a directory base lacks must
+    not have `ci/policy.yaml` read at the link's target, where base has nothing: the defaults).
+    Only a path outside the tree as written has its directory resolved (the tree reached through
+    another spelling, e.g. /tmp and /private/tmp); the file's own name is never followed.
     """
     target = Path(os.path.normpath(Path(config_path).absolute()))
-    directory = target.parent.resolve()
-    for base in (root.resolve(), Path(os.path.normpath(root.absolute()))):
-        for candidate in (directory / target.name, target):
+    roots = (Path(os.path.normpath(root.absolute())), root.resolve())
+    for candidate in (target, target.parent.resolve() / target.name):
+        for base in roots:
             if candidate.is_relative_to(base):
                 return candidate.relative_to(base).as_posix()
     return None

@@ -322,3 +322,29 @@ def test_the_actions_release_step_names_the_base_lease(tmp_path: Path) -> None:
         assert run.code == 2, run.stdout + run.stderr
         assert "Lease ci/speculation-fence:" in run.stderr, (name, run.stderr)
         assert "elsewhere" not in run.stderr
+
+
+def test_a_config_through_a_directory_the_candidate_made_a_symlink_is_read_at_its_path(
+    tmp_path: Path,
+) -> None:
+    """`--config ci/policy.yaml` where the candidate replaced the directory `ci` with a symlink to
+    a directory base does not have: the policy is base's `ci/policy.yaml`, not the defaults read
+    at the link's target (which would drop the fence and every guard setting)."""
+    repo = GitRepo(tmp_path / "repo")
+    repo.commit({"deploy/app.yaml": SETTINGS.format(level=1), "ci/policy.yaml": BASE_POLICY})
+    (repo.root / "ci" / "policy.yaml").unlink()
+    (repo.root / "ci").rmdir()
+    repo.write({"lax/policy.yaml": "{}\n", "deploy/app.yaml": SETTINGS.format(level=2)})
+    (repo.root / "ci").symlink_to("lax")
+    repo.commit({}, "candidate: ci is now a link to lax/")
+    env = _merge_group(tmp_path, repo)
+    fence = _fence(repo, tmp_path, "status", "--config", "ci/policy.yaml", env=env)
+    assert "Lease ci/speculation-fence:" in fence.stderr, fence.stderr
+    code, report = _check(repo, "--config", "ci/policy.yaml")
+    assert code == 1, report
+    # At the candidate, git has no ci/policy.yaml (ci is a link): every guard setting is dropped.
+    assert "webhook.fence" in _tampered(report)
+    assert _tampered(report)["webhook.fence"]["headSource"] == {
+        "path": "ci/policy.yaml",
+        "line": None,
+    }
