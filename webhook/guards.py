@@ -57,6 +57,10 @@ from webhook.decide import (
 )
 from webhook.review import AdmissionRequest, AdmissionResponse, Status
 
+#: How far the writer's clock (CI's, which sets renewTime) may run ahead of the webhook's before
+#: a fence of the longest duration is taken for one that holds too long.
+CLOCK_SKEW_SECONDS = 300
+
 #: Event reasons for the fence Lease (Warning type).
 GUARD_TAMPERED_EVENT = "GuardTampered"
 GUARD_OVERRIDDEN_EVENT = "GuardOverridden"
@@ -168,7 +172,8 @@ def recording_problem(
     if at is None:
         return "holds the fence, and the webhook cannot tell the time to check until when"
     expires = fence_status(new, at).expires
-    if expires is not None and expires > at + dt.timedelta(seconds=MAX_HOLD_SECONDS):
+    latest = at + dt.timedelta(seconds=MAX_HOLD_SECONDS + CLOCK_SKEW_SECONDS)
+    if expires is not None and expires > latest:
         return (
             f"holds the fence until {expires.isoformat()}, more than {MAX_HOLD_SECONDS // 3600}h "
             "from now (leaseDurationSeconds, or a renewTime in the future): a fence must say it "
