@@ -71,9 +71,14 @@ def _entry(value: object) -> str:
             v = getattr(value, f.name)
             if isinstance(v, tuple) and all(isinstance(p, tuple) and len(p) == 2 for p in v):
                 v = dict(v)  # labels, kept as sorted pairs
-            parts.append(f"{_camel(f.name)}: {v!r}")
+            parts.append(f"{_camel(f.name)}: {_scalar(v)}")
         return "{" + ", ".join(parts) + "}"
     return repr(value)
+
+
+def _scalar(value: object) -> str:
+    """A value as the policy file writes it: `true`, not Python's `True`."""
+    return str(value).lower() if isinstance(value, bool) else repr(value)
 
 
 def _camel(name: str) -> str:
@@ -155,7 +160,7 @@ def _details(old: object, new: object) -> list[str]:
         return [f"added: {a}" for a in added] + [f"removed: {r}" for r in removed]
     if dataclasses.is_dataclass(old) and dataclasses.is_dataclass(new):
         return [
-            f"{_camel(f.name)}: {getattr(old, f.name)!r} -> {getattr(new, f.name)!r}"
+            f"{_camel(f.name)}: {_scalar(getattr(old, f.name))} -> {_scalar(getattr(new, f.name))}"
             for f in dataclasses.fields(old)
             if getattr(old, f.name) != getattr(new, f.name)
         ]
@@ -207,7 +212,7 @@ def _changed(
         code=Code.GUARD_TAMPERED,
         ref=policy_ref(key),
         message=f"the candidate changes {key} in {path}, a guard setting: it decides "
-        f"{setting.decides}, and a deploy may not choose who its own guards bind",
+        f"{setting.decides}, and a candidate may not set its own guards",
         evidence=(f"{key}: {was} -> {now}", *_details(old, new)),
         remediation=f"revert {key} in {path}. A guard setting is a person's change, made with "
         "the merge queue paused, in the chart's `policy` values (helm upgrade: what the "

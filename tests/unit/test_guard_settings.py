@@ -197,7 +197,7 @@ heal:
     ]
     assert "removed: deployer-b" in found["webhook.deployers"]["evidence"]
     assert "added: everyone" in found["webhook.breakGlassGroups"]["evidence"]
-    assert "releaseDisposableClaims: False -> True" in found["heal.watch"]["evidence"]
+    assert "releaseDisposableClaims: false -> true" in found["heal.watch"]["evidence"]
     assert found["heal.watch"]["headSource"]["line"] == 13
     labels = found["webhook.protectedLabels"]["evidence"][0]
     assert labels == "webhook.protectedLabels: none -> [team]"
