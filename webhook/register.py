@@ -213,7 +213,9 @@ def fence_webhook(
     failure_policy: str = "Fail",
     timeout_seconds: int = 5,
 ) -> dict[str, Any] | None:
-    """The webhook entry for UPDATEs and DELETEs of the fence Lease; None without a fence.
+    """The webhook entry for CREATEs, UPDATEs and DELETEs of the fence Lease; None without a
+    fence. CREATE too: a deployer that created the Lease held (for a year, in its own name) would
+    wedge every deployer prune and CI's `gate fence hold` (`webhook.guards`).
 
     Separate from the guarded kinds' entry because that one leaves the webhook's own namespace
     alone, and the fence lives there by default. A matchCondition on the name keeps every other
@@ -230,7 +232,7 @@ def fence_webhook(
             {
                 "apiGroups": ["coordination.k8s.io"],
                 "apiVersions": ["v1"],
-                "operations": ["UPDATE", "DELETE"],
+                "operations": ["CREATE", "UPDATE", "DELETE"],
                 "resources": ["leases"],
                 "scope": "Namespaced",
             }
@@ -241,9 +243,11 @@ def fence_webhook(
         },
         "matchConditions": [
             {
-                # A collection DELETE reaches the webhook with request.name empty: read oldObject.
+                # A collection DELETE reaches the webhook with request.name empty: read oldObject;
+                # a CREATE from generateName has its name only in the object.
                 "name": "fence-lease",
                 "expression": f"request.name == {lit} || "
+                f"(object != null && object.metadata.name == {lit}) || "
                 f"(oldObject != null && oldObject.metadata.name == {lit})",
             }
         ],

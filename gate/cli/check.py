@@ -11,19 +11,23 @@ from typing import TYPE_CHECKING, TypeVar
 import click
 
 from gate.cli.common import (
+    base_policy,
     fail,
     kube_options,
     parse_flux_source,
     policy_for_files,
+    policy_in_repository,
+    read_policy_at,
     without_cyclic_gc,
 )
 from gate.engine.check import CheckResult, build_sides, check_inventories, check_objects
 from gate.engine.context import Context
+from gate.engine.guardsettings import PolicySide, check_guard_settings
 from gate.engine.policy import Policy
 from gate.engine.scope import PruneScope, parse_scope
 from gate.engine.verdict import Verdict
 from gate.model.errors import ConfigError, GateError, InputError
-from gate.model.findings import Severity
+from gate.model.findings import Finding, Severity
 from gate.model.kinds import check_guarded_kinds, declared_custom_kinds
 from gate.model.objects import RawObject
 from gate.report import FORMATS, render_report
@@ -32,13 +36,7 @@ from gate.sources.clock import utc_today
 from gate.sources.github import detect_ci_context
 from gate.sources.manifests import read_path
 from gate.sources.placement import git_files, place_findings, rendered_files
-from gate.sources.policyfile import (
-    POLICY_FILE,
-    decode_policy,
-    load_policy,
-    policy_from_text,
-    require_regular_file,
-)
+from gate.sources.policyfile import POLICY_FILE, policy_key_lines
 
 # What only some runs need is imported where it is used, so a plain `gate check` does not pay
 # for it: --live (the kubernetes client), --defer-to, --sarif and the GitHub step summary.
@@ -219,6 +217,7 @@ def check_command(
             if base_manifests == "-" and head_manifests == "-":
                 fail("only one side can be read from stdin (-)")
             policy = policy_for_files(config_path)
+            guard: list[Finding] = []
             base_raw = read_path(_workspace_relative(base_manifests))
             head_raw = read_path(_workspace_relative(head_manifests))
             base_label, head_label = base_manifests, head_manifests
@@ -234,7 +233,7 @@ def check_command(
                 )
             # A pull request's own changes: from where it forked, unless --base says otherwise.
             from_merge_base = ci.from_merge_base and not explicit_base
-            base_raw, head_raw, policy, base_label, head_label = _read_git(
+            base_raw, head_raw, policy, base_label, head_label, guard = _read_git(
                 repo,
                 base_rev,
                 head_rev,
@@ -267,6 +266,7 @@ def check_command(
                 scopes=[parse_scope(s) for s in prune_scopes],
                 quiet=fmt != "text",
                 declared=declared,
+                extra_findings=guard,
             )
         else:
             result = check_objects(
@@ -277,6 +277,7 @@ def check_command(
                 today=utc_today(),
                 default_namespace=namespace,
                 force=force,
+                extra_findings=guard,
             )
         # Where the candidate shows each finding, for annotations: read after the check.
         files = (
@@ -386,6 +387,7 @@ def _check_live(
     scopes: Sequence[PruneScope],
     quiet: bool,
     declared: set[tuple[str, str]],
+    extra_findings: Sequence[Finding],
 ) -> CheckResult:
     """`gate check --live`: the same check, with the cluster's truth and the prune set."""
     from gate.kube.snapshot import ApiLister, read_live  # the kubernetes client is slow to import
@@ -408,6 +410,7 @@ def _check_live(
         force=force,
         live=read.snapshot.state,
         extra_changes=read.prune_changes,
+        extra_findings=extra_findings,
     )
 
 
@@ -420,17 +423,19 @@ def _read_git(
     config_path: str | None,
     from_merge_base: bool = False,
     flux: tuple[Sequence[str], Sequence[tuple[str, str]]] = ((), ()),
-) -> tuple[list[RawObject], list[RawObject], Policy, str, str]:
-    """Both sides from git, each from its own paths (base, head). With `from_merge_base` (a pull
-    request), the base side is the merge base of base and head; the policy still comes from
-    `base_rev`, the branch it merges into."""
+) -> tuple[list[RawObject], list[RawObject], Policy, str, str, list[Finding]]:
+    """Both sides from git, each from its own paths (base, head), and GUARD_TAMPERED for each
+    guard setting the candidate's policy file changes. With `from_merge_base` (a pull request),
+    the base side is the merge base of base and head; the policy still comes from `base_rev`,
+    the branch it merges into."""
     from gate.sources import gitsource  # git mode only: GitPython is slow to import
     from gate.sources import render as renderers
 
     target_sha = gitsource.resolve_revision(repo, base_rev)
     head_sha = gitsource.resolve_revision(repo, head_rev)
-    policy = _base_policy(repo, target_sha, config_path)
+    policy = base_policy(repo, target_sha, config_path)
     base_sha = gitsource.merge_base(repo, target_sha, head_sha) if from_merge_base else target_sha
+    guard = _guard_setting_findings(repo, config_path, base_sha, head_sha)
     base_paths, head_paths = paths
     _refuse_changed_submodules(repo, (base_sha, base_paths), (head_sha, head_paths))
     flux_roots, flux_sources = flux
@@ -463,7 +468,37 @@ def _read_git(
         else _rev_label(base_rev, base_sha)
     )
     head_label = _rev_label(head_rev, head_sha)
-    return base_raw, head_raw, policy, base_label, head_label
+    return base_raw, head_raw, policy, base_label, head_label, guard
+
+
+def _guard_setting_findings(
+    repo: str, config_path: str | None, base_sha: str, head_sha: str
+) -> list[Finding]:
+    """GUARD_TAMPERED for each guard setting (`gate.engine.guardsettings`) that the policy file
+    changes from the base side to the candidate; one for the file when the candidate's cannot be
+    read (a symlink, invalid YAML, an unknown key). A `--config` outside the repository is no
+    candidate's: nothing to compare. On a pull request the base side is the merge base, so a
+    change the base branch made since is not taken for the pull request's own, reversed."""
+    from gate.sources import gitsource
+
+    where = policy_in_repository(repo, config_path)
+    if where is None:
+        return []
+    if gitsource.read_blob(repo, base_sha, where) == gitsource.read_blob(repo, head_sha, where):
+        return []  # the same bytes (or no file on either side): nothing changes
+
+    def side(sha: str) -> PolicySide:
+        found = read_policy_at(repo, sha, where)
+        if found is None:
+            return PolicySide(None)
+        return PolicySide(found[0], policy_key_lines(found[1]))
+
+    base = side(base_sha)
+    try:
+        head: PolicySide | str = side(head_sha)
+    except ConfigError as exc:
+        head = str(exc)
+    return check_guard_settings(where, base, head)
 
 
 def _both(read_base: Callable[[], _T], read_head: Callable[[], _T]) -> tuple[_T, _T]:
@@ -531,62 +566,6 @@ def _refuse_kustomizations(repo: str, sha: str, paths: Sequence[str]) -> None:
             f"perhaps {' '.join('--path ' + r for r in roots[:3])}); or read the files anyway "
             "with --render none"
         )
-
-
-def _base_policy(repo: str, base_sha: str, config_path: str | None) -> Policy:
-    """The policy as the base revision has it: a candidate must not switch its own gate off.
-
-    A `--config` inside the repository is read at the base revision too (if the base lacks it,
-    the defaults apply until it is merged); one outside the repository is read from disk. The
-    path is never resolved through a symlink (a candidate's link to `/dev/null` or outside the
-    tree would otherwise choose the policy), and a symlink is refused on disk and in the base.
-    """
-    from gate.sources import gitsource
-
-    if config_path is None:
-        where = POLICY_FILE
-    else:
-        require_regular_file(config_path)
-        try:
-            with gitsource.open_repo(repo) as r:
-                root = r.working_tree_dir
-        except GateError:
-            root = None
-        where_in_repo = _inside(Path(root), config_path) if root is not None else None
-        if where_in_repo is None:
-            return load_policy(config_path)
-        where = where_in_repo
-    blob = gitsource.read_blob(repo, base_sha, where)
-    label = f"{where} at {base_sha[:12]}"
-    if blob is None:
-        if config_path is not None:
-            click.echo(
-                f"note: {where} does not exist at the base revision {base_sha[:12]}: using the "
-                "default policy (a candidate's policy takes effect once it is merged)",
-                err=True,
-            )
-        return Policy()
-    is_link, data = blob
-    if is_link:
-        raise ConfigError(
-            f"{label}: the policy file is a symlink in the base revision (git mode 120000); a "
-            "policy must be a regular file: commit the file itself"
-        )
-    return policy_from_text(decode_policy(data, label), label)
-
-
-def _inside(root: Path, config_path: str) -> str | None:
-    """`config_path` relative to the work tree `root` (posix), or None when it is outside.
-
-    Lexical, with only the directory resolved: the file's own name is never followed.
-    """
-    target = Path(os.path.normpath(Path(config_path).absolute()))
-    directory = target.parent.resolve()
-    for base in (root.resolve(), Path(os.path.normpath(root.absolute()))):
-        for candidate in (directory / target.name, target):
-            if candidate.is_relative_to(base):
-                return candidate.relative_to(base).as_posix()
-    return None
 
 
 def _workspace_relative(path: str) -> str:

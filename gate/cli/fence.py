@@ -1,21 +1,31 @@
-"""`gate fence hold|release|status`: the Lease CI holds while a speculative deploy is in flight."""
+"""`gate fence hold|release|status`: the Lease CI holds while a speculative deploy is in flight.
+
+Which Lease is the fence is base's word, never the candidate's: `webhook.fence` is read from the
+policy file at the base revision (`--base`, by default the GitHub event's, as `gate check` reads
+its policy), or from a `--config` outside the repository, or given with `--lease`. The working
+tree is a merge-group job's candidate, and a candidate that names another Lease would have CI
+hold one the webhook does not watch.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
 
 import click
 
-from gate.cli.common import F, fail, kube_options, policy_for_files
-from gate.engine.fence import FenceStatus
+from gate.cli.common import F, base_policy, fail, kube_options, policy_in_repository
+from gate.engine.fence import MAX_HOLD_SECONDS, FenceStatus
+from gate.engine.policy import Policy
 from gate.engine.verdict import EXIT_POLICY
 from gate.model.errors import GateError
-from gate.sources.policyfile import (
-    POLICY_FILE,
-)
+from gate.sources.policyfile import POLICY_FILE, load_policy
+
+#: Where the policy naming the fence is read: (--repo, --base, --config).
+Where = tuple[str, str | None, str | None]
 
 
 @click.group("fence")
@@ -32,7 +42,23 @@ def fence_options(f: F) -> F:
         "--config",
         "config_path",
         type=click.Path(dir_okay=False),
-        help=f"Policy whose webhook.fence names the Lease (default: ./{POLICY_FILE} if present).",
+        help=f"Policy whose webhook.fence names the Lease (default: {POLICY_FILE} at the "
+        "repository root). Inside the repository it is read at the base revision; outside, "
+        "from disk.",
+    )(f)
+    f = click.option(
+        "--repo",
+        default=".",
+        show_default=True,
+        type=click.Path(file_okay=False),
+        help="Git repository the policy is read from.",
+    )(f)
+    f = click.option(
+        "--base",
+        "base_rev",
+        metavar="REV",
+        help="Base revision whose policy names the fence (default: the GitHub event's, as for "
+        "gate check). Never the working tree: in the merge queue it is the candidate's.",
     )(f)
     f = click.option(
         "--lease",
@@ -42,22 +68,50 @@ def fence_options(f: F) -> F:
     return kube_options(f)
 
 
-def _fence_target(lease: str | None, config_path: str | None) -> tuple[str, str, float]:
-    policy = policy_for_files(config_path)
+def _fence_policy(where: Where) -> tuple[Policy, str | None]:
+    """The policy that names the fence, and the base revision it was read at (None: not from
+    git). A `--config` outside the repository is read from disk; otherwise the policy file at
+    the base revision. Without a base revision no policy file is read (the defaults: no fence),
+    so that `--lease` or `--base` must say it."""
+    from gate.sources.github import detect_ci_context
+
+    repo, base_rev, config_path = where
+    in_repo = policy_in_repository(repo, config_path)
+    if in_repo is None:
+        assert config_path is not None  # only a --config can be outside the repository
+        return load_policy(config_path), None
+    base_rev = base_rev or detect_ci_context(os.environ).base
+    if not base_rev:
+        return Policy(), None
+    from gate.sources import gitsource  # git only: GitPython is slow to import
+
+    base_sha = gitsource.resolve_revision(repo, base_rev)
+    return base_policy(repo, base_sha, config_path), base_sha
+
+
+def _fence_target(lease: str | None, where: Where) -> tuple[str, str, float]:
+    policy, base_sha = _fence_policy(where)
     if lease:
         namespace, _, name = lease.partition("/")
         if not namespace or not name:
             fail(f"--lease {lease!r}: write NAMESPACE/NAME")
         return namespace, name, policy.live_timeout_seconds
     if policy.webhook.fence is None:
-        fail(f"no fence: pass --lease NAMESPACE/NAME, or set webhook.fence in {POLICY_FILE}")
+        if base_sha is not None:
+            at = f"{POLICY_FILE if where[2] is None else where[2]} at {base_sha[:12]}"
+            fail(f"no fence: pass --lease NAMESPACE/NAME, or set webhook.fence in {at}")
+        fail(
+            "no fence: pass --lease NAMESPACE/NAME, or --base REV to read webhook.fence of "
+            f"{POLICY_FILE} at the base revision (the working tree is never read: in the merge "
+            "queue it is the candidate's), or --config with a file outside the repository"
+        )
     namespace, name = policy.webhook.fence
     return namespace, name, policy.live_timeout_seconds
 
 
 def _on_fence(
     lease: str | None,
-    config_path: str | None,
+    where: Where,
     kubeconfig: str | None,
     kube_context: str | None,
     act: Callable[[Any, str, str, dt.datetime], FenceStatus],
@@ -66,7 +120,7 @@ def _on_fence(
     from gate.kube.client import KubeClient
     from gate.kube.lease import LEASE_HINT
 
-    namespace, name, timeout = _fence_target(lease, config_path)
+    namespace, name, timeout = _fence_target(lease, where)
     with KubeClient.from_kubeconfig(kubeconfig, kube_context, timeout, LEASE_HINT) as api:
         return act(api, namespace, name, dt.datetime.now(dt.UTC))
 
@@ -90,6 +144,8 @@ def fence_hold_command(
     duration: str,
     config_path: str | None,
     lease: str | None,
+    repo: str,
+    base_rev: str | None,
     kubeconfig: str | None,
     kube_context: str | None,
 ) -> None:
@@ -101,10 +157,16 @@ def fence_hold_command(
         seconds = int(parse_duration(duration))
     except ValueError as exc:
         fail(f"--duration: {exc}")
+    if seconds > MAX_HOLD_SECONDS:
+        fail(
+            f"--duration {duration}: a fence holds at most {MAX_HOLD_SECONDS // 3600}h without "
+            "renewal (the webhook refuses a longer one); hold it for less and run hold again "
+            "to renew it while the deploy runs"
+        )
     try:
         status = _on_fence(
             lease,
-            config_path,
+            (repo, base_rev, config_path),
             kubeconfig,
             kube_context,
             lambda api, ns, lease_name, now: hold_fence(api, ns, lease_name, holder, seconds, now),
@@ -129,6 +191,8 @@ def fence_release_command(
     holder: str,
     config_path: str | None,
     lease: str | None,
+    repo: str,
+    base_rev: str | None,
     kubeconfig: str | None,
     kube_context: str | None,
 ) -> None:
@@ -138,7 +202,7 @@ def fence_release_command(
     try:
         status = _on_fence(
             lease,
-            config_path,
+            (repo, base_rev, config_path),
             kubeconfig,
             kube_context,
             lambda api, ns, lease_name, now: release_fence(api, ns, lease_name, holder, now),
@@ -151,13 +215,19 @@ def fence_release_command(
 @fence_group.command("status")
 @fence_options
 def fence_status_command(
-    config_path: str | None, lease: str | None, kubeconfig: str | None, kube_context: str | None
+    config_path: str | None,
+    lease: str | None,
+    repo: str,
+    base_rev: str | None,
+    kubeconfig: str | None,
+    kube_context: str | None,
 ) -> None:
     """Say whether the fence is held, by whom, and until when."""
     from gate.kube.lease import read_fence
 
     try:
-        status = _on_fence(lease, config_path, kubeconfig, kube_context, read_fence)
+        where = (repo, base_rev, config_path)
+        status = _on_fence(lease, where, kubeconfig, kube_context, read_fence)
     except GateError as exc:
         fail(str(exc))
     click.echo(f"{status.state}: {status.describe()}")

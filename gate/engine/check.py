@@ -16,6 +16,7 @@ from gate.engine.plan import Change, compute_plan
 from gate.engine.policy import Policy
 from gate.engine.rules import World, run_rules
 from gate.engine.verdict import Decision, apply_policy, decide
+from gate.model.findings import Finding
 from gate.model.liveview import LiveView
 from gate.model.objects import Inventory, RawObject, build_inventory, learn_scopes
 from gate.model.refs import ObjectRef, Scopes
@@ -42,8 +43,10 @@ def check_objects(
     force: bool = False,
     live: LiveView | None = None,
     extra_changes: Sequence[Change] = (),
+    extra_findings: Sequence[Finding] = (),
 ) -> CheckResult:
-    """Compare base and candidate objects and decide."""
+    """Compare base and candidate objects and decide (`extra_findings`: see
+    `check_inventories`)."""
     base, head = build_sides(base_raw, head_raw, default_namespace)
     return check_inventories(
         base,
@@ -54,6 +57,7 @@ def check_objects(
         force=force,
         live=live,
         extra_changes=extra_changes,
+        extra_findings=extra_findings,
     )
 
 
@@ -77,14 +81,22 @@ def check_inventories(
     force: bool = False,
     live: LiveView | None = None,
     extra_changes: Sequence[Change] = (),
+    extra_findings: Sequence[Finding] = (),
 ) -> CheckResult:
-    """Plan, run the rules, apply the policy, decide."""
+    """Plan, run the rules, apply the policy, decide.
+
+    `extra_findings` are about no manifest (a guard setting of the policy file the candidate
+    changes): they take the policy's severities and exemptions like the rules' findings, with
+    no labels, so no object a candidate declares can lend them its labels.
+    """
     changes = explain_removals(compute_plan(base, head, force_all=force, live=live), base, head)
     known = {c.ref for c in changes}
     changes.extend(c for c in extra_changes if c.ref not in known)
     world = World(base=base, head=head, context=context, policy=policy, live=live)
     raw = list(run_rules(changes, world))
     labels = exemption_labels({f.ref for f in raw}, base, head, live)
+    raw.extend(f for f in extra_findings)
+    labels.update({f.ref: {} for f in extra_findings})
     findings, exempted = apply_policy(raw, policy, context, today, labels)
     return CheckResult(decide(findings, exempted), tuple(changes), base, head)
 

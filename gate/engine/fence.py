@@ -27,6 +27,12 @@ from gate.model.findings import Code, Finding, FixAction, Severity, command, edi
 #: webhook lets only that user clear, backdate or shorten a held fence (`webhook.guards`).
 HOLDER_USER = "prune-gate.io/fence-holder-user"
 
+#: The longest a fence may say it holds, from the moment it is written: a day. CI holds it for
+#: minutes (`gate fence hold --duration`, 30m by default) and renews it; a fence written to hold
+#: longer, or renewed in the future, would freeze every deployer prune until a break-glass member
+#: found it, so the webhook refuses to record one (`webhook.guards`).
+MAX_HOLD_SECONDS = 24 * 3600
+
 
 class FenceState(StrEnum):
     """What the fence says right now."""
@@ -58,6 +64,8 @@ class FenceStatus:
     state: FenceState
     lease: Lease | None = None
     expires: dt.datetime | None = None
+    #: The instant it was evaluated at (None: built by hand, not by `fence_status`).
+    at: dt.datetime | None = None
 
     @property
     def holder(self) -> str | None:
@@ -114,12 +122,12 @@ def fence_status(lease: Lease | None, now: dt.datetime) -> FenceStatus:
     when it ends must not freeze prunes forever.
     """
     if lease is None or lease.holder is None:
-        return FenceStatus(FenceState.FREE, lease)
+        return FenceStatus(FenceState.FREE, lease, at=now)
     if lease.renewed is None or lease.duration_seconds is None:
-        return FenceStatus(FenceState.EXPIRED, lease)
+        return FenceStatus(FenceState.EXPIRED, lease, at=now)
     expires = lease.renewed + dt.timedelta(seconds=lease.duration_seconds)
     state = FenceState.HELD if now < expires else FenceState.EXPIRED
-    return FenceStatus(state, lease, expires)
+    return FenceStatus(state, lease, expires, now)
 
 
 def check_speculation_fence(change: Change, world: World, fence: FenceStatus) -> Iterator[Finding]:

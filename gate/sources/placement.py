@@ -135,6 +135,8 @@ def place_findings(result: CheckResult, files: SideFiles | None) -> CheckResult:
     placed: dict[ObjectRef, Source | None] = {}
 
     def place(f: Finding) -> Finding:
+        if f.head_source is not None:
+            return f  # placed by its rule: a finding about no manifest (a policy setting)
         if f.ref not in placed:
             placed[f.ref] = _head_source(f.ref, result, files)
         return replace(f, head_source=placed[f.ref])

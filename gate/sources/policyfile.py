@@ -286,3 +286,28 @@ def _build(data: dict[str, Any], label: str) -> Policy:
         heal_watch=heal_watch,
         webhook=webhook,
     )
+
+
+def policy_key_lines(text: str) -> dict[str, int]:
+    """The 1-based line of each mapping key of a policy document, by dotted path
+    (`webhook.fence`); keys inside lists are not followed. Empty when the text is not YAML (the
+    policy's own reader says why). For a finding that names a setting's line."""
+    try:
+        node = yaml.compose(text, Loader=yamlread.KubeLoader)
+    except yaml.YAMLError:
+        return {}
+    lines: dict[str, int] = {}
+
+    def walk(mapping: yaml.Node, prefix: str) -> None:
+        if not isinstance(mapping, yaml.MappingNode):
+            return
+        for key, value in mapping.value:
+            if not isinstance(key, yaml.ScalarNode) or key.value == "<<":
+                continue
+            path = f"{prefix}{key.value}"
+            lines.setdefault(path, key.start_mark.line + 1)
+            walk(value, path + ".")
+
+    if node is not None:
+        walk(node, "")
+    return lines

@@ -108,3 +108,55 @@ def test_the_action_holds_the_fence_after_a_passing_check_and_releases_it(
     assert released.code == 0, released.stdout + released.stderr
     assert released.outputs["verdict"] == ""
     assert holder() in (None, "")
+
+
+def test_the_action_holds_the_fence_base_names_not_the_candidates(
+    kube: Cluster, namespace: str, tmp_path: Path
+) -> None:
+    """Issue 32, item 1: a merge-group candidate that renames `webhook.fence` in its own
+    prune-gate.yaml is blocked by the check and holds nothing; one whose change base already
+    exempts (a person moving the fence) passes, and the Action holds base's Lease, the one the
+    webhook still watches during the candidate's speculative window, never the candidate's."""
+    from tests.unit.actionrunner import ActionRun, run_action
+    from tests.unit.helpers import GitRepo, claim
+
+    policy = f"webhook:\n  fence: {{namespace: {namespace}, name: speculation-fence}}\n"
+    moved = policy.replace("speculation-fence", "elsewhere")
+    exempt = (
+        "exemptions:\n  - {kind: Policy.prune-gate.io, name: webhook.fence, codes: "
+        "[GUARD_TAMPERED], reason: moving the fence, expires: '2099-01-01'}\n"
+    )
+    repo = GitRepo(tmp_path / "repo")
+    base = repo.commit({"deploy/app.yaml": claim(), "prune-gate.yaml": policy})
+    redirect = repo.commit({"deploy/app.yaml": claim("20Gi"), "prune-gate.yaml": moved})
+    exempted = repo.commit({"prune-gate.yaml": policy + exempt}, "a person exempts the move")
+    move = repo.commit({"prune-gate.yaml": moved + exempt}, "and moves the fence")
+    secret = Path(kube.kubeconfig).read_text("utf-8")
+
+    def act(step: str, base_sha: str, candidate: str, fence: str) -> ActionRun:
+        temp = tmp_path / f"runner-{step}"
+        temp.mkdir()
+        payload = {"merge_group": {"base_sha": base_sha, "head_sha": candidate}}
+        inputs = {"kubeconfig": secret, "render": "none", "paths": "deploy", "fence": fence}
+        return run_action(
+            repo.root, temp, event="merge_group", payload=payload, sha=candidate, inputs=inputs
+        )
+
+    def holder(name: str) -> str | None:
+        got = kube.kubectl("get", "lease", "-n", namespace, name, "-o", "json", check=False)
+        return json.loads(got.stdout)["spec"].get("holderIdentity") if got.returncode == 0 else None
+
+    repo.git("checkout", "-q", redirect)  # the job's checkout is the candidate
+    blocked = act("redirect", base, redirect, "hold")
+    assert blocked.code == 1, blocked.stdout + blocked.stderr
+    assert "GUARD_TAMPERED" in blocked.stdout and "webhook.fence" in blocked.stdout
+    assert holder("speculation-fence") is None and holder("elsewhere") is None
+
+    repo.git("checkout", "-q", move)
+    held = act("move", exempted, move, "hold")
+    assert held.code == 0, held.stdout + held.stderr
+    assert holder("speculation-fence") == move
+    assert holder("elsewhere") is None
+    released = act("release", exempted, move, "release")
+    assert released.code == 0, released.stdout + released.stderr
+    assert holder("speculation-fence") in (None, "")

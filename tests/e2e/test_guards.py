@@ -340,3 +340,44 @@ def _try(call: Callable[[], Any]) -> Any:
         if exc.status != 403:
             raise
         return None
+
+
+def test_nobody_takes_the_fence_first(kube: Cluster, webhook: Webhook, tmp_path: Path) -> None:
+    """Issue 32, item 2: a deployer with Lease create rights created the fence held for a year in
+    its own name (the fence entry did not cover CREATE), wedging every deployer prune and CI's
+    `gate fence hold`. Against the real API server calling the webhook: the deployer's CREATE is
+    refused, and so is a CREATE by another user that records CI's user as the holder or holds
+    for a year; CI's `gate fence hold` then creates it."""
+    leases = k.coordination(kube.client)
+    ns, name = webhook.fence_namespace, webhook.fence_name
+    k.delete_if_present(leases.delete_namespaced_lease, name, ns)  # free here: anyone may
+    k.wait_for(lambda: k.gone(leases.read_namespaced_lease, name, ns), what="no fence Lease")
+    ci = k.authentication(kube.client).create_self_subject_review({}).status.user_info.username
+    stamp = k.now().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+    def wedge(user: str, seconds: int) -> dict[str, Any]:
+        spec = {"holderIdentity": "mine", "leaseDurationSeconds": seconds, "renewTime": stamp}
+        return {"metadata": {"name": name, "annotations": {HOLDER_USER: user}}, "spec": spec}
+
+    def create(api: Any, body: dict[str, Any], dry_run: bool = False) -> Callable[[], Any]:
+        kwargs: dict[str, Any] = {"dry_run": "All"} if dry_run else {}
+        return lambda: k.coordination(api).create_namespaced_lease(ns, body, **kwargs)
+
+    deployer = kube.impersonating(DEPLOYER)
+    a_year = wedge(DEPLOYER, 365 * 24 * 3600)
+    k.wait_for(lambda: deny(create(deployer, a_year, dry_run=True)), what="a refusal")
+    assert f"CREATE of the speculation fence Lease {ns}/{name} by deployer" in _tampered(
+        create(deployer, a_year)
+    )
+    assert k.gone(leases.read_namespaced_lease, name, ns)
+
+    eve = kube.impersonating("eve", ["system:masters"])
+    assert f"records {ci} as the fence's holder user" in _tampered(create(eve, wedge(ci, 1800)))
+    assert "more than 24h from now" in _tampered(create(eve, wedge("eve", 365 * 24 * 3600)))
+    assert k.gone(leases.read_namespaced_lease, name, ns)
+
+    held = _fence(kube, webhook, tmp_path, "hold", "--holder", "ccc333")
+    assert held.returncode == 0, held.stderr
+    assert _read(kube, webhook).metadata.annotations[HOLDER_USER] == ci
+    released = _fence(kube, webhook, tmp_path, "release", "--holder", "ccc333")
+    assert released.returncode == 0, released.stderr

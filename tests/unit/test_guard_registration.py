@@ -30,7 +30,7 @@ def test_fence_entry_is_narrowed_to_the_lease_and_reaches_its_namespace() -> Non
         {
             "apiGroups": ["coordination.k8s.io"],
             "apiVersions": ["v1"],
-            "operations": ["UPDATE", "DELETE"],
+            "operations": ["CREATE", "UPDATE", "DELETE"],
             "resources": ["leases"],
             "scope": "Namespaced",
         }
@@ -42,6 +42,7 @@ def test_fence_entry_is_narrowed_to_the_lease_and_reaches_its_namespace() -> Non
         {
             "name": "fence-lease",
             "expression": "request.name == 'speculation-fence' || "
+            "(object != null && object.metadata.name == 'speculation-fence') || "
             "(oldObject != null && oldObject.metadata.name == 'speculation-fence')",
         }
     ]
