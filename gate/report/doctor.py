@@ -51,6 +51,24 @@ def diagnosis_json(d: Diagnosis, now: dt.datetime) -> dict[str, Any]:
             for p in d.pods
         ],
         "declaredAt": d.declared,
+        "marks": [
+            {
+                "field": m.field,
+                "key": m.key,
+                "value": m.value,
+                "writers": [
+                    {
+                        "manager": w.manager,
+                        "operation": w.operation,
+                        "subresource": w.subresource or None,
+                        "time": _stamp(w.written),
+                    }
+                    for w in m.writers
+                ],
+                "heal": m.heal_note or None,
+            }
+            for m in d.marks
+        ],
         "fixes": list(d.fixes),
         "waitsOn": [diagnosis_json(c, now) for c in d.children],
     }
@@ -89,6 +107,9 @@ def _lines(d: Diagnosis, now: dt.datetime, depth: int) -> list[str]:
             f"{pad}      {inert(e[2:])}" if e.startswith("  ") else f"{pad}    - {inert(e)}"
             for e in d.evidence
         ]
+    if d.marks:
+        out.append(f"{pad}  marks (who wrote each, by managedFields):")
+        out += [f"{pad}    - {inert(m.describe())}" for m in d.marks]
     if d.finalizers:
         out.append(f"{pad}  finalizers:")
         out += [f"{pad}    - {inert(f.name)}: {inert(f.owner)}" for f in d.finalizers]
