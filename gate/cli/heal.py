@@ -44,7 +44,12 @@ EXIT_HEALED, EXIT_LEFT = 0, 1
     "once the claim is gone, reserve the volume for the claim git recreates.",
 )
 @click.option("--apply", "apply", is_flag=True, help="Act (default: a dry run).")
-@click.option("--yes", is_flag=True, help="With --apply, do not ask (CI, a heal job).")
+@click.option(
+    "--yes",
+    is_flag=True,
+    help="With --apply, do not ask (CI, a heal job): unattended, so only marks a person's hand "
+    "wrote count.",
+)
 @click.option(
     "--watch",
     is_flag=True,
@@ -67,10 +72,12 @@ def heal_command(
 
     A claim pinned by pods: with its data marked disposable (annotation prune-gate.io/data:
     disposable, or heal.disposableClaims in the policy), delete those pods; with --rescue, first
-    set its volume to Retain. A pod on a dead node (past its deadline plus --deadline-slack, no
-    finalizers, node Ready not True for --node-dead-after with the unreachable taint):
-    force-delete it. Never strips a finalizer. Exit 0 done (or nothing to do), 1 something stuck
-    was left alone, 2 could not read or an action failed.
+    set its volume to Retain. With --yes or --watch (nobody confirms), a label or the annotation
+    counts only where managedFields show a person's hand wrote it (heal.trustedManagers); names
+    and namespaces in heal.disposableClaims always count. A pod on a dead node (past its
+    deadline plus --deadline-slack, no finalizers, node Ready not True for --node-dead-after
+    with the unreachable taint): force-delete it. Never strips a finalizer. Exit 0 done (or
+    nothing to do), 1 something stuck was left alone, 2 could not read or an action failed.
     """
     from gate.report.doctor import heal_json, heal_text
 
