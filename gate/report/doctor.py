@@ -167,10 +167,13 @@ def heal_json(plan: HealPlan, outcomes: Sequence[Outcome], apply: bool, now: dt.
 
 
 def heal_text(plan: HealPlan, outcomes: Sequence[Outcome], apply: bool) -> str:
+    """The plan's outcomes; before any (the prompt of `--apply`), the planned actions, each with
+    its Event's words: what the person confirms, whose mark it acts on included."""
     out: list[str] = []
     if not apply:
         out.append("dry run: nothing was changed (run with --apply to act)")
-    for o in outcomes:
+    rows = list(outcomes) or [Outcome(a, "planned") for a in plan.actions]
+    for o in rows:
         a = o.action
         out.append(
             f"{o.result:<9} {a.kind.value} {inert(a.target.display())} (heals "
@@ -182,7 +185,7 @@ def heal_text(plan: HealPlan, outcomes: Sequence[Outcome], apply: bool) -> str:
         out.append(f"          by hand: {inert(a.command)}")
     for s in plan.skipped:
         out.append(f"left      {inert(s.ref.display())}  {s.state.value}: {inert(s.why)}")
-    if not outcomes and not plan.skipped:
+    if not rows and not plan.skipped:
         out.append("nothing stuck: nothing to heal")
     return "\n".join(out)
 

@@ -26,7 +26,7 @@ from gate.engine.marks import MarkReader, by_hand
 from gate.engine.policy import DEFAULT_TRUSTED_MANAGERS, Policy
 from gate.engine.verdict import Verdict
 from gate.model.findings import Code, Severity
-from gate.report.doctor import doctor_json, doctor_text
+from gate.report.doctor import doctor_json, doctor_text, heal_text
 from gate.sources.policyfile import policy_from_dict
 from tests.unit.helpers import GitRepo, claim, run
 from tests.unit.stuckworld import T0, node, owner, pod, volume
@@ -485,3 +485,13 @@ def test_the_webhook_refuses_a_deployer_that_makes_managedfields_name_a_person()
     assert "now owned by kubectl-label" in refusal(forged)
     dropped = admit("UPDATE", review_claim("cache", flux, person), review_claim("cache", person))
     assert dropped.response.allowed and dropped.findings == ()
+
+
+def test_the_prompt_of_apply_shows_each_planned_action_and_whose_mark_it_takes() -> None:
+    """`gate heal --apply` asks before acting; what it shows is what the person confirms."""
+    db = stuck_claim("db", {"tier": "cache"}, managed=(entry(*FLUX_APPLY, labels=("tier",)),))
+    text = heal_text(plan(db, unattended=False), [], apply=True)
+    assert text.startswith(
+        "planned   DeletePod Pod shop/db-0 (heals PersistentVolumeClaim shop/db)"
+    )
+    assert "written by kustomize-controller (Apply" in text and "nothing stuck" not in text
