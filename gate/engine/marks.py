@@ -93,7 +93,7 @@ class MarkReader:
     """Which labels and annotations are marks, and whose hand counts: the policy's part."""
 
     entries: tuple[DisposableClaims, ...] = ()
-    retire_annotation: str = "prune-gate.io/retire"
+    retire_annotation: str = Policy.retire_annotation
     trusted: tuple[str, ...] = DEFAULT_TRUSTED_MANAGERS
 
     @classmethod
