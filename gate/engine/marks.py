@@ -10,8 +10,8 @@ a person's hand?
 
 A mark is a person's hand only when every managedFields entry that owns it is an `Update`, not
 through a subresource, by one of the trusted managers (`heal.trustedManagers`, by default the
-names kubectl's imperative commands write under: kubectl-label, kubectl-annotate, kubectl-edit,
-kubectl-patch). Fail closed, each for a reason:
+names `kubectl label`, `annotate` and `edit` write under: kubectl-label, kubectl-annotate,
+kubectl-edit). Fail closed, each for a reason:
 - an allow-list, not a list of deployers: deployers' manager names are open-ended
   (kustomize-controller, helm-controller, helm, argocd-controller, kapp,
   kubectl-client-side-apply, kubectl for server-side apply, any operator's or script's), and a

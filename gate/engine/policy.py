@@ -38,10 +38,11 @@ DEFAULT_SEVERITY: dict[Code, dict[Context | None, Severity]] = {
 }
 
 #: The field managers whose `Update` writes are a person's hand (`heal.trustedManagers`): the
-#: names kubectl's imperative commands write under. A mark (the disposable annotation, a label
-#: `heal.disposableClaims` reads) counts for unattended heal only when these alone wrote it
-#: (`gate.engine.marks`); every other manager, a name never heard of included, is a deployer's.
-DEFAULT_TRUSTED_MANAGERS = ("kubectl-label", "kubectl-annotate", "kubectl-edit", "kubectl-patch")
+#: names kubectl's hand commands write under (`kubectl label`, `annotate`, `edit`). A mark (the
+#: disposable annotation, a label `heal.disposableClaims` reads) counts for unattended heal only
+#: when these alone wrote it (`gate.engine.marks`); every other manager, a name never heard of
+#: included, is a deployer's. Not `kubectl-patch`: deploy scripts patch more than people do.
+DEFAULT_TRUSTED_MANAGERS = ("kubectl-label", "kubectl-annotate", "kubectl-edit")
 
 #: The least `webhook.maxCacheAge`: a watch ends and restarts every minute and a re-list of a
 #: big cluster takes a while; below a few minutes readiness flaps on a quiet, healthy cluster.

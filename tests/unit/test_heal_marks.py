@@ -291,8 +291,8 @@ def test_doctor_names_who_wrote_each_mark() -> None:
         f'annotation {DATA}="disposable": written by kubectl-annotate (Update, '
         "2026-12-04T11:00:00Z); a person's hand: unattended heal takes it",
         'label tier="cache": written by kustomize-controller (Apply, 2026-12-04T11:00:00Z); not '
-        "a person's hand (trusted: an Update by kubectl-label, kubectl-annotate, kubectl-edit, "
-        "kubectl-patch): unattended heal does not take it",
+        "a person's hand (trusted: an Update by kubectl-label, kubectl-annotate, kubectl-edit): "
+        "unattended heal does not take it",
         'annotation prune-gate.io/retire="moved to db2": written by kustomize-controller '
         "(Apply, 2026-12-04T11:00:00Z)",
     ]
