@@ -14,6 +14,7 @@ import base64
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from gate.engine.ledger import DATA_ANNOTATION
 from gate.engine.policy import Policy
 from gate.kube.client import ApiStatusError, request_json
 from gate.kube.resources import RESOURCES
@@ -109,9 +110,12 @@ def update_match_expression(policy: Policy) -> str:
     """CEL for `matchConditions`: every DELETE, only the UPDATEs that change an object's
     ownerReferences, the retire or allow-delete annotation, a StatefulSet's claim retention, a
     volume's reclaim policy or a protected
-    label (`gate.engine.updates.protected_label_changes`), and only the
-    CREATEs that carry an ownerReference or either annotation. Each `has` guards the next step,
-    so the expression never errors (an error would apply failurePolicy)."""
+    label (`gate.engine.updates.protected_label_changes`), or a claim's disposable marks (the
+    `prune-gate.io/data` annotation, a label `heal.disposableClaims` reads, or who managedFields
+    say wrote one: `gate.engine.updates.disposable_marks_added`), and only the
+    CREATEs that carry an ownerReference or either annotation, or a claim that carries a mark.
+    Each `has` guards the next step, so the expression never errors (an error would apply
+    failurePolicy)."""
 
     def owners(obj: str) -> str:
         return f"(has({obj}.metadata.ownerReferences) ? {obj}.metadata.ownerReferences : [])"
@@ -133,6 +137,23 @@ def update_match_expression(policy: Policy) -> str:
 
         return read
 
+    def writers(field: str, key: str) -> Callable[[str], str]:
+        """`manager/operation` of each managedFields entry that owns one key of
+        metadata.annotations or .labels."""
+        part, k = _cel_string(f"f:{field}"), _cel_string(f"f:{key}")
+
+        def read(obj: str) -> str:
+            mf = f"{obj}.metadata.managedFields"
+            m = "e.fieldsV1['f:metadata']"
+            return (
+                f"(has({mf}) ? {mf}.filter(e, has(e.fieldsV1) && 'f:metadata' in e.fieldsV1 && "
+                f"{part} in {m} && {k} in {m}[{part}]).map(e, "
+                "(has(e.manager) ? e.manager : '') + '/' + "
+                "(has(e.operation) ? e.operation : '')) : [])"
+            )
+
+        return read
+
     fields = (
         owners,
         entry("annotations", policy.retire_annotation, "''"),
@@ -148,9 +169,24 @@ def update_match_expression(policy: Policy) -> str:
     carries = f"{owners('object')} != [] || " + " || ".join(
         f"{f('object')} != ''" for f in fields[1:3]
     )
+    # A claim's disposable marks: their values, and who managedFields say wrote them.
+    marks = [
+        ("annotations", DATA_ANNOTATION, "''"),
+        *(("labels", key, "'<none>'") for key in policy.disposable_label_keys()),
+    ]
+    claim = "request.resource.group == '' && request.resource.resource == 'persistentvolumeclaims'"
+    marks_changed = " || ".join(
+        f"{f('object')} != {f('oldObject')}"
+        for field, key, absent in marks
+        for f in (entry(field, key, absent), writers(field, key))
+    )
+    marks_carried = " || ".join(
+        f"{entry(field, key, absent)('object')} != {absent}" for field, key, absent in marks
+    )
     return (
-        f"request.operation == 'DELETE' || (request.operation == 'UPDATE' && ({changed})) || "
-        f"(request.operation == 'CREATE' && ({carries}))"
+        f"request.operation == 'DELETE' || (request.operation == 'UPDATE' && ({changed} || "
+        f"({claim} && ({marks_changed})))) || "
+        f"(request.operation == 'CREATE' && ({carries} || ({claim} && ({marks_carried}))))"
     )
 
 

@@ -17,6 +17,7 @@ import click
 from gate.cli.common import F, fail, kube_options, policy_for_files
 from gate.engine.doctor import Diagnosis, Doctor, Thresholds
 from gate.engine.ledger import Ledger, Meta
+from gate.engine.marks import MarkReader
 from gate.engine.policy import Policy, duration_text, parse_duration
 from gate.model.errors import GateError, InputError
 from gate.model.refs import ObjectRef
@@ -364,7 +365,7 @@ def doctor_command(inputs: Inputs, fmt: str) -> None:
     except GateError as exc:
         fail(str(exc))
     now = utc_now()
-    doctor = Doctor(ledger, now, scope.thresholds, declared)
+    doctor = Doctor(ledger, now, scope.thresholds, declared, MarkReader.of(policy))
     stuck, meta = select(doctor, scope)
     if scope.target is not None and meta is None:
         fail(f"no {describe_target(scope)} exists in the cluster")

@@ -7,7 +7,6 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import click
@@ -23,6 +22,7 @@ from gate.cli.doctor import (
 )
 from gate.engine.doctor import Doctor
 from gate.engine.heal import Healer, HealOptions, HealPlan, Outcome
+from gate.engine.marks import MarkReader
 from gate.engine.policy import Policy
 from gate.engine.verdict import EXIT_UNDECIDED
 from gate.model.errors import GateError, InputError
@@ -44,7 +44,12 @@ EXIT_HEALED, EXIT_LEFT = 0, 1
     "once the claim is gone, reserve the volume for the claim git recreates.",
 )
 @click.option("--apply", "apply", is_flag=True, help="Act (default: a dry run).")
-@click.option("--yes", is_flag=True, help="With --apply, do not ask (CI, a heal job).")
+@click.option(
+    "--yes",
+    is_flag=True,
+    help="With --apply, do not ask (CI, a heal job): unattended, so only marks a person's hand "
+    "wrote count.",
+)
 @click.option(
     "--watch",
     is_flag=True,
@@ -67,10 +72,12 @@ def heal_command(
 
     A claim pinned by pods: with its data marked disposable (annotation prune-gate.io/data:
     disposable, or heal.disposableClaims in the policy), delete those pods; with --rescue, first
-    set its volume to Retain. A pod on a dead node (past its deadline plus --deadline-slack, no
-    finalizers, node Ready not True for --node-dead-after with the unreachable taint):
-    force-delete it. Never strips a finalizer. Exit 0 done (or nothing to do), 1 something stuck
-    was left alone, 2 could not read or an action failed.
+    set its volume to Retain. With --yes or --watch (nobody confirms), a label or the annotation
+    counts only where managedFields show a person's hand wrote it (heal.trustedManagers); names
+    and namespaces in heal.disposableClaims always count. A pod on a dead node (past its
+    deadline plus --deadline-slack, no finalizers, node Ready not True for --node-dead-after
+    with the unreachable taint): force-delete it. Never strips a finalizer. Exit 0 done (or
+    nothing to do), 1 something stuck was left alone, 2 could not read or an action failed.
     """
     from gate.report.doctor import heal_json, heal_text
 
@@ -81,7 +88,9 @@ def heal_command(
         every = duration_option("--interval", interval or "1m", minimum=1.0)
     except GateError as exc:
         fail(str(exc))
-    run = _Pass(scope, policy, declared, inputs.cluster, rescue)
+    # `--yes` or `--watch`: no person confirms the plan, so heal takes only marks a person's
+    # hand wrote (gate.engine.marks).
+    run = _Pass(scope, policy, declared, inputs.cluster, rescue, unattended=yes or watch)
     if watch:
         if scope.target is not None:
             raise click.UsageError(
@@ -124,23 +133,27 @@ class _Pass:
         declared: Callable[[ObjectRef], str | None],
         cluster: tuple[str | None, str | None],
         rescue: bool,
+        unattended: bool,
     ) -> None:
         self.scope = scope
         self.policy = policy
         self.declared = declared
         self.cluster = cluster
         self.rescue = rescue
+        self.unattended = unattended
 
     def options(self, watching: bool) -> HealOptions:
+        marks = MarkReader.of(self.policy)
         if not watching:
-            return HealOptions(rescue=self.rescue)
+            return HealOptions(rescue=self.rescue, unattended=self.unattended, marks=marks)
         w = self.policy.heal_watch
         return HealOptions(
             rescue=w.rescue_volumes,
             release=w.release_disposable_claims,
             force=w.force_delete_pods_on_dead_nodes,
             off_because="heal.watch",
-            trust_data_annotation=False,
+            unattended=True,
+            marks=marks,
         )
 
     def client(self) -> ApiLister:
@@ -159,7 +172,7 @@ class _Pass:
         scope, policy = self.scope, self.policy
         ledger = read_ledger(client, policy.live_page_size, scope.namespace, policy.guarded_kinds)
         now = utc_now()
-        doctor = Doctor(ledger, now, scope.thresholds, self.declared)
+        doctor = Doctor(ledger, now, scope.thresholds, self.declared, MarkReader.of(policy))
         roots, meta = select(doctor, scope)
         target = scope.target
         if target is not None and target[1] != "PersistentVolumeClaim" and meta is None:
@@ -175,8 +188,7 @@ class _Pass:
                 )
             return scope.namespace is None or ns == scope.namespace
 
-        options = replace(self.options(watching), disposable=policy.heal_disposable)
-        return Healer(doctor, options).plan(roots, reserve), now
+        return Healer(doctor, self.options(watching)).plan(roots, reserve), now
 
     @staticmethod
     def carry_out(client: ApiLister, plan: HealPlan, apply: bool) -> list[Outcome]:

@@ -16,6 +16,7 @@ from enum import StrEnum
 
 from gate.engine.ledger import (
     DATA_ANNOTATION,
+    DISPOSABLE,
     NOT_READY_TAINT,
     OUT_OF_SERVICE_TAINT,
     PV_PROTECTION,
@@ -29,10 +30,9 @@ from gate.engine.ledger import (
     Pod,
     Volume,
 )
+from gate.engine.marks import DEFAULT_MARKS, Mark, MarkReader
 from gate.engine.policy import duration_text
 from gate.model.refs import ObjectRef
-
-DISPOSABLE = "disposable"
 
 
 class State(StrEnum):
@@ -171,6 +171,9 @@ class Diagnosis:
     #: What it waits on that is stuck too: a namespace's claims, a claim's Terminating pods.
     children: tuple[Diagnosis, ...] = field(default_factory=tuple)
     api_version: str = "v1"
+    #: The marks it carries (disposable, the labels heal.disposableClaims reads, retire), each
+    #: with who wrote it by managedFields: whose word heal would act on.
+    marks: tuple[Mark, ...] = ()
 
     def walk(self) -> Iterable[Diagnosis]:
         yield self
@@ -211,11 +214,13 @@ class Doctor:
         now: dt.datetime,
         thresholds: Thresholds = Thresholds(),
         declared: Declared = _never_declared,
+        marks: MarkReader = DEFAULT_MARKS,
     ) -> None:
         self.ledger = ledger
         self.at = now
         self.th = thresholds
         self.declared = declared
+        self.marks = marks
 
     # --- which objects -------------------------------------------------------------------------
 
@@ -274,6 +279,7 @@ class Doctor:
             finalizers=_finalizers(meta),
             declared=self.declared(meta.ref),
             api_version=meta.api_version,
+            marks=self.marks.marks(meta),
             **kw,  # type: ignore[arg-type]
         )
 
@@ -315,8 +321,8 @@ class Doctor:
                     )
                 if disposable:
                     fixes.append(
-                        f"its data is marked {DATA_ANNOTATION}={DISPOSABLE}: "
-                        f"gate heal --apply {sel} deletes the pods that pin it"
+                        f"its data is marked {DATA_ANNOTATION}={DISPOSABLE} (who wrote it: see "
+                        f"marks): gate heal --apply {sel} deletes the pods that pin it"
                     )
                 else:
                     fixes.append(

@@ -10,6 +10,7 @@ guards bind and who may get past them:
 - `webhook.breakGlassGroups`: who may override a refusal or clear a held fence;
 - `webhook.protectedLabels`: which labels of a guarded object a deployer may not change;
 - `heal.disposableClaims`: which claims' data `gate heal` may lose to release them;
+- `heal.trustedManagers`: whose field-manager writes unattended heal takes for a person's hand;
 - `heal.watch`: what `gate heal --watch` does unasked.
 
 Each has a second copy where the webhook and the healer read it (the cluster: the chart's
@@ -117,6 +118,11 @@ GUARD_SETTINGS: tuple[GuardSetting, ...] = (
         "heal.disposableClaims",
         "which claims' data gate heal may lose to release them",
         lambda p: frozenset(p.disposable_claims),
+    ),
+    GuardSetting(
+        "heal.trustedManagers",
+        "whose field-manager writes unattended heal takes for a person's hand",
+        lambda p: _names(p.heal_trusted_managers),
     ),
     GuardSetting("heal.watch", "what gate heal --watch does unasked", lambda p: p.heal_watch),
 )

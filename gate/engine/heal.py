@@ -16,12 +16,11 @@ prune-gate did not retain. Pure: the plan is data; `gate.kube.heal` carries it o
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from gate.engine.doctor import (
-    DISPOSABLE,
     Diagnosis,
     Doctor,
     State,
@@ -31,12 +30,14 @@ from gate.engine.doctor import (
 )
 from gate.engine.ledger import (
     DATA_ANNOTATION,
+    DISPOSABLE,
     HEAL_FIELD_MANAGER,
     RESCUED_CLAIM_UID,
     Claim,
     Pod,
     Volume,
 )
+from gate.engine.marks import DEFAULT_MARKS, MarkReader
 from gate.engine.policy import duration_text
 from gate.model.events import EventSpec
 from gate.model.refs import ObjectRef
@@ -113,13 +114,13 @@ class HealOptions:
     force: bool = True
     #: Why an action that is off is off: what to turn on.
     off_because: str = ""
-    #: Whether the claim's own `prune-gate.io/data: disposable` counts. Not unattended
-    #: (`--watch`): whoever deploys the claim writes that mark, a speculative deploy included,
-    #: so only the policy's `heal.disposableClaims` (its owner's word) counts there.
-    trust_data_annotation: bool = True
-    #: Whether the policy file says a claim's data is disposable (`heal.disposableClaims`,
-    #: `Policy.heal_disposable`), besides the claim's own annotation.
-    disposable: Callable[[ObjectRef, dict[str, str]], bool] = field(default=lambda _r, _l: False)
+    #: No person confirms the plan (`--watch`, `--apply --yes`): whoever deploys a claim writes
+    #: its labels and annotations, a speculative deploy included, so a mark counts only where
+    #: managedFields show a person's hand wrote it, and `heal.disposableClaims` by namespace and
+    #: name (`gate.engine.marks`).
+    unattended: bool = False
+    #: The policy's marks: `heal.disposableClaims` and `heal.trustedManagers`.
+    marks: MarkReader = DEFAULT_MARKS
 
 
 def _escape(key: str) -> str:
@@ -181,18 +182,10 @@ class Healer:
         else:
             self._skip(diag, _NO_ACTION.get(diag.state, "heal has no action for this state"))
 
-    def _disposable(self, claim: Claim) -> bool:
-        ref = claim.meta.ref
-        if self.options.disposable(ref, claim.meta.labels):
-            return True
-        return (
-            self.options.trust_data_annotation
-            and claim.meta.annotations.get(DATA_ANNOTATION) == DISPOSABLE
-        )
-
     def _release(self, claim: Claim, diag: Diagnosis) -> None:
         volume = self.ledger.volume_of(claim)
         requires: int | None = None
+        disposable = ""
         if self.options.rescue:
             if volume is None:
                 self._skip(
@@ -215,19 +208,13 @@ class Healer:
                 ),
             )
             return
-        elif not self._disposable(claim):
-            marked = claim.meta.annotations.get(DATA_ANNOTATION) == DISPOSABLE
-            self._skip(
-                diag,
-                f"it is marked {DATA_ANNOTATION}={DISPOSABLE}, but unattended heal takes only "
-                "the policy's word (heal.disposableClaims): whoever deploys the claim writes that "
-                "mark, a speculative deploy included; run gate heal --apply yourself"
-                if marked
-                else f"its data is not marked disposable ({DATA_ANNOTATION}={DISPOSABLE} on the "
-                "claim, or heal.disposableClaims in the policy): use --rescue to keep its volume, "
-                "then release it",
+        else:
+            disposable, doubt = self.options.marks.disposable(
+                claim.meta, unattended=self.options.unattended
             )
-            return
+            if not disposable:
+                self._skip(diag, _not_disposable(doubt))
+                return
         users = [p for p in self.ledger.claim_users(claim) if not p.meta.deleting]
         if not users:
             self._skip(
@@ -239,7 +226,7 @@ class Healer:
         why = (
             "its volume is Retain, so the data outlives it"
             if self.options.rescue
-            else ("its data is marked disposable")
+            else f"its data is disposable: {disposable}"
         )
         for pod in users:
             self._actions.append(self._delete_pod(pod, claim, why, requires))
@@ -389,6 +376,23 @@ class Healer:
                 patch=tuple(patch),
             )
         )
+
+
+def _not_disposable(doubt: str) -> str:
+    """Why an unmarked claim, or one whose mark does not count here, is left alone."""
+    if doubt:
+        return (
+            f"{doubt}; unattended heal takes a mark only from a person's hand (an Update by a "
+            "manager in heal.trustedManagers, nobody else owning it) and heal.disposableClaims "
+            "by namespace and name: whoever deploys a claim writes its labels and annotations, a "
+            "speculative deploy included; name it in heal.disposableClaims by namespace and "
+            "name, mark it yourself (kubectl label / kubectl annotate), or run gate heal --apply "
+            "without --yes and confirm"
+        )
+    return (
+        f"its data is not marked disposable ({DATA_ANNOTATION}={DISPOSABLE} on the claim, or "
+        "heal.disposableClaims in the policy): use --rescue to keep its volume, then release it"
+    )
 
 
 _NO_ACTION: dict[State, str] = {

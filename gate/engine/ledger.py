@@ -22,6 +22,8 @@ from gate.model.workloads import claim_names, ephemeral_volume_names, pod_uses_c
 
 #: The claim annotation that says its data may be lost: `gate heal` may then release it.
 DATA_ANNOTATION = "prune-gate.io/data"
+#: Its one value that says so.
+DISPOSABLE = "disposable"
 #: On a volume `gate heal --rescue` set to Retain: the uid of the claim it was rescued from.
 RESCUED_CLAIM_UID = "prune-gate.io/rescued-claim-uid"
 #: The field manager of heal's writes: a rescue mark is heal's only if managedFields say so.
@@ -66,6 +68,60 @@ class Owner:
 
 
 @dataclass(frozen=True, slots=True)
+class Writer:
+    """One managedFields entry that owns a field: who wrote it, how and when, as the API
+    server recorded it. `operation` is `Apply` (applied configuration: a manifest) or `Update`
+    (any other write); `subresource` is set for a write through one (`status`)."""
+
+    manager: str
+    operation: str
+    #: The entry's `time`: when this manager last changed any of its fields (so never earlier
+    #: than its write of this one).
+    written: dt.datetime | None
+    subresource: str = ""
+
+    def display(self) -> str:
+        """`kustomize-controller (Apply, 2026-12-04T20:01:02Z)`."""
+        op = self.operation or "no operation"
+        sub = f" of {self.subresource}" if self.subresource else ""
+        when = (
+            self.written.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            if self.written
+            else "no time"
+        )
+        return f"{self.manager or '(no manager)'} ({op}{sub}, {when})"
+
+
+#: A label or an annotation: (`labels` or `annotations`, key).
+FieldKey = tuple[str, str]
+
+
+def field_writers(obj: dict[str, Any]) -> dict[FieldKey, tuple[Writer, ...]]:
+    """Who wrote each label and annotation of an object, by its managedFields: every entry
+    whose `fieldsV1` owns `f:metadata.f:labels.f:KEY` (or `f:annotations`). An entry without
+    fields owns nothing; a key no entry owns is absent (its writer cannot be told)."""
+    out: dict[FieldKey, list[Writer]] = {}
+    for entry in _part(obj, "metadata").get("managedFields") or ():
+        if not isinstance(entry, dict):
+            continue
+        meta = _part(_part(entry, "fieldsV1"), "f:metadata")
+        writer: Writer | None = None
+        for part in ("labels", "annotations"):
+            for name in _part(meta, f"f:{part}"):
+                if not isinstance(name, str) or not name.startswith("f:"):
+                    continue  # "." is the map itself, not one key
+                if writer is None:
+                    writer = Writer(
+                        str(entry.get("manager") or ""),
+                        str(entry.get("operation") or ""),
+                        parse_time(entry.get("time")),
+                        str(entry.get("subresource") or ""),
+                    )
+                out.setdefault((part, name[2:]), []).append(writer)
+    return {key: tuple(writers) for key, writers in out.items()}
+
+
+@dataclass(frozen=True, slots=True)
 class Meta:
     """What every ledger entry keeps of `metadata`."""
 
@@ -82,6 +138,9 @@ class Meta:
     owners: tuple[Owner, ...]
     annotations: dict[str, str] = field(compare=False)
     labels: dict[str, str] = field(compare=False)
+    #: Who wrote each label and annotation (`field_writers`); read for claims, volumes,
+    #: namespaces and other guarded objects, not for pods (their marks mean nothing here).
+    writers: dict[FieldKey, tuple[Writer, ...]] = field(compare=False, default_factory=dict)
 
     @property
     def deleting(self) -> bool:
@@ -99,7 +158,9 @@ class Meta:
         return next((o for o in self.owners if o.controller), None)
 
 
-def meta_of(obj: dict[str, Any], api_version: str, kind: str, group: str) -> Meta:
+def meta_of(
+    obj: dict[str, Any], api_version: str, kind: str, group: str, *, writers: bool = True
+) -> Meta:
     meta = _part(obj, "metadata")
     owners = tuple(
         Owner(
@@ -125,6 +186,7 @@ def meta_of(obj: dict[str, Any], api_version: str, kind: str, group: str) -> Met
         owners=owners,
         annotations={str(k): str(v) for k, v in (meta.get("annotations") or {}).items()},
         labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
+        writers=field_writers(obj) if writers else {},
     )
 
 
@@ -227,7 +289,7 @@ def _conditions(status: dict[str, Any]) -> tuple[Condition, ...]:
 
 
 def project_pod(obj: dict[str, Any]) -> Pod:
-    meta = meta_of(obj, "v1", "Pod", "")
+    meta = meta_of(obj, "v1", "Pod", "", writers=False)
     spec = _part(obj, "spec")
     status = _part(obj, "status")
     return Pod(

@@ -37,6 +37,13 @@ DEFAULT_SEVERITY: dict[Code, dict[Context | None, Severity]] = {
     Code.FORCE_DISABLED_VOID: {None: Severity.WARN},
 }
 
+#: The field managers whose `Update` writes are a person's hand (`heal.trustedManagers`): the
+#: names kubectl's hand commands write under (`kubectl label`, `annotate`, `edit`). A mark (the
+#: disposable annotation, a label `heal.disposableClaims` reads) counts for unattended heal only
+#: when these alone wrote it (`gate.engine.marks`); every other manager, a name never heard of
+#: included, is a deployer's. Not `kubectl-patch`: deploy scripts patch more than people do.
+DEFAULT_TRUSTED_MANAGERS = ("kubectl-label", "kubectl-annotate", "kubectl-edit")
+
 #: The least `webhook.maxCacheAge`: a watch ends and restarts every minute and a re-list of a
 #: big cluster takes a while; below a few minutes readiness flaps on a quiet, healthy cluster.
 MIN_MAX_CACHE_AGE_SECONDS = 300.0
@@ -157,6 +164,9 @@ class Policy:
     mass_prune_min_objects: int = 20
     mass_prune_empty_min_objects: int = 5
     disposable_claims: tuple[DisposableClaims, ...] = ()
+    #: Whose writes are a person's hand, for the marks unattended heal reads
+    #: (`heal.trustedManagers`).
+    heal_trusted_managers: tuple[str, ...] = DEFAULT_TRUSTED_MANAGERS
     #: What `gate heal --watch` may do on its own (`heal.watch`): each off by default.
     heal_watch: HealWatch = field(default_factory=lambda: HealWatch())
     webhook: WebhookSettings = field(
@@ -168,6 +178,23 @@ class Policy:
     def heal_disposable(self, ref: ObjectRef, labels: dict[str, str]) -> bool:
         """True when the policy says this claim's data may be lost to release it."""
         return any(d.matches(ref, labels) for d in self.disposable_claims)
+
+    def disposable_label_keys(self) -> tuple[str, ...]:
+        """The label keys `heal.disposableClaims` reads, sorted: the marks a deployer may not
+        add to a claim (`gate.engine.updates.disposable_marks_added`)."""
+        return tuple(sorted({key for d in self.disposable_claims for key, _ in d.labels}))
+
+    def disposable_label_values(self, ref: ObjectRef, key: str) -> frozenset[str]:
+        """The values of label `key` that some `heal.disposableClaims` entry whose namespace and
+        name patterns cover `ref` reads: the values that would mark this claim disposable."""
+        return frozenset(
+            value
+            for d in self.disposable_claims
+            if fnmatch.fnmatchcase(ref.namespace, d.namespace)
+            and fnmatch.fnmatchcase(ref.name, d.name)
+            for k, value in d.labels
+            if k == key
+        )
 
     def is_guarded_kind(self, group: str, kind: str) -> bool:
         return (group, kind) in self.guarded_kinds

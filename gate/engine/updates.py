@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from gate.engine.ledger import DATA_ANNOTATION, DISPOSABLE, FieldKey, field_writers
+from gate.engine.marks import hand_owners
 from gate.engine.policy import Policy
 from gate.model.findings import Code, Finding, command, edit
 from gate.model.refs import ObjectRef
@@ -272,6 +274,88 @@ def protected_label_changes(
         )
 
 
+def _disposable_marks(ref: ObjectRef, obj: dict[str, Any], policy: Policy) -> dict[FieldKey, str]:
+    """The marks on a claim that could make heal lose its data, with their values: the
+    disposable annotation, and each label `heal.disposableClaims` reads at a value an entry
+    covering this claim reads."""
+    out: dict[FieldKey, str] = {}
+    if _annotation(obj, DATA_ANNOTATION) == DISPOSABLE:
+        out[("annotations", DATA_ANNOTATION)] = DISPOSABLE
+    for key in policy.disposable_label_keys():
+        value = _label(obj, key)
+        if value is not None and value in policy.disposable_label_values(ref, key):
+            out[("labels", key)] = value
+    return out
+
+
+def disposable_marks_added(
+    ref: ObjectRef, old: dict[str, Any], new: dict[str, Any], policy: Policy, cause: str
+) -> Iterator[Finding]:
+    """GUARD_TAMPERED for each disposable mark this change puts on a claim: the
+    `prune-gate.io/data: disposable` annotation, or a label `heal.disposableClaims` reads set
+    to the value it reads; and for each such mark whose managedFields this change makes a
+    trusted manager own (`heal.trustedManagers`), its value unchanged.
+
+    Heal loses a claim's data on such a mark. A deploy that writes one decides that the data
+    may go, a speculative deploy included, and a deploy that makes managedFields name a person as
+    a mark's writer (a manifest carrying managedFields, which client-side apply sends; or a
+    deployer writing under a person's manager name) forges the evidence unattended heal reads
+    (`gate.engine.marks`)."""
+    if (ref.group, ref.kind) != ("", "PersistentVolumeClaim"):
+        return
+    before, after = _disposable_marks(ref, old, policy), _disposable_marks(ref, new, policy)
+    if not after:
+        return
+    old_writers, new_writers = field_writers(old), field_writers(new)
+    trusted = policy.heal_trusted_managers
+    for (part, key), value in sorted(after.items()):
+        label = part == "labels"
+        what = f"label {key}" if label else f"annotation {key}"
+        kubectl = "label" if label else "annotate"
+        reads = (
+            "a heal.disposableClaims entry covering this claim reads it"
+            if label
+            else "heal releases a claim so marked"
+        )
+        if before.get((part, key)) != value:
+            was = _label(old, key) if label else (_annotation(old, key) or None)
+            how = _how(was, value)
+            why = (
+                f"{ref.display()} has {what} {how} from a deploy: heal may lose a claim's data on "
+                "that mark, and a deploy (a speculative one included) may not decide that"
+            )
+        else:
+            gained = hand_owners(new_writers.get((part, key), ()), trusted) - hand_owners(
+                old_writers.get((part, key), ()), trusted
+            )
+            if not gained:
+                continue
+            how = f'now owned by {", ".join(sorted(gained))} in managedFields (value "{value}")'
+            why = (
+                f"{ref.display()} has {what} {how} from a deploy: managedFields are what "
+                "unattended heal reads to tell a person's mark from a deployer's, and a deploy "
+                "may not rewrite them"
+            )
+        yield Finding(
+            code=Code.GUARD_TAMPERED,
+            ref=ref,
+            message=why,
+            evidence=(
+                f'{what}: "{value}" ({reads})',
+                f"cause: {cause}",
+            ),
+            remediation=f"keep {what} out of the manifest (and managedFields out of every "
+            "manifest); if the claim's data may go, a person marks it by hand "
+            f"(kubectl {kubectl} {ref.kubectl()} {key}={value}) or names it in the policy's "
+            "heal.disposableClaims by namespace and name",
+            actions=(
+                edit(f"remove {what} (and any metadata.managedFields) from the manifest"),
+                command(f"kubectl {kubectl} {ref.kubectl()} {key}={value}"),
+            ),
+            api_version=str(new.get("apiVersion") or ""),
+        )
+
+
 def change_findings(
     ref: ObjectRef,
     old: dict[str, Any],
@@ -299,6 +383,7 @@ def change_findings(
             )
         )
         found.extend(override_in_manifest(ref, old, new, policy, cause))
+        found.extend(disposable_marks_added(ref, old, new, policy, cause))
         if not created:  # a new object out of the selector was never in sight
             found.extend(protected_label_changes(ref, old, new, policy, cause))
     if not created:

@@ -51,6 +51,24 @@ def diagnosis_json(d: Diagnosis, now: dt.datetime) -> dict[str, Any]:
             for p in d.pods
         ],
         "declaredAt": d.declared,
+        "marks": [
+            {
+                "field": m.field,
+                "key": m.key,
+                "value": m.value,
+                "writers": [
+                    {
+                        "manager": w.manager,
+                        "operation": w.operation,
+                        "subresource": w.subresource or None,
+                        "time": _stamp(w.written),
+                    }
+                    for w in m.writers
+                ],
+                "heal": m.heal_note or None,
+            }
+            for m in d.marks
+        ],
         "fixes": list(d.fixes),
         "waitsOn": [diagnosis_json(c, now) for c in d.children],
     }
@@ -89,6 +107,9 @@ def _lines(d: Diagnosis, now: dt.datetime, depth: int) -> list[str]:
             f"{pad}      {inert(e[2:])}" if e.startswith("  ") else f"{pad}    - {inert(e)}"
             for e in d.evidence
         ]
+    if d.marks:
+        out.append(f"{pad}  marks (who wrote each, by managedFields):")
+        out += [f"{pad}    - {inert(m.describe())}" for m in d.marks]
     if d.finalizers:
         out.append(f"{pad}  finalizers:")
         out += [f"{pad}    - {inert(f.name)}: {inert(f.owner)}" for f in d.finalizers]
@@ -146,10 +167,13 @@ def heal_json(plan: HealPlan, outcomes: Sequence[Outcome], apply: bool, now: dt.
 
 
 def heal_text(plan: HealPlan, outcomes: Sequence[Outcome], apply: bool) -> str:
+    """The plan's outcomes; before any (the prompt of `--apply`), the planned actions, each with
+    its Event's words: what the person confirms, whose mark it acts on included."""
     out: list[str] = []
     if not apply:
         out.append("dry run: nothing was changed (run with --apply to act)")
-    for o in outcomes:
+    rows = list(outcomes) or [Outcome(a, "planned") for a in plan.actions]
+    for o in rows:
         a = o.action
         out.append(
             f"{o.result:<9} {a.kind.value} {inert(a.target.display())} (heals "
@@ -161,7 +185,7 @@ def heal_text(plan: HealPlan, outcomes: Sequence[Outcome], apply: bool) -> str:
         out.append(f"          by hand: {inert(a.command)}")
     for s in plan.skipped:
         out.append(f"left      {inert(s.ref.display())}  {s.state.value}: {inert(s.why)}")
-    if not outcomes and not plan.skipped:
+    if not rows and not plan.skipped:
         out.append("nothing stuck: nothing to heal")
     return "\n".join(out)
 

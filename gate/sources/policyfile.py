@@ -241,7 +241,8 @@ def _build(data: dict[str, Any], label: str) -> Policy:
         )
         for d in (data.get("heal") or {}).get("disposableClaims") or ()
     )
-    watch = (data.get("heal") or {}).get("watch") or {}
+    heal = data.get("heal") or {}
+    watch = heal.get("watch") or {}
     heal_watch = HealWatch(
         bool(watch.get("releaseDisposableClaims", False)),
         bool(watch.get("rescueVolumes", False)),
@@ -283,6 +284,9 @@ def _build(data: dict[str, Any], label: str) -> Policy:
             mass.get("emptyMinObjects", base.mass_prune_empty_min_objects)
         ),
         disposable_claims=disposable,
+        heal_trusted_managers=tuple(heal["trustedManagers"])
+        if "trustedManagers" in heal
+        else base.heal_trusted_managers,
         heal_watch=heal_watch,
         webhook=webhook,
     )

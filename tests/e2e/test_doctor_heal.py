@@ -166,9 +166,8 @@ def test_the_incident_aftermath_is_diagnosed_and_a_disposable_claim_is_released_
     assert "--rescue" in report["skipped"][0]["why"]
     assert not k.core(kube.client).read_namespaced_pod(pod, namespace).metadata.deletion_timestamp
 
-    k.core(kube.client).patch_namespaced_persistent_volume_claim(
-        "data", namespace, {"metadata": {"annotations": {"prune-gate.io/data": "disposable"}}}
-    )
+    # A person marks it by hand (kubectl annotate): `--yes` takes only such a mark.
+    kube.kubectl("annotate", "-n", namespace, "pvc/data", "prune-gate.io/data=disposable")
     code, report, _ = gate(kube, tmp_path, "heal", "-n", namespace, "pvc/data")  # dry run
     assert code == 0 and [a["result"] for a in report["actions"]] == ["would do"]
     assert not k.core(kube.client).read_namespaced_pod(pod, namespace).metadata.deletion_timestamp

@@ -231,9 +231,8 @@ def test_after_the_wedge_doctor_names_the_pod_and_heal_lets_flux_recreate_the_cl
     assert stuck["pods"][0]["node"] == node
     assert stuck["declaredAt"].endswith("claim.yaml:1")
 
-    k.core(kube.client).patch_namespaced_persistent_volume_claim(
-        CLAIM, ns, {"metadata": {"annotations": {"prune-gate.io/data": "disposable"}}}
-    )
+    # A person marks it by hand (kubectl annotate): `--apply --yes` takes only such a mark.
+    kube.kubectl("annotate", "-n", ns, f"pvc/{CLAIM}", "prune-gate.io/data=disposable")
     done = run_gate(
         tmp_path,
         "heal",

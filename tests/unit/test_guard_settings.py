@@ -182,6 +182,7 @@ webhook:
 heal:
   disposableClaims:
     - {namespace: app, name: "*", reason: caches}
+  trustedManagers: [kubectl-label, kubectl-annotate, kubectl-edit, kubectl-client-side-apply]
   watch: {releaseDisposableClaims: true}
 """
     repo = _repo(tmp_path, BASE_POLICY, head)
@@ -190,6 +191,7 @@ heal:
     found = _tampered(report)
     assert sorted(found) == [
         "heal.disposableClaims",
+        "heal.trustedManagers",
         "heal.watch",
         "webhook.breakGlassGroups",
         "webhook.deployers",
@@ -198,7 +200,8 @@ heal:
     assert "removed: deployer-b" in found["webhook.deployers"]["evidence"]
     assert "added: everyone" in found["webhook.breakGlassGroups"]["evidence"]
     assert "releaseDisposableClaims: false -> true" in found["heal.watch"]["evidence"]
-    assert found["heal.watch"]["headSource"]["line"] == 13
+    assert found["heal.watch"]["headSource"]["line"] == 14
+    assert "added: kubectl-client-side-apply" in found["heal.trustedManagers"]["evidence"]
     labels = found["webhook.protectedLabels"]["evidence"][0]
     assert labels == "webhook.protectedLabels: none -> [team]"
 

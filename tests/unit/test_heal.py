@@ -14,6 +14,8 @@ from gate.engine.heal import (
     Reason,
 )
 from gate.engine.ledger import HEAL_FIELD_MANAGER, RESCUED_CLAIM_UID, build_ledger
+from gate.engine.marks import MarkReader
+from gate.engine.policy import DisposableClaims
 from tests.unit.stuckworld import T0, claim, node, owner, pod, volume
 
 AGO = dt.timedelta
@@ -60,9 +62,15 @@ def test_a_claim_whose_data_is_not_disposable_is_left_with_the_way_to_rescue_it(
     assert skip.state is State.WAITING_ON_PODS and "--rescue" in skip.why
 
 
+def by_name(name: str) -> MarkReader:
+    """The policy's `heal.disposableClaims` naming claim shop/NAME."""
+    return MarkReader((DisposableClaims("e2e", "shop", name),))
+
+
 def test_the_policy_can_say_a_claim_is_disposable() -> None:
-    p = plan(HealOptions(disposable=lambda ref, _labels: ref.name == "data"), **pinned())
+    p = plan(HealOptions(marks=by_name("data")), **pinned())
     assert [a.kind for a in p.actions] == [ActionKind.DELETE_POD]
+    assert "heal.disposableClaims names it by namespace and name" in p.actions[0].event.message
 
 
 def test_rescue_retains_the_volume_first_and_the_pod_deletion_requires_it() -> None:
@@ -207,13 +215,11 @@ def test_watch_mode_does_only_what_the_policy_enables() -> None:
 def test_unattended_heal_takes_the_policys_word_not_the_claims_own_mark() -> None:
     """Whoever deploys a claim writes its annotations, a speculative deploy included: `--watch`
     releases only what `heal.disposableClaims` names."""
-    watch = HealOptions(trust_data_annotation=False)
+    watch = HealOptions(unattended=True)
     p = plan(watch, **pinned({"prune-gate.io/data": "disposable"}))
     assert p.actions == ()
     assert any("heal.disposableClaims" in s.why and "speculative" in s.why for s in p.skipped)
-    listed = HealOptions(
-        trust_data_annotation=False, disposable=lambda ref, _labels: ref.name == "data"
-    )
+    listed = HealOptions(unattended=True, marks=by_name("data"))
     assert [a.kind for a in plan(listed, **pinned()).actions] == [ActionKind.DELETE_POD]
     # A person running heal decides for themselves.
     assert len(plan(HealOptions(), **pinned({"prune-gate.io/data": "disposable"})).actions) == 1

@@ -103,3 +103,28 @@ def test_chart_and_registration_name_the_same_resource_for_every_table_kind() ->
         for res in rule["resources"]
     }
     assert {(r.group, r.plural) for r in RESOURCES} <= named
+
+
+def test_chart_and_registration_send_a_claims_disposable_marks_alike() -> None:
+    """The labels `heal.disposableClaims` reads and the disposable annotation reach the webhook
+    on a claim: their values, and who managedFields say wrote them (what a forged manifest or a
+    borrowed manager name changes). The chart's copy is the registered one, key for key."""
+    policy = {
+        "heal": {
+            "disposableClaims": [
+                {"namespace": "ci-*", "labels": {"tier": "cache"}, "reason": "rebuilt"},
+                {"labels": {"example.com/scratch": "yes", "tier": "tmp"}, "reason": "scratch"},
+            ]
+        }
+    }
+    hook = webhook_of(render({"policy": policy}))
+    assert hook["matchConditions"] == match_conditions(policy_from_dict(policy))
+    expression = hook["matchConditions"][0]["expression"]
+    for key in ("'tier'", "'example.com/scratch'"):
+        assert f"oldObject.metadata.labels[{key}]" in expression
+    assert "oldObject.metadata.annotations['prune-gate.io/data']" in expression
+    assert "'f:tier' in e.fieldsV1['f:metadata']['f:labels']" in expression
+    assert "'f:prune-gate.io/data' in e.fieldsV1['f:metadata']['f:annotations']" in expression
+    assert expression.count("'f:tier'") == 2  # one key, read once in object and oldObject
+    # Without heal.disposableClaims only the annotation is a mark.
+    assert "'f:labels'" not in webhook_of(render())["matchConditions"][0]["expression"]
