@@ -26,14 +26,14 @@ from gate.engine.guardsettings import PolicySide, check_guard_settings
 from gate.engine.policy import Policy
 from gate.engine.scope import PruneScope, parse_scope
 from gate.engine.verdict import Verdict
-from gate.model.errors import ConfigError, GateError, InputError
+from gate.model.errors import ConfigError, GateError, GitError, InputError
 from gate.model.findings import Finding, Severity
 from gate.model.kinds import check_guarded_kinds, declared_custom_kinds
 from gate.model.objects import RawObject
 from gate.report import FORMATS, render_report
 from gate.report.common import count
 from gate.sources.clock import utc_today
-from gate.sources.github import detect_ci_context
+from gate.sources.github import CIContext, detect_ci_context
 from gate.sources.manifests import read_path
 from gate.sources.placement import git_files, place_findings, rendered_files
 from gate.sources.policyfile import POLICY_FILE, policy_key_lines
@@ -216,8 +216,7 @@ def check_command(
                 fail("rendered mode needs both --base-manifests and --head-manifests")
             if base_manifests == "-" and head_manifests == "-":
                 fail("only one side can be read from stdin (-)")
-            policy = policy_for_files(config_path)
-            guard: list[Finding] = []
+            policy, guard = _rendered_policy(repo, config_path, ci)
             base_raw = read_path(_workspace_relative(base_manifests))
             head_raw = read_path(_workspace_relative(head_manifests))
             base_label, head_label = base_manifests, head_manifests
@@ -469,6 +468,41 @@ def _read_git(
     )
     head_label = _rev_label(head_rev, head_sha)
     return base_raw, head_raw, policy, base_label, head_label, guard
+
+
+def _rendered_policy(
+    repo: str, config_path: str | None, ci: CIContext
+) -> tuple[Policy, list[Finding]]:
+    """The policy of rendered mode, and GUARD_TAMPERED for the guard settings the candidate
+    changes. In a CI job whose event names a base revision the working tree is the candidate's
+    (a merge-group job checks out the candidate), so the policy is read at that base revision as
+    in git mode, never from disk: a candidate would otherwise choose its own severities and
+    guards. Outside CI (no event base) the working tree is the person's own, read from disk; so
+    is a `--config` outside the repository. With an event base but no repository to read it
+    from, a policy file in the working tree is refused: it may be the candidate's."""
+    if not ci.base:
+        return policy_for_files(config_path), []
+    from gate.sources import gitsource  # git only: GitPython is slow to import
+
+    if config_path is not None and policy_in_repository(repo, config_path) is None:
+        return policy_for_files(config_path), []  # outside the repository: no candidate's
+    try:
+        target = gitsource.resolve_revision(repo, ci.base)
+    except GitError as exc:
+        if config_path is None and not os.path.lexists(POLICY_FILE):
+            return Policy(), []  # no policy anywhere: the defaults, whoever's tree this is
+        raise InputError(
+            f"the {ci.event} event names base revision {ci.base}, so {config_path or POLICY_FILE} "
+            "in the working tree may be the candidate's; it is read at that revision, which "
+            f"cannot be read here ({exc}); run in the repository's clone (actions/checkout with "
+            "fetch-depth: 0), or pass --config with a policy file outside the checkout"
+        ) from None
+    policy = base_policy(repo, target, config_path)
+    if not ci.head:
+        return policy, []
+    head = gitsource.resolve_revision(repo, ci.head)
+    base = gitsource.merge_base(repo, target, head) if ci.from_merge_base else target
+    return policy, _guard_setting_findings(repo, config_path, base, head)
 
 
 def _guard_setting_findings(

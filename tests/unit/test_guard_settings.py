@@ -351,3 +351,62 @@ def test_a_config_through_a_directory_the_candidate_made_a_symlink_is_read_at_it
         "path": "ci/policy.yaml",
         "line": None,
     }
+
+
+CLAIM = """\
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data, namespace: app}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 1Gi}}
+"""
+
+#: A candidate's policy that would let its own prune through, and name another fence.
+LENIENT = REDIRECTED + "severity: {NOT_RETIRED: warn, SPECULATIVE_PRUNE: warn}\n"
+
+
+def _rendered(tmp_path: Path, repo: GitRepo, env: dict[str, str] | None) -> tuple[int, Any]:
+    """Rendered mode from the candidate's checkout: base renders the claim, the candidate not."""
+    base = write(tmp_path / "render" / "base" / "claim.yaml", CLAIM)
+    head = write(tmp_path / "render" / "head" / "settings.yaml", SETTINGS.format(level=2))
+    result = gate(
+        "check", "--base-manifests", str(base.parent), "--head-manifests", str(head.parent),
+        "-o", "json", cwd=repo.root, env_extra=env,
+    )  # fmt: skip
+    assert result.returncode in (0, 1), result.stderr
+    return result.returncode, json.loads(result.stdout)
+
+
+def test_rendered_mode_in_a_merge_group_reads_the_policy_at_base(tmp_path: Path) -> None:
+    """Rendered mode read `./prune-gate.yaml` from the working tree, the candidate's in a
+    merge-group job: a candidate that softened NOT_RETIRED passed its own claim's removal. The
+    event names the base, so the policy is read there, and the guard setting it changes is
+    reported as in git mode."""
+    repo = _repo(tmp_path, BASE_POLICY, LENIENT)
+    code, report = _rendered(tmp_path, repo, _merge_group(tmp_path, repo))
+    assert code == 1 and report["verdict"] == "block"
+    codes = {f["code"]: f["severity"] for f in report["findings"]}
+    assert codes["NOT_RETIRED"] == "block"
+    assert list(_tampered(report)) == ["webhook.fence"]
+    # On a person's own machine (no event) the working tree is theirs: read from disk.
+    code, report = _rendered(tmp_path, repo, None)
+    assert {f["code"]: f["severity"] for f in report["findings"]}["NOT_RETIRED"] == "warn"
+    assert _tampered(report) == {}
+
+
+def test_rendered_mode_with_an_event_base_it_cannot_read_refuses_the_working_tree_policy(
+    tmp_path: Path,
+) -> None:
+    repo = _repo(tmp_path, BASE_POLICY, LENIENT)
+    env = _merge_group(tmp_path, repo)
+    payload = json.loads(Path(env["GITHUB_EVENT_PATH"]).read_text())
+    payload["merge_group"]["base_sha"] = "0" * 40  # not in this clone (a shallow checkout)
+    Path(env["GITHUB_EVENT_PATH"]).write_text(json.dumps(payload))
+    base = write(tmp_path / "render" / "base" / "claim.yaml", CLAIM)
+    result = gate(
+        "check", "--base-manifests", str(base.parent), "--head-manifests", str(base.parent),
+        cwd=repo.root, env_extra=env,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stdout
+    assert "may be the candidate's" in result.stderr and "fetch-depth: 0" in result.stderr
