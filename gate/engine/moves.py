@@ -122,24 +122,26 @@ def check_flux_moves(world: World) -> Iterator[Finding]:
     if not any(r.startswith(ROOT_PREFIX) for r in world.base.roots()):
         return  # no Flux root: nothing prunes by inventory
     for m in world.base:
-        if not m.root.startswith(ROOT_PREFIX):
-            continue
         head = world.head.get(m.ref)
-        if head is None or head.root == m.root:
-            continue
-        old = parent_ref(m.root)
-        if old is None or (old.group, old.kind) != (FLUX_GROUP, "Kustomization"):
-            continue
-        change = Change(m.ref, Action.UPDATE, m, head, f"moves from {old.display()}")
-        if not is_guarded(change, world):
-            continue
-        prunes, prune_evidence = _prunes(old, world)
-        if not prunes:
-            continue
-        safe, mark_evidence = _prune_mark(m, world)
-        if safe:
-            continue
-        yield _move_finding(change, old, m, head, world, [prune_evidence, mark_evidence])
+        if head is None or (head.root == m.root and m.ref not in world.base.duplicates):
+            continue  # removed (the deletion rules judge it), or one root that stays
+        # Every Kustomization that stops applying it: an object two of them apply is pruned by
+        # the one that lets it go when the live labels are that one's (the last to apply it).
+        gone = world.base.roots_of(m.ref) - world.head.roots_of(m.ref)
+        for root in sorted(r for r in gone if r.startswith(ROOT_PREFIX)):
+            old = parent_ref(root)
+            if old is None or (old.group, old.kind) != (FLUX_GROUP, "Kustomization"):
+                continue
+            change = Change(m.ref, Action.UPDATE, m, head, f"moves from {old.display()}")
+            if not is_guarded(change, world):
+                break
+            prunes, prune_evidence = _prunes(old, world)
+            if not prunes:
+                continue
+            safe, mark_evidence = _prune_mark(m, world)
+            if safe:
+                break
+            yield _move_finding(change, old, m, head, world, [prune_evidence, mark_evidence])
 
 
 def _move_finding(
@@ -151,9 +153,11 @@ def _move_finding(
     evidence: list[str],
 ) -> Finding:
     ref = change.ref
-    new = parent_ref(head.root)
+    added = sorted(world.head.roots_of(ref) - world.base.roots_of(ref))
+    new_root = added[0] if added else head.root
+    new = parent_ref(new_root)
     new_k = world.head.get(new) if new is not None else None
-    to = new.display() if new is not None else f"root {head.root}"
+    to = new.display() if new is not None else f"root {new_root}"
     if _depends_on(new_k, old):
         order = (
             f"{to} has dependsOn {old.name}, so {old.display()} always reconciles first: it "

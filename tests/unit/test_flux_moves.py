@@ -214,6 +214,20 @@ def test_unguarded_objects_and_plain_roots_move_freely() -> None:
     assert codes(run(base, head)) == set()
 
 
+def test_an_object_two_kustomizations_apply_moves_only_when_one_lets_it_go() -> None:
+    """Declared by apps and db on both sides, in either order: nothing moves, whichever copy
+    comes first. Base has both, the candidate only db: apps lets it go and prunes it when the
+    live labels are its own (the last to apply it)."""
+    ks = objects(kustomization("apps", "./apps/prod"), "clusters/prod/apps.yaml", "c")
+    ks += objects(kustomization("db", "./apps/db"), "clusters/prod/db.yaml", "c")
+    in_apps = objects(claim(), "apps/prod/claim.yaml", APPS)
+    in_db = objects(claim(), "apps/db/claim.yaml", DB)
+    both = run(ks + in_apps + in_db, ks + in_db + in_apps)
+    assert Code.FLUX_MOVE_PRUNES not in codes(both)
+    f = moved(run(ks + in_db + in_apps, ks + in_db))
+    assert "moves from Kustomization flux-system/apps to" in f.message
+
+
 # --- the CLI with --flux-root --------------------------------------------------------------------
 
 DB_KS = apps(path="./apps/db").replace("name: apps", "name: db")
