@@ -158,13 +158,11 @@ def _move_finding(
     new = parent_ref(new_root)
     new_k = world.head.get(new) if new is not None else None
     to = new.display() if new is not None else f"root {new_root}"
+    a, b = old.name, (new.name if new is not None else new_root)
     if _depends_on(new_k, old):
-        order = (
-            f"{to} has dependsOn {old.name}, so {old.display()} always reconciles first: it "
-            "deletes the object"
-        )
+        order = f"{b} has dependsOn {a}, so {a} always reconciles first and deletes it"
     else:
-        order = "the two reconcile in no set order: it is a race"
+        order = "the two reconcile in no set order: a race"
     live_obj = world.live.get(ref) if world.live is not None else None
     if live_obj is not None:
         owner = live_obj.labels.get(FLUX_NAMESPACE, ""), live_obj.labels.get(FLUX_NAME, "")
@@ -177,18 +175,18 @@ def _move_finding(
         Code.FLUX_MOVE_PRUNES,
         change,
         f"{ref.display()} moves from {old.display()} to {to}: kustomize-controller's prune of "
-        f"{old.display()} deletes it unless {to} has applied it first, and {to} then creates "
-        f"it again, empty; {order}",
+        f"{a} deletes it unless {b} has applied it first, and {b} then creates it again, "
+        f"empty; {order}",
         [
             f"base: {old.display()} applies it{at_base}; candidate: {to} applies it{at_head}",
             *evidence,
-            f"{old.display()} prunes a live object that still carries its labels "
-            f"{FLUX_NAME}: {old.name}, {FLUX_NAMESPACE}: {old.namespace} and not `{mark}`",
+            f"{a} prunes a live object that still carries its labels {FLUX_NAME}: {old.name}, "
+            f"{FLUX_NAMESPACE}: {old.namespace} and not `{mark}`",
         ],
         f"move it in two stages: 1) keep it where {old.display()} applies it{at_base}, "
         f"annotate it `{mark}` there, merge and let it deploy; 2) then move it to {to} (the "
-        f"mark may go in the same change: {old.display()} skips it while the live object "
-        f"carries it, and once {to} has applied it, its labels are {to}'s)",
+        f"mark may go in the same change: {a} skips it while the live object carries it, and "
+        f"once {b} has applied it, its labels name {b})",
         [
             edit(f"keep {ref.display()} where {old.display()} applies it", base.source),
             edit(f"stage 1: annotate it `{mark}`; merge and let it deploy", base.source),
