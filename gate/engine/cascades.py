@@ -307,8 +307,9 @@ def check_kustomization_prune(change: Change, world: World) -> Iterator[Finding]
         "applied, which includes",
         [evidence],
         "set `spec.deletionPolicy: Orphan` on the Kustomization, merge and let it deploy, then "
-        "remove it; or move these objects to another Kustomization in the same change (the "
-        "candidate declares them there), or retire them in two stages first",
+        "remove it; or move these objects to another Kustomization in two stages (mark them "
+        "`kustomize.toolkit.fluxcd.io/prune: disabled` where it applies them and let that "
+        "deploy, then move them: see FLUX_MOVE_PRUNES), or retire them in two stages first",
         [
             edit(
                 f"set spec.deletionPolicy: Orphan on {ref.display()}; merge and let it deploy",

@@ -40,7 +40,8 @@ def _prunes(k: Manifest) -> bool:
     return k.spec.get("prune") is True
 
 
-def _deletes_when_removed(k: Manifest) -> bool:
+def deletes_when_removed(k: Manifest) -> bool:
+    """Whether a removed Kustomization's finalizer deletes what it applied."""
     policy = str(k.spec.get("deletionPolicy") or "MirrorPrune")
     if policy == "Orphan":
         return False
@@ -82,7 +83,7 @@ def _explained(change: Change, base: Inventory, head: Inventory) -> Change:
             )
         return replace(change, cause=f"{name}'s chart no longer makes it: the upgrade deletes it")
     if now is None:
-        if not _deletes_when_removed(parent):
+        if not deletes_when_removed(parent):
             why = (
                 "spec.deletionPolicy: Orphan"
                 if parent.spec.get("deletionPolicy") == "Orphan"

@@ -807,6 +807,9 @@ def run_rules(changes: Iterable[Change], world: World) -> list[Finding]:
     from gate.engine.cascades import check_cascades  # cascades builds on this module's helpers
 
     findings.extend(check_cascades(changes, world))
+    from gate.engine.moves import check_flux_moves  # moves builds on this module's helpers too
+
+    findings.extend(check_flux_moves(world))
     findings.extend(check_retiring_consumers(world))
     findings.extend(check_candidate_updates(world))
     findings.extend(check_already_terminating(changes, world))

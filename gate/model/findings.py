@@ -44,6 +44,7 @@ class Code(StrEnum):
     OWNER_DELETES_DEPENDENTS = "OWNER_DELETES_DEPENDENTS"
     MASS_PRUNE = "MASS_PRUNE"
     FORCE_DISABLED_VOID = "FORCE_DISABLED_VOID"
+    FLUX_MOVE_PRUNES = "FLUX_MOVE_PRUNES"
 
 
 #: One line per code: what it means. Reused in `gate codes`, the README and the JSON schema.
@@ -104,6 +105,8 @@ MEANING: dict[Code, str] = {
     "a broken path or render, not a deliberate removal",
     Code.FORCE_DISABLED_VOID: "an object's kustomize.toolkit.fluxcd.io/force: disabled does "
     "nothing: the Flux Kustomization that applies it has spec.force: true",
+    Code.FLUX_MOVE_PRUNES: "a guarded object moves from one Flux Kustomization to another: the "
+    "old one's prune deletes it unless the new one has applied it first",
 }
 
 

@@ -74,6 +74,8 @@ class Inventory:
         self.objects: dict[ObjectRef, Manifest] = {}
         #: Objects declared more than once with copies that agree: every place, in order.
         self.duplicates: dict[ObjectRef, list[Source | None]] = {}
+        #: The roots of an object declared more than once, when they are not all one root.
+        self._more_roots: dict[ObjectRef, set[str]] = {}
         self._by_kind: dict[tuple[str, str], list[Manifest]] = {}
         self._by_ns: dict[str, list[Manifest]] = {}
         self._roots: frozenset[str] | None = None
@@ -96,6 +98,8 @@ class Inventory:
                     str(m.source),
                 )
             self.duplicates.setdefault(ref, [prior.source]).append(m.source)
+            if m.root != prior.root:
+                self._more_roots.setdefault(ref, {prior.root}).add(m.root)
             return
         self._roots = None
         self._by_kind.setdefault((ref.group, ref.kind), []).append(m)
@@ -120,6 +124,15 @@ class Inventory:
     def in_namespace(self, namespace: str) -> list[Manifest]:
         """Objects in one namespace, in declaration order."""
         return self._by_ns.get(namespace, [])
+
+    def roots_of(self, ref: ObjectRef) -> frozenset[str]:
+        """Every root that declares `ref` (two Flux Kustomizations may both apply one object;
+        `get` returns the first copy), or none when it is not declared."""
+        more = self._more_roots.get(ref)
+        if more is not None:
+            return frozenset(more)
+        m = self.objects.get(ref)
+        return frozenset() if m is None else frozenset((m.root,))
 
     def roots(self) -> frozenset[str]:
         """The roots the objects were read from (found once, not per question: a rule asks per

@@ -520,17 +520,24 @@ def test_a_new_kustomization_is_left_out(tmp_path: Path) -> None:
 
 @needs_renderer
 def test_a_claim_moved_to_a_new_kustomization_stays_with_base_s(tmp_path: Path) -> None:
-    """The candidate moves the claim's file to apps/db, applied by a new Kustomization db: the
-    claim is not deleted (same object), and the artifact leaves db out, so until the merge
+    """The candidate moves the claim's file to apps/db, applied by a new Kustomization db, after
+    stage 1 (base marks it `kustomize.toolkit.fluxcd.io/prune: disabled` where apps applies it;
+    without it the move is FLUX_MOVE_PRUNES, a block, and nothing is written: test_flux_moves):
+    the claim is not deleted (same object), and the artifact leaves db out, so until the merge
     only base's apps applies it (built from base's files, where it still is)."""
     from tests.unit.test_flux_roots import apps
 
     repo = flux_repo(tmp_path)
+    marked = RETIRED_FLUX_CLAIM.replace(
+        "annotations: {", "annotations: {kustomize.toolkit.fluxcd.io/prune: disabled, "
+    )
+    assert marked != RETIRED_FLUX_CLAIM
+    repo.commit({"apps/prod/claim.yaml": marked}, "stage 1 of the move")
     db = apps(path="./apps/db").replace("name: apps", "name: db")
     repo.commit(
         {
             "apps/prod/claim.yaml": None,
-            "apps/db/claim.yaml": RETIRED_FLUX_CLAIM,
+            "apps/db/claim.yaml": marked,
             "clusters/prod/db.yaml": db,
         },
         "move the claim to db",
