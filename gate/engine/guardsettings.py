@@ -9,6 +9,9 @@ guards bind and who may get past them:
 - `webhook.deployers`: whose deletions the fence holds back, and who may never touch the guards;
 - `webhook.breakGlassGroups`: who may override a refusal or clear a held fence;
 - `webhook.protectedLabels`: which labels of a guarded object a deployer may not change;
+- `annotations.retire` and `annotations.allowDelete`: which annotation is stage 1 of a
+  retirement, and which is a person's override (the webhook reads its own copy: pointed at an
+  annotation every object carries, the check would count every claim retired or overridden);
 - `heal.disposableClaims`: which claims' data `gate heal` may lose to release them;
 - `heal.trustedManagers`: whose field-manager writes unattended heal takes for a person's hand;
 - `heal.watch`: what `gate heal --watch` does unasked.
@@ -113,6 +116,16 @@ GUARD_SETTINGS: tuple[GuardSetting, ...] = (
         "webhook.protectedLabels",
         "which labels of a guarded object a deployer may not change",
         lambda p: _names(p.webhook.protected_labels),
+    ),
+    GuardSetting(
+        "annotations.retire",
+        "which annotation marks stage 1 of a retirement",
+        lambda p: p.retire_annotation,
+    ),
+    GuardSetting(
+        "annotations.allowDelete",
+        "which annotation is a person's override of a refused deletion",
+        lambda p: p.allow_delete_annotation,
     ),
     GuardSetting(
         "heal.disposableClaims",

@@ -172,6 +172,7 @@ def test_every_guard_setting_is_reported_and_no_other_setting(tmp_path: Path) ->
     head = """\
 guardedKinds: [PersistentVolumeClaim, ConfigMap]
 severity: {NOT_RETIRED: warn}
+annotations: {retire: kubectl.kubernetes.io/last-applied-configuration}
 webhook:
   deployers: [system:serviceaccount:flux-system:kustomize-controller]
   breakGlassGroups: [sre-oncall, everyone]
@@ -190,6 +191,7 @@ heal:
     assert code == 1
     found = _tampered(report)
     assert sorted(found) == [
+        "annotations.retire",
         "heal.disposableClaims",
         "heal.trustedManagers",
         "heal.watch",
@@ -200,7 +202,10 @@ heal:
     assert "removed: deployer-b" in found["webhook.deployers"]["evidence"]
     assert "added: everyone" in found["webhook.breakGlassGroups"]["evidence"]
     assert "releaseDisposableClaims: false -> true" in found["heal.watch"]["evidence"]
-    assert found["heal.watch"]["headSource"]["line"] == 14
+    assert found["heal.watch"]["headSource"]["line"] == 15
+    retire = found["annotations.retire"]["evidence"][0]
+    last_applied = "kubectl.kubernetes.io/last-applied-configuration"
+    assert retire == f"annotations.retire: prune-gate.io/retire -> {last_applied}"
     assert "added: kubectl-client-side-apply" in found["heal.trustedManagers"]["evidence"]
     labels = found["webhook.protectedLabels"]["evidence"][0]
     assert labels == "webhook.protectedLabels: none -> [team]"
