@@ -478,24 +478,33 @@ def _rendered_policy(
     (a merge-group job checks out the candidate), so the policy is read at that base revision as
     in git mode, never from disk: a candidate would otherwise choose its own severities and
     guards. Outside CI (no event base) the working tree is the person's own, read from disk; so
-    is a `--config` outside the repository. With an event base but no repository to read it
-    from, a policy file in the working tree is refused: it may be the candidate's."""
+    is a `--config` outside the repository. With an event base, no repository to read it from
+    and a policy to read, the policy is refused (it may be the candidate's), and so is a base
+    revision the clone lacks (a shallow clone), whatever the working tree holds."""
     if not ci.base:
         return policy_for_files(config_path), []
     from gate.sources import gitsource  # git only: GitPython is slow to import
 
+    if not gitsource.is_repository(repo):
+        if config_path is None and not os.path.lexists(POLICY_FILE):
+            return Policy(), []  # no repository and no policy: the defaults
+        raise InputError(
+            f"the {ci.event} event names base revision {ci.base}, so the policy "
+            f"{config_path or POLICY_FILE} may be the candidate's, and it is read at that "
+            f"revision; but {repo} is not a git repository to read it from: run in the "
+            "repository's clone, or give it with --repo"
+        )
     if config_path is not None and policy_in_repository(repo, config_path) is None:
         return policy_for_files(config_path), []  # outside the repository: no candidate's
     try:
         target = gitsource.resolve_revision(repo, ci.base)
     except GitError as exc:
-        if config_path is None and not os.path.lexists(POLICY_FILE):
-            return Policy(), []  # no policy anywhere: the defaults, whoever's tree this is
         raise InputError(
-            f"the {ci.event} event names base revision {ci.base}, so {config_path or POLICY_FILE} "
-            "in the working tree may be the candidate's; it is read at that revision, which "
-            f"cannot be read here ({exc}); run in the repository's clone (actions/checkout with "
-            "fetch-depth: 0), or pass --config with a policy file outside the checkout"
+            f"the {ci.event} event names base revision {ci.base}, so "
+            f"{config_path or POLICY_FILE} in the working tree may be the candidate's; it is "
+            f"read at that revision, which cannot be read here ({exc}); fetch it "
+            "(actions/checkout with fetch-depth: 0), or pass --config with a policy file "
+            "outside the checkout"
         ) from None
     policy = base_policy(repo, target, config_path)
     if not ci.head:

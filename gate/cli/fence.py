@@ -21,7 +21,7 @@ from gate.cli.common import F, base_policy, fail, kube_options, policy_in_reposi
 from gate.engine.fence import MAX_HOLD_SECONDS, FenceStatus
 from gate.engine.policy import Policy
 from gate.engine.verdict import EXIT_POLICY
-from gate.model.errors import GateError
+from gate.model.errors import GateError, InputError
 from gate.sources.policyfile import POLICY_FILE, load_policy
 
 #: Where the policy naming the fence is read: (--repo, --base, --config).
@@ -72,18 +72,27 @@ def _fence_policy(where: Where) -> tuple[Policy, str | None]:
     """The policy that names the fence, and the base revision it was read at (None: not from
     git). A `--config` outside the repository is read from disk; otherwise the policy file at
     the base revision. Without a base revision no policy file is read (the defaults: no fence),
-    so that `--lease` or `--base` must say it."""
+    so that `--lease` or `--base` must say it. A `--config` with a base revision but no
+    repository to read it at is refused: nothing tells the candidate's checkout from a file
+    outside it."""
+    from gate.sources import gitsource  # git only: GitPython is slow to import
     from gate.sources.github import detect_ci_context
 
     repo, base_rev, config_path = where
+    base_rev = base_rev or detect_ci_context(os.environ).base
+    if config_path is not None and base_rev and not gitsource.is_repository(repo):
+        raise InputError(
+            f"--config {config_path}: there is a base revision ({base_rev}) to read the policy "
+            f"at, but {repo} is not a git repository, so this file may be the candidate's; run "
+            "in the repository's clone (or give it with --repo), or leave out --config and name "
+            "the fence with --lease"
+        )
     in_repo = policy_in_repository(repo, config_path)
     if in_repo is None:
         assert config_path is not None  # only a --config can be outside the repository
         return load_policy(config_path), None
-    base_rev = base_rev or detect_ci_context(os.environ).base
     if not base_rev:
         return Policy(), None
-    from gate.sources import gitsource  # git only: GitPython is slow to import
 
     base_sha = gitsource.resolve_revision(repo, base_rev)
     return base_policy(repo, base_sha, config_path), base_sha

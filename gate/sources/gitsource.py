@@ -92,6 +92,15 @@ def _not_a_repository(repo: str | Path) -> str:
     )
 
 
+def is_repository(repo: str | Path) -> bool:
+    """True when `repo` is in a git repository (a work tree, a subdirectory, or a bare repo)."""
+    try:
+        _open(repo)
+    except GitError:
+        return False
+    return True
+
+
 def resolve_revision(repo: str | Path, rev: str) -> str:
     """The full commit sha of `rev`; a revision that is not in the clone is an actionable error."""
     r = _open(repo)

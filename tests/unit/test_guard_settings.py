@@ -415,3 +415,54 @@ def test_rendered_mode_with_an_event_base_it_cannot_read_refuses_the_working_tre
     )  # fmt: skip
     assert result.returncode == 2, result.stdout
     assert "may be the candidate's" in result.stderr and "fetch-depth: 0" in result.stderr
+
+
+def test_a_config_outside_any_repository_is_refused_when_there_is_a_base(tmp_path: Path) -> None:
+    """A workspace that is no repository, with the candidate checked out below it: `--config
+    src/prune-gate.yaml` was read from disk (the candidate's policy, its fence) because no
+    repository said it was inside one. With a base revision to read at, it is refused."""
+    repo = _repo(tmp_path, BASE_POLICY, LENIENT)
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "src").symlink_to(repo.root)
+    env = _merge_group(tmp_path, repo)
+    base = write(tmp_path / "render" / "base" / "claim.yaml", CLAIM)
+    head = write(tmp_path / "render" / "head" / "settings.yaml", SETTINGS.format(level=2))
+    check = gate(
+        "check", "--config", "src/prune-gate.yaml", "--base-manifests", str(base.parent),
+        "--head-manifests", str(head.parent), cwd=workspace, env_extra=env,
+    )  # fmt: skip
+    assert check.returncode == 2, check.stdout
+    assert "may be the candidate's" in check.stderr and "not a git repository" in check.stderr
+    kubeconfig = write(tmp_path / "kubeconfig", KUBECONFIG)
+    fence = gate(
+        "fence", "status", "--config", "src/prune-gate.yaml", f"--kubeconfig={kubeconfig}",
+        cwd=workspace, env_extra=env,
+    )  # fmt: skip
+    assert fence.returncode == 2
+    assert "may be the candidate's" in fence.stderr and "elsewhere" not in fence.stderr
+    # With --repo naming the clone, the same --config is base's (and its fence).
+    fence = gate(
+        "fence", "status", "--repo", "src", "--config", "src/prune-gate.yaml",
+        f"--kubeconfig={kubeconfig}", cwd=workspace, env_extra=env,
+    )  # fmt: skip
+    assert "Lease ci/speculation-fence:" in fence.stderr, fence.stderr
+
+
+def test_rendered_mode_with_a_base_the_clone_lacks_is_refused_without_a_policy_file(
+    tmp_path: Path,
+) -> None:
+    """A shallow clone, and a candidate that deletes prune-gate.yaml: 'no policy file here'
+    says nothing about base's, which names a fence and may guard more."""
+    repo = _repo(tmp_path, BASE_POLICY, None)
+    env = _merge_group(tmp_path, repo)
+    payload = json.loads(Path(env["GITHUB_EVENT_PATH"]).read_text())
+    payload["merge_group"]["base_sha"] = "0" * 40
+    Path(env["GITHUB_EVENT_PATH"]).write_text(json.dumps(payload))
+    base = write(tmp_path / "render" / "base" / "claim.yaml", CLAIM)
+    result = gate(
+        "check", "--base-manifests", str(base.parent), "--head-manifests", str(base.parent),
+        cwd=repo.root, env_extra=env,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stdout
+    assert "fetch-depth: 0" in result.stderr
