@@ -814,6 +814,7 @@ def run_rules(changes: Iterable[Change], world: World) -> list[Finding]:
     findings.extend(check_candidate_updates(world))
     findings.extend(check_already_terminating(changes, world))
     findings.extend(check_guard_tampered(world))
+    findings.extend(check_deployer_identities(world))
     findings.extend(check_mass_prune(world))
     findings.extend(check_void_force_disabled(world))
     return [_with_live_api_version(f, world) for f in findings]
@@ -982,6 +983,60 @@ def check_guard_tampered(world: World) -> Iterator[Finding]:
             what = "declares it" if base is None else "changes it"
             yield _guard_finding(
                 Change(ref, Action.UPDATE, base, head, "changed by the candidate"), what
+            )
+
+
+#: The Flux kinds whose `spec.serviceAccountName` names the identity their controller
+#: impersonates to apply and prune (kustomize-controller, helm-controller).
+_IMPERSONATING = ((FLUX_GROUP, "Kustomization"), ("helm.toolkit.fluxcd.io", "HelmRelease"))
+
+
+def _service_account(m: Manifest | None) -> str | None:
+    name = m.spec.get("serviceAccountName") if m is not None else None
+    return name if isinstance(name, str) and name else None
+
+
+def check_deployer_identities(world: World) -> Iterator[Finding]:
+    """GUARD_TAMPERED: the candidate has a Flux Kustomization or HelmRelease apply as a service
+    account that `webhook.deployers` does not list.
+
+    kustomize-controller and helm-controller impersonate `spec.serviceAccountName` to apply and
+    prune (Flux multi-tenancy), and the webhook's guards (the fence, NOT_RETIRED for deployers,
+    the marks a deployer may not write, the fence Lease itself) bind only the listed identities:
+    a candidate that ships a ServiceAccount and points its Kustomization at it would prune and
+    write past them. Only a new or changed name is judged (base's is merged), and only when the
+    policy lists deployers at all."""
+    deployers = set(world.policy.webhook.deployers)
+    if not deployers:
+        return
+    for group, kind in _IMPERSONATING:
+        for head in world.head.of_kind(group, kind):
+            name = _service_account(head)
+            base = world.base.get(head.ref)
+            if name is None or name == _service_account(base):
+                continue
+            user = f"system:serviceaccount:{head.ref.namespace}:{name}"
+            if user in deployers:
+                continue
+            change = Change(head.ref, Action.UPDATE, base, head, "changed by the candidate")
+            yield _finding(
+                Code.GUARD_TAMPERED,
+                change,
+                f"{head.ref.display()} would apply and prune as {user} (spec.serviceAccountName: "
+                f"{name}), which webhook.deployers does not list: the webhook's guards bind only "
+                "the listed deployers, so its prunes and writes would pass them",
+                [
+                    f"serviceAccountName: {_service_account(base) or 'none'} -> {name}",
+                    f"webhook.deployers: {', '.join(sorted(deployers))}",
+                ],
+                f"keep spec.serviceAccountName as base has it; to deploy as {user}, a person "
+                "first adds it to webhook.deployers (the chart's values and prune-gate.yaml, a "
+                "guard setting: see 'The speculation fence' in the README), then this change "
+                "passes",
+                [
+                    edit(f"keep spec.serviceAccountName of {head.ref.display()} as base has it"),
+                    edit(f"or: add {user} to webhook.deployers first, on its own"),
+                ],
             )
 
 
