@@ -9,18 +9,24 @@ deployer applies (what a HelmRelease's chart renders is installed by helm-contro
 artifact: its release's upgrade or uninstall deletes what the chart no longer makes): otherwise
 its deletion cannot be deferred, and it blocks.
 
-Whose word the artifact takes for what Flux builds: base's. The artifact is applied as it is
-(`kubectl apply -R -f DIR`), and kustomize-controller then builds every Kustomization in it from
-its source, which the cluster follows at base until the merge. A Kustomization as the candidate
-has it would build base's files with the candidate's spec (its path, target namespace, source,
-patches, prune, force): what neither revision declares and no check has seen, and it prunes or
-replaces what the artifact keeps. So every Flux Kustomization is written as base declares it: a
-changed one as base has it, a removed one kept (its finalizer would delete what it applied), and
-a new one left out. Likewise a HelmRelease whose chart helm-controller builds from a
-GitRepository (base's chart with the candidate's values), and the ConfigMaps and Secrets either
-reads into its build from the cluster (`postBuild.substituteFrom`, `valuesFrom`: the candidate's
-variables on base's files can rename what they declare). Their changes reach the cluster with the
-merged deploy. Pure.
+Whose word the artifact takes for what a deployer builds, and from where: base's. The artifact is
+applied as it is (`kubectl apply -R -f DIR`), and the deployers then build what it declares from
+the sources the cluster follows, base until the merge. A Kustomization as the candidate has it
+would build base's files with the candidate's spec (its path, target namespace, source, patches,
+prune, force): what neither revision declares and no check has seen, and it prunes or replaces
+what the artifact keeps. So is every other object that tells a deployer what to build and from
+where: a Flux source (a GitRepository's `ref`, `ignore`, `include`, `url`; an OCIRepository,
+Bucket, HelmRepository or HelmChart) as the candidate has it makes source-controller fetch
+another revision or other files for base's Kustomizations; a HelmRelease whose chart comes from
+the repository, another source or a `chartRef` puts the candidate's values on base's chart (one
+from a HelmRepository is the candidate's own, unless its HelmRepository changes); an Argo CD
+Application or ApplicationSet re-pointed (path, revision, repository) syncs base's repository
+where neither revision declares. All of these are written as base declares them: a changed one
+as base has it, a removed one kept (a Kustomization's finalizer would delete what it applied),
+and a new one left out. So are the ConfigMaps and Secrets a Kustomization or release reads into
+its build from the cluster (`postBuild.substituteFrom`, `valuesFrom`: the candidate's variables
+on base's files can rename what they declare). Their changes reach the cluster with the merged
+deploy. Pure.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gate.engine.check import CheckResult
-from gate.engine.flux import HELM_GROUP, parent_ref
+from gate.engine.flux import HELM_GROUP, SOURCE_GROUP, parent_ref
 from gate.engine.kustomizations import FLUX_GROUP, HELM_PREFIX
 from gate.model.findings import Finding, Severity
 from gate.model.objects import Manifest
@@ -74,8 +80,8 @@ class Deferral:
 
 def plan_deferral(result: CheckResult) -> Deferral:
     """What a speculative deploy writes instead of the candidate: the objects whose deletion is
-    deferred, kept as base declares them, and every Flux object that builds from the source the
-    cluster follows, as base declares it."""
+    deferred, kept as base declares them, and every object that tells a deployer what to build
+    and from where (with what it reads into the build), as base declares it."""
     by_ref: dict[ObjectRef, list[Finding]] = {}
     for f in result.decision.findings:
         if f.severity is Severity.DEFER:
@@ -99,18 +105,18 @@ def plan_deferral(result: CheckResult) -> Deferral:
             unkeepable.extend((f, why) for f in found)
         else:
             kept.append(Kept(m, tuple(found)))
-    as_base, withheld = _flux_as_base(result, kept)
+    as_base, withheld = _builders_as_base(result, kept)
     kept.extend(as_base)
     kept.sort(key=lambda k: _where(k.manifest))
     withheld.sort(key=lambda w: _where(w.manifest))
     return Deferral(tuple(kept), tuple(unkeepable), tuple(withheld))
 
 
-def _flux_as_base(result: CheckResult, kept: list[Kept]) -> tuple[list[Kept], list[Withheld]]:
-    """Every Flux object that builds from a source, and every ConfigMap or Secret it reads into
-    the build, as base declares it: kept where base's differs from the candidate's or the
-    candidate removes it, left out where only the candidate declares it (or base's comes from a
-    chart, which the artifact cannot write)."""
+def _builders_as_base(result: CheckResult, kept: list[Kept]) -> tuple[list[Kept], list[Withheld]]:
+    """Every object that tells a deployer what to build and from where, and every ConfigMap or
+    Secret one reads into the build, as base declares it: kept where base's differs from the
+    candidate's or the candidate removes it, left out where only the candidate declares it (or
+    base's comes from a chart, which the artifact cannot write)."""
     have = {k.manifest.ref for k in kept}
     applies: dict[ObjectRef, list[ObjectRef]] = {}
     for k in kept:
@@ -132,21 +138,36 @@ def _flux_as_base(result: CheckResult, kept: list[Kept]) -> tuple[list[Kept], li
 
 
 #: What reads a ConfigMap or Secret into a build: (what it is to it, the reader), e.g.
-#: ("postBuild variables", Kustomization ns/apps); None for a Flux object itself.
+#: ("postBuild variables", Kustomization ns/apps); None for a builder itself.
 ReadBy = tuple[str, ObjectRef] | None
+
+ARGO_GROUP = "argoproj.io"
+#: Argo CD's objects that name a repository, revision and path to sync (an ApplicationSet
+#: generates Applications from its template and generators).
+ARGO_KINDS = ("Application", "ApplicationSet")
 
 
 def _builders(result: CheckResult) -> dict[ObjectRef, ReadBy]:
-    """The Flux objects on either side that build from a source (every Kustomization, and every
-    HelmRelease whose chart comes from a GitRepository on either side: helm-controller builds it
-    from base's files until the merge), and the ConfigMaps and Secrets either side's version
-    reads into its build (`postBuild.substituteFrom`, `valuesFrom`), with what reads them."""
+    """The objects on either side that tell a deployer what to build and from where: every Flux
+    source (source-controller fetches what the others build from), every Kustomization, every
+    HelmRelease whose chart the cluster builds from base's word (`_chart_from_base`), every
+    Argo CD Application and ApplicationSet; and the ConfigMaps and Secrets either side's version
+    of a Kustomization or release reads into its build (`postBuild.substituteFrom`,
+    `valuesFrom`), with what reads them."""
     refs: dict[ObjectRef, ReadBy] = {}  # in order, once
-    for side in (result.base, result.head):
+    sides = (result.base, result.head)
+    for side in sides:
+        for m in side.objects.values():
+            if m.ref.group == SOURCE_GROUP or (
+                m.ref.group == ARGO_GROUP and m.ref.kind in ARGO_KINDS
+            ):
+                refs.setdefault(m.ref, None)
         for m in side.of_kind(FLUX_GROUP, "Kustomization"):
             refs.setdefault(m.ref, None)
+    changed = {r for r in refs if r.group == SOURCE_GROUP and not _same_on_both_sides(result, r)}
+    for side in sides:
         for m in side.of_kind(HELM_GROUP, "HelmRelease"):
-            if _chart_from_git(m):
+            if _chart_from_base(m, changed):
                 refs.setdefault(m.ref, None)
     inputs: dict[ObjectRef, ReadBy] = {}
     for ref in refs:
@@ -159,16 +180,23 @@ def _builders(result: CheckResult) -> dict[ObjectRef, ReadBy]:
     return refs
 
 
+def _same_on_both_sides(result: CheckResult, ref: ObjectRef) -> bool:
+    base, head = result.base.get(ref), result.head.get(ref)
+    return base is not None and head is not None and _same(base, head)
+
+
 def _inputs(m: Manifest) -> list[tuple[str, str, str]]:
     """(kind, name, what) of each ConfigMap or Secret `m` reads into what it builds: a
     Kustomization's `spec.postBuild.substituteFrom`, a HelmRelease's `spec.valuesFrom` (both in
-    its own namespace)."""
-    if m.ref.kind == "Kustomization":
+    its own namespace); none for another kind."""
+    if m.ref.group == FLUX_GROUP and m.ref.kind == "Kustomization":
         post = m.spec.get("postBuild")
         entries = post.get("substituteFrom") if isinstance(post, dict) else None
         what = "postBuild variables"
-    else:
+    elif m.ref.group == HELM_GROUP and m.ref.kind == "HelmRelease":
         entries, what = m.spec.get("valuesFrom"), "values"
+    else:
+        return []
     found = []
     for e in entries if isinstance(entries, list) else ():
         if isinstance(e, dict) and e.get("kind") in ("ConfigMap", "Secret") and e.get("name"):
@@ -176,11 +204,23 @@ def _inputs(m: Manifest) -> list[tuple[str, str, str]]:
     return found
 
 
-def _chart_from_git(release: Manifest) -> bool:
+def _chart_from_base(release: Manifest, changed_sources: set[ObjectRef]) -> bool:
+    """Whether helm-controller would put this release's values on a chart of base's word: one
+    from the repository (a GitRepository), from another source (a Bucket; a `chartRef` to an
+    OCIRepository or HelmChart, which the artifact writes as base declares them), or from a
+    HelmRepository the candidate changes (written as base's). Only a chart from an unchanged
+    HelmRepository is the candidate's own word; a release that names no chart counts as base's
+    (what it builds cannot be known)."""
     chart = release.spec.get("chart")
     spec = chart.get("spec") if isinstance(chart, dict) else None
     source = spec.get("sourceRef") if isinstance(spec, dict) else None
-    return isinstance(source, dict) and source.get("kind") == "GitRepository"
+    if release.spec.get("chartRef") is not None or not isinstance(source, dict):
+        return True
+    if source.get("kind") != "HelmRepository":
+        return True
+    ns = source.get("namespace") or release.ref.namespace
+    named = ObjectRef(SOURCE_GROUP, "HelmRepository", str(ns), str(source.get("name", "")))
+    return named in changed_sources
 
 
 def _declared(m: Manifest) -> dict[str, Any]:
@@ -207,23 +247,49 @@ def _changes(base: Manifest, head: Manifest) -> str:
     return ", ".join(fields)
 
 
+def _deployer(ref: ObjectRef) -> tuple[str, str]:
+    """Who builds from the source the cluster follows for `ref`, and what of the candidate's
+    would be put on base's files: (`kustomize-controller builds`, `spec`)."""
+    if ref.group == ARGO_GROUP:
+        return "Argo CD's application controller syncs", "source, path or revision"
+    if ref.kind == "HelmRelease":
+        return "helm-controller builds", "spec"
+    return "kustomize-controller builds", "spec"
+
+
 def _why_kept(
     base: Manifest, head: Manifest | None, read_by: ReadBy, applies: list[ObjectRef]
 ) -> str:
     holds = "" if read_by is None else f", and it holds the {read_by[0]} of {read_by[1].display()}"
     if head is None:
-        if read_by is None:
+        if read_by is not None:
             return (
-                "the candidate removes it: kept as base declares it until the merged deploy (its "
-                f"finalizer would delete what it applied){_applies(applies)}"
+                f"the candidate removes it{holds}: kept as base declares it until the merged deploy"
             )
-        return f"the candidate removes it{holds}: kept as base declares it until the merged deploy"
+        if base.ref.group == SOURCE_GROUP:
+            return (
+                "the candidate removes it: kept as base declares it until the merged deploy "
+                "(base's Kustomizations and releases, which the artifact holds, build from it)"
+            )
+        return (
+            "the candidate removes it: kept as base declares it until the merged deploy (its "
+            f"finalizer would delete what it applied){_applies(applies)}"
+        )
+    if base.ref.group == SOURCE_GROUP:
+        return (
+            f"the candidate changes {_changes(base, head)}: written as base declares it, because "
+            "base's Kustomizations and releases (the artifact's) build from what "
+            "source-controller fetches for it: the candidate's would give them another revision, "
+            "other files or another artifact, what neither revision declares, and they could "
+            "prune or replace what the artifact keeps"
+        )
     reader = base.ref if read_by is None else read_by[1]
-    builder = "helm-controller" if reader.kind == "HelmRelease" else "kustomize-controller"
-    given = "spec" if read_by is None else read_by[0]
+    builds, given = _deployer(reader)
+    if read_by is not None:
+        given = read_by[0]
     return (
         f"the candidate changes {_changes(base, head)}{holds}: written as base declares it, "
-        f"because {builder} builds from the source the cluster follows (base until the merge), "
+        f"because {builds} from the source the cluster follows (base until the merge), "
         f"and base's files with the candidate's {given} are what neither revision declares: "
         f"they could prune or replace what the artifact keeps{_applies(applies)}"
     )
@@ -243,9 +309,10 @@ def _why_withheld(base: Manifest | None, read_by: ReadBy) -> str:
         )
     read = "" if read_by is None else f", and {read_by[1].display()} would read its {read_by[0]}"
     return (
-        f"new in the candidate{read}: left out until the merged deploy, because Flux would "
-        "build from the source the cluster follows (base until the merge): base's files with "
-        "the candidate's spec, which could prune or replace what the artifact keeps"
+        f"new in the candidate{read}: left out until the merged deploy, because the cluster "
+        "builds from the sources it follows (base until the merge): base's files with the "
+        "candidate's word on what to build and from where, which could prune or replace what "
+        "the artifact keeps"
     )
 
 

@@ -19,6 +19,9 @@ from gate.model.objects import Inventory, Manifest
 from gate.model.refs import ObjectRef
 
 HELM_GROUP = "helm.toolkit.fluxcd.io"
+#: Flux's source objects (GitRepository, OCIRepository, Bucket, HelmRepository, HelmChart, ...):
+#: what source-controller fetches, which Kustomizations and releases build from.
+SOURCE_GROUP = "source.toolkit.fluxcd.io"
 #: The fields of a Kustomization that decide what it applies.
 POINTING = ("path", "targetNamespace", "sourceRef")
 

@@ -689,3 +689,200 @@ def test_a_kustomization_only_a_chart_declares_in_base_is_left_out() -> None:
     ((left_out),) = deferral.withheld
     assert left_out.manifest.ref.display() == "Kustomization flux-system/apps"
     assert "HelmRelease flux-system/platform" in left_out.reason
+
+
+# --- every object that tells a deployer what to build and from where -------------------------
+#
+# Flux's source objects say which revision, which files and which artifact the Kustomizations
+# and releases build from; a release's chartRef names its chart; an Argo CD Application or
+# ApplicationSet names its repository, revision and path. Written as the candidate has them,
+# the cluster builds base's Kustomizations from another revision or other files (or syncs base's
+# repository at the candidate's path), and prunes what the artifact keeps.
+
+
+@needs_renderer
+def test_a_source_that_ignores_the_kept_claim_is_written_as_base_declares_it(
+    tmp_path: Path,
+) -> None:
+    """The reviewer's reproduction: the candidate drops the claim's file and makes the
+    GitRepository ignore it. With the candidate's GitRepository, source-controller produces
+    base's commit without the file and apps (base's) prunes the claim the artifact keeps."""
+    from tests.unit.test_flux_roots import SYNC
+
+    repo = flux_repo(tmp_path)
+    ignoring = SYNC.replace(
+        "ref: {branch: main}}", 'ref: {branch: main}, ignore: "/apps/prod/claim.yaml"}'
+    )
+    assert ignoring != SYNC
+    repo.commit(
+        {"clusters/prod/flux-system/gotk-sync.yaml": ignoring, "apps/prod/claim.yaml": None},
+        "ignore the claim",
+    )
+    out = tmp_path / "artifact"
+    result = defer_flux(repo, out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert json.loads(result.stdout)["verdict"] == "defer"
+    base = base_objects(repo, tmp_path)
+    written = artifact_objects(out)
+    source = ("GitRepository", "flux-system", "flux-system")
+    assert written[source] == base[source] and "ignore" not in written[source]["spec"]
+    assert written[CLAIM_KEY] == base[CLAIM_KEY]
+    record = json.loads(record_of(out).read_text("utf-8"))
+    (why,) = next(e["why"] for e in record["kept"] if e["object"]["kind"] == "GitRepository")
+    assert "spec.ignore" in why and "source-controller" in why
+
+
+GIT_SOURCE = """\
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata: {{name: flux-system, namespace: flux-system}}
+spec: {{interval: 1m, url: "{url}", ref: {ref}{extra}}}
+"""
+
+#: Each Flux source kind, base's and the candidate's, and the field the record names.
+SOURCES: dict[str, tuple[str, str, str]] = {
+    "GitRepository ref": (
+        GIT_SOURCE.format(url="https://example.com/repo", ref="{branch: main}", extra=""),
+        GIT_SOURCE.format(url="https://example.com/repo", ref="{tag: v0.1.0}", extra=""),
+        "spec.ref",
+    ),
+    "GitRepository include": (
+        GIT_SOURCE.format(url="https://example.com/repo", ref="{branch: main}", extra=""),
+        GIT_SOURCE.format(
+            url="https://example.com/repo",
+            ref="{branch: main}",
+            extra=", include: [{repository: {name: other}, toPath: apps/prod}]",
+        ),
+        "spec.include",
+    ),
+    "GitRepository url": (
+        GIT_SOURCE.format(url="https://example.com/repo", ref="{branch: main}", extra=""),
+        GIT_SOURCE.format(url="https://example.com/fork", ref="{branch: main}", extra=""),
+        "spec.url",
+    ),
+    **{
+        kind: (
+            f"apiVersion: source.toolkit.fluxcd.io/{version}\nkind: {kind}\n"
+            f"metadata: {{name: flux-system, namespace: flux-system}}\nspec: {{{spec}: a}}\n",
+            f"apiVersion: source.toolkit.fluxcd.io/{version}\nkind: {kind}\n"
+            f"metadata: {{name: flux-system, namespace: flux-system}}\nspec: {{{spec}: b}}\n",
+            f"spec.{spec}",
+        )
+        for kind, version, spec in [
+            ("OCIRepository", "v1", "url"),
+            ("Bucket", "v1", "bucketName"),
+            ("HelmChart", "v1", "version"),
+            ("HelmRepository", "v1", "url"),
+        ]
+    },
+}
+
+
+@pytest.mark.parametrize("how", sorted(SOURCES))
+def test_a_changed_source_is_written_as_base_declares_it(how: str) -> None:
+    base, head, field = SOURCES[how]
+    deferral = plan_deferral(run(base, head, context=Context.SPECULATIVE))
+    (kept,) = deferral.kept
+    assert kept.manifest.ref.group == "source.toolkit.fluxcd.io"
+    assert kept.manifest.body == parse_stream(textwrap.dedent(base), "b.yaml")[0].body
+    assert field in kept.reason and "source-controller" in kept.reason
+
+
+def test_a_removed_source_is_kept_and_a_new_one_left_out() -> None:
+    base = GIT_SOURCE.format(url="https://example.com/repo", ref="{branch: main}", extra="")
+    new = base.replace("name: flux-system", "name: other")
+    deferral = plan_deferral(run(base, new, context=Context.SPECULATIVE))
+    (kept,) = deferral.kept
+    assert kept.manifest.ref.display() == "GitRepository flux-system/flux-system"
+    assert "the candidate removes it" in kept.reason
+    (left_out,) = deferral.withheld
+    assert left_out.manifest.ref.display() == "GitRepository flux-system/other"
+    assert "new in the candidate" in left_out.reason
+
+
+CHART_REF = """\
+apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: {{name: db, namespace: shop}}
+spec:
+  chartRef: {{kind: {kind}, name: db, namespace: flux-system}}
+  values: {{size: {size}}}
+"""
+
+
+@pytest.mark.parametrize("kind", ["HelmChart", "OCIRepository"])
+def test_a_release_with_a_chart_ref_is_written_as_base_declares_it(kind: str) -> None:
+    """The chart a chartRef names is built by source-controller from what its source follows,
+    and the source is written as base declares it: the candidate's values on base's chart are
+    what neither revision declares."""
+    base = CHART_REF.format(kind=kind, size="10Gi")
+    head = CHART_REF.format(kind=kind, size="20Gi")
+    deferral = plan_deferral(run(base, head, context=Context.SPECULATIVE))
+    assert [k.manifest.ref.display() for k in deferral.kept] == ["HelmRelease shop/db"]
+    assert "spec.values" in deferral.kept[0].reason
+    assert "helm-controller" in deferral.kept[0].reason
+
+
+def test_a_release_whose_helm_repository_changes_is_written_as_base_declares_it() -> None:
+    """The HelmRepository is written as base has it: the candidate's chart and values from
+    base's repository are what neither revision declares, so the release is base's too."""
+    repository = (
+        "apiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\n"
+        "metadata: {{name: flux-system, namespace: flux-system}}\nspec: {{url: {url}}}\n"
+    )
+    base = doc(
+        HELM_RELEASE.format(chart="db", source="HelmRepository", size="10Gi"),
+        repository.format(url="https://a.example.com"),
+    )
+    head = doc(
+        HELM_RELEASE.format(chart="db", source="HelmRepository", size="20Gi"),
+        repository.format(url="https://b.example.com"),
+    )
+    deferral = plan_deferral(run(base, head, context=Context.SPECULATIVE))
+    assert sorted(k.manifest.ref.display() for k in deferral.kept) == [
+        "HelmRelease shop/db",
+        "HelmRepository flux-system/flux-system",
+    ]
+
+
+APPLICATION = """\
+apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata: {{name: shop, namespace: argocd}}
+spec:
+  project: default
+  destination: {{server: https://kubernetes.default.svc, namespace: shop}}
+  syncPolicy: {{automated: {{prune: true}}}}
+  source: {{repoURL: https://example.com/repo, targetRevision: main, path: {path}}}
+"""
+APPLICATION_SET = """\
+apiVersion: argoproj.io/v1alpha1
+kind: ApplicationSet
+metadata: {{name: shop, namespace: argocd}}
+spec:
+  generators: [{{list: {{elements: [{{env: prod}}]}}}}]
+  template:
+    metadata: {{name: "shop-{{{{env}}}}"}}
+    spec:
+      project: default
+      destination: {{server: https://kubernetes.default.svc, namespace: shop}}
+      syncPolicy: {{automated: {{prune: true}}}}
+      source: {{repoURL: https://example.com/repo, targetRevision: main, path: {path}}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("kind", "field"), [("Application", "source"), ("ApplicationSet", "template")]
+)
+def test_an_argo_cd_application_whose_path_changes_is_written_as_base_declares_it(
+    kind: str, field: str
+) -> None:
+    """Argo CD syncs the repository at the revision the cluster follows (base until the merge):
+    an Application re-pointed to another path syncs base's files there and prunes what the
+    artifact keeps; an ApplicationSet's template does the same to the Applications it makes."""
+    text = APPLICATION if kind == "Application" else APPLICATION_SET
+    base, head = text.format(path="apps/prod"), text.format(path="apps/staging")
+    deferral = plan_deferral(run(base, head, context=Context.SPECULATIVE))
+    assert [k.manifest.ref.display() for k in deferral.kept] == [f"{kind} argocd/shop"]
+    assert deferral.kept[0].manifest.body == parse_stream(base, "b.yaml")[0].body
+    assert f"spec.{field}" in deferral.kept[0].reason and "Argo CD" in deferral.kept[0].reason
