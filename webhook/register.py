@@ -60,8 +60,9 @@ def rules_for(
     policy: Policy, discovered: Mapping[tuple[str, str], str] | None = None
 ) -> list[dict[str, Any]]:
     """One CREATE, DELETE and UPDATE rule per API group, naming the guarded kinds' resources,
-    and an UPDATE rule for StatefulSets when they are not guarded (their claim retention still
-    is).
+    an UPDATE rule for claims' status subresource when claims are guarded (a /status write
+    changes metadata too), and an UPDATE rule for StatefulSets when they are not guarded (their
+    claim retention still is).
 
     CREATEs and UPDATEs reach the webhook only when `update_match_expression` says they carry or
     touch what it judges. A kind outside the table needs its name in `discovered`.
@@ -89,6 +90,19 @@ def rules_for(
         }
         for group, resources in sorted(by_group.items())
     ]
+    if "persistentvolumeclaims" in by_group.get("", []):
+        # A /status write may change a claim's labels and annotations (the API server keeps
+        # only its spec): a deployer could put a disposable mark there, or an ownerReference,
+        # unseen. matchConditions keep the volume binder's status updates off the webhook.
+        rules.append(
+            {
+                "apiGroups": [""],
+                "apiVersions": ["*"],
+                "operations": ["UPDATE"],
+                "resources": ["persistentvolumeclaims/status"],
+                "scope": "*",
+            }
+        )
     if "statefulsets" not in by_group.get("apps", []):
         rules.append(
             {
@@ -138,8 +152,12 @@ def update_match_expression(policy: Policy) -> str:
         return read
 
     def writers(field: str, key: str) -> Callable[[str], str]:
-        """`manager/operation` of each managedFields entry that owns one key of
-        metadata.annotations or .labels."""
+        """`[manager, operation, subresource]` of each managedFields entry that owns one key of
+        metadata.annotations or .labels: every field `gate.engine.marks.is_hand` reads, so an
+        UPDATE that rewrites any of them (drops `subresource: status` from an entry a /status
+        write made) reaches the webhook. A list, not a joined string: no separator a manager
+        name could carry makes two entries look alike. (`time` is left out: every write of
+        the manager changes it; `apiVersion` and `fieldsType` say nothing of who wrote it.)"""
         part, k = _cel_string(f"f:{field}"), _cel_string(f"f:{key}")
 
         def read(obj: str) -> str:
@@ -147,9 +165,10 @@ def update_match_expression(policy: Policy) -> str:
             m = "e.fieldsV1['f:metadata']"
             return (
                 f"(has({mf}) ? {mf}.filter(e, has(e.fieldsV1) && 'f:metadata' in e.fieldsV1 && "
-                f"{part} in {m} && {k} in {m}[{part}]).map(e, "
-                "(has(e.manager) ? e.manager : '') + '/' + "
-                "(has(e.operation) ? e.operation : '')) : [])"
+                f"{part} in {m} && {k} in {m}[{part}]).map(e, ["
+                "has(e.manager) ? e.manager : '', "
+                "has(e.operation) ? e.operation : '', "
+                "has(e.subresource) ? e.subresource : '']) : [])"
             )
 
         return read

@@ -27,6 +27,24 @@ def test_update_rules_cover_guarded_kinds_and_statefulsets() -> None:
     }
 
 
+def test_claims_status_updates_are_registered_when_claims_are_guarded() -> None:
+    """A /status write may change a claim's labels and annotations: UPDATEs of
+    `persistentvolumeclaims/status` reach the webhook (matchConditions keep the ordinary ones
+    off), in the chart as in `--register`."""
+    status = {
+        "apiGroups": [""],
+        "apiVersions": ["*"],
+        "operations": ["UPDATE"],
+        "resources": ["persistentvolumeclaims/status"],
+        "scope": "*",
+    }
+    assert status in rules_for(policy_from_dict({}))
+    assert status in webhook_of(render())["rules"]
+    without = {"webhook": {"guardedKinds": ["PersistentVolume"]}}
+    assert status not in rules_for(policy_from_dict(without))
+    assert status not in webhook_of(render({"policy": without}))["rules"]
+
+
 def test_chart_match_conditions_are_the_registered_ones() -> None:
     policy = {
         "annotations": {"retire": "example.com/retire", "allowDelete": "example.com/allow"},
@@ -126,5 +144,11 @@ def test_chart_and_registration_send_a_claims_disposable_marks_alike() -> None:
     assert "'f:tier' in e.fieldsV1['f:metadata']['f:labels']" in expression
     assert "'f:prune-gate.io/data' in e.fieldsV1['f:metadata']['f:annotations']" in expression
     assert expression.count("'f:tier'") == 2  # one key, read once in object and oldObject
+    # Every field of an owning entry that `is_hand` reads: dropping `subresource: status` from
+    # an entry (a person's manager name, written through /status) must reach the webhook.
+    assert (
+        "[has(e.manager) ? e.manager : '', has(e.operation) ? e.operation : '', "
+        "has(e.subresource) ? e.subresource : '']" in expression
+    )
     # Without heal.disposableClaims only the annotation is a mark.
     assert "'f:labels'" not in webhook_of(render())["matchConditions"][0]["expression"]
