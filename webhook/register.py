@@ -60,9 +60,9 @@ def rules_for(
     policy: Policy, discovered: Mapping[tuple[str, str], str] | None = None
 ) -> list[dict[str, Any]]:
     """One CREATE, DELETE and UPDATE rule per API group, naming the guarded kinds' resources,
-    an UPDATE rule for claims' status subresource when claims are guarded (a /status write
-    changes metadata too), and an UPDATE rule for StatefulSets when they are not guarded (their
-    claim retention still is).
+    then one UPDATE rule naming their status subresources (a /status write changes metadata
+    too), and an UPDATE rule for StatefulSets when they are not guarded (their claim retention
+    still is, and a /status write cannot change it).
 
     CREATEs and UPDATEs reach the webhook only when `update_match_expression` says they carry or
     touch what it judges. A kind outside the table needs its name in `discovered`.
@@ -80,26 +80,27 @@ def rules_for(
                 "webhook.rules ({apiGroups, resources})"
             )
         by_group.setdefault(group, []).append(resource)
-    rules = [
-        {
-            "apiGroups": [group],
-            "apiVersions": ["*"],
-            "operations": ["CREATE", "DELETE", "UPDATE"],
-            "resources": sorted(resources),
-            "scope": "*",
-        }
-        for group, resources in sorted(by_group.items())
-    ]
-    if "persistentvolumeclaims" in by_group.get("", []):
-        # A /status write may change a claim's labels and annotations (the API server keeps
-        # only its spec): a deployer could put a disposable mark there, or an ownerReference,
-        # unseen. matchConditions keep the volume binder's status updates off the webhook.
+    rules: list[dict[str, Any]] = []
+    for group, resources in sorted(by_group.items()):
         rules.append(
             {
-                "apiGroups": [""],
+                "apiGroups": [group],
+                "apiVersions": ["*"],
+                "operations": ["CREATE", "DELETE", "UPDATE"],
+                "resources": sorted(resources),
+                "scope": "*",
+            }
+        )
+        # A /status write may change labels and annotations too (the API server keeps only
+        # the spec): a deployer could put the allow-delete override, an ownerReference or a
+        # claim's disposable mark there unseen. matchConditions keep the controllers' ordinary
+        # status writes off the webhook.
+        rules.append(
+            {
+                "apiGroups": [group],
                 "apiVersions": ["*"],
                 "operations": ["UPDATE"],
-                "resources": ["persistentvolumeclaims/status"],
+                "resources": [f"{r}/status" for r in sorted(resources)],
                 "scope": "*",
             }
         )

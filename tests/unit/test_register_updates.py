@@ -27,22 +27,32 @@ def test_update_rules_cover_guarded_kinds_and_statefulsets() -> None:
     }
 
 
-def test_claims_status_updates_are_registered_when_claims_are_guarded() -> None:
-    """A /status write may change a claim's labels and annotations: UPDATEs of
-    `persistentvolumeclaims/status` reach the webhook (matchConditions keep the ordinary ones
-    off), in the chart as in `--register`."""
+def test_status_updates_of_the_guarded_kinds_are_registered() -> None:
+    """A /status write may change labels and annotations (a claim's disposable mark, the
+    allow-delete override): UPDATEs of each guarded resource's `status` reach the webhook
+    (matchConditions keep the ordinary ones off), in the chart as in `--register`."""
+    rules = rules_for(policy_from_dict({}))
     status = {
-        "apiGroups": [""],
-        "apiVersions": ["*"],
-        "operations": ["UPDATE"],
-        "resources": ["persistentvolumeclaims/status"],
-        "scope": "*",
+        (g, r)
+        for rule in rules
+        if rule["operations"] == ["UPDATE"] and rule["resources"] != ["statefulsets"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
     }
-    assert status in rules_for(policy_from_dict({}))
-    assert status in webhook_of(render())["rules"]
-    without = {"webhook": {"guardedKinds": ["PersistentVolume"]}}
-    assert status not in rules_for(policy_from_dict(without))
-    assert status not in webhook_of(render({"policy": without}))["rules"]
+    assert status == {
+        ("", "namespaces/status"),
+        ("", "persistentvolumeclaims/status"),
+        ("", "persistentvolumes/status"),
+        ("apps", "statefulsets/status"),
+        ("apiextensions.k8s.io", "customresourcedefinitions/status"),
+    }
+    assert webhook_of(render())["rules"] == rules
+    only_volumes = {"webhook": {"guardedKinds": ["PersistentVolume"]}}
+    named = [r["resources"] for r in rules_for(policy_from_dict(only_volumes))]
+    assert named == [["persistentvolumes"], ["persistentvolumes/status"], ["statefulsets"]]
+    assert webhook_of(render({"policy": only_volumes}))["rules"] == rules_for(
+        policy_from_dict(only_volumes)
+    )
 
 
 def test_chart_match_conditions_are_the_registered_ones() -> None:
