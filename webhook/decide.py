@@ -263,8 +263,10 @@ def decide_admission(
 
     if (guarded := guard_outcome(req, policy, fence)) is not None:
         return guarded
-    if req.sub_resource:
+    if req.sub_resource and (req.operation, req.sub_resource) != ("UPDATE", "status"):
         return Outcome(_allowed(req), Verdict.ALLOW)
+    # A /status UPDATE (registered for the guarded kinds) is judged as the UPDATE it is: the API
+    # server keeps the spec, but labels, annotations and ownerReferences change as they would.
     if req.operation == "UPDATE":
         return decide_update(req, policy, fence, today)
     if req.operation == "CREATE":

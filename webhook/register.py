@@ -60,8 +60,9 @@ def rules_for(
     policy: Policy, discovered: Mapping[tuple[str, str], str] | None = None
 ) -> list[dict[str, Any]]:
     """One CREATE, DELETE and UPDATE rule per API group, naming the guarded kinds' resources,
-    and an UPDATE rule for StatefulSets when they are not guarded (their claim retention still
-    is).
+    then one UPDATE rule naming their status subresources (a /status write changes metadata
+    too), and an UPDATE rule for StatefulSets when they are not guarded (their claim retention
+    still is, and a /status write cannot change it).
 
     CREATEs and UPDATEs reach the webhook only when `update_match_expression` says they carry or
     touch what it judges. A kind outside the table needs its name in `discovered`.
@@ -79,16 +80,30 @@ def rules_for(
                 "webhook.rules ({apiGroups, resources})"
             )
         by_group.setdefault(group, []).append(resource)
-    rules = [
-        {
-            "apiGroups": [group],
-            "apiVersions": ["*"],
-            "operations": ["CREATE", "DELETE", "UPDATE"],
-            "resources": sorted(resources),
-            "scope": "*",
-        }
-        for group, resources in sorted(by_group.items())
-    ]
+    rules: list[dict[str, Any]] = []
+    for group, resources in sorted(by_group.items()):
+        rules.append(
+            {
+                "apiGroups": [group],
+                "apiVersions": ["*"],
+                "operations": ["CREATE", "DELETE", "UPDATE"],
+                "resources": sorted(resources),
+                "scope": "*",
+            }
+        )
+        # A /status write may change labels and annotations too (the API server keeps only
+        # the spec): a deployer could put the allow-delete override, an ownerReference or a
+        # claim's disposable mark there unseen. matchConditions keep the controllers' ordinary
+        # status writes off the webhook.
+        rules.append(
+            {
+                "apiGroups": [group],
+                "apiVersions": ["*"],
+                "operations": ["UPDATE"],
+                "resources": [f"{r}/status" for r in sorted(resources)],
+                "scope": "*",
+            }
+        )
     if "statefulsets" not in by_group.get("apps", []):
         rules.append(
             {
@@ -138,8 +153,12 @@ def update_match_expression(policy: Policy) -> str:
         return read
 
     def writers(field: str, key: str) -> Callable[[str], str]:
-        """`manager/operation` of each managedFields entry that owns one key of
-        metadata.annotations or .labels."""
+        """`[manager, operation, subresource]` of each managedFields entry that owns one key of
+        metadata.annotations or .labels: every field `gate.engine.marks.is_hand` reads, so an
+        UPDATE that rewrites any of them (drops `subresource: status` from an entry a /status
+        write made) reaches the webhook. A list, not a joined string: no separator a manager
+        name could carry makes two entries look alike. (`time` is left out: every write of
+        the manager changes it; `apiVersion` and `fieldsType` say nothing of who wrote it.)"""
         part, k = _cel_string(f"f:{field}"), _cel_string(f"f:{key}")
 
         def read(obj: str) -> str:
@@ -147,9 +166,10 @@ def update_match_expression(policy: Policy) -> str:
             m = "e.fieldsV1['f:metadata']"
             return (
                 f"(has({mf}) ? {mf}.filter(e, has(e.fieldsV1) && 'f:metadata' in e.fieldsV1 && "
-                f"{part} in {m} && {k} in {m}[{part}]).map(e, "
-                "(has(e.manager) ? e.manager : '') + '/' + "
-                "(has(e.operation) ? e.operation : '')) : [])"
+                f"{part} in {m} && {k} in {m}[{part}]).map(e, ["
+                "has(e.manager) ? e.manager : '', "
+                "has(e.operation) ? e.operation : '', "
+                "has(e.subresource) ? e.subresource : '']) : [])"
             )
 
         return read

@@ -336,3 +336,53 @@ def test_scale_down_with_when_scaled_delete_deletes_only_a_retired_claim(
         assert live.metadata.deletion_timestamp is None, "an unretired claim went Terminating"
         assert "Pod" in [o.kind for o in live.metadata.owner_references or []]
     assert not claim_terminating(kube, ns, keep)
+
+
+def test_deployer_override_through_a_status_subresource_is_refused(
+    kube: Cluster, clean: str, webhook: Webhook
+) -> None:
+    """A /status write may change an object's labels and annotations (the API server keeps only
+    its spec): a deployer that put the allow-delete override on a volume, a namespace or a
+    StatefulSet through it would then delete it past the webhook. Its UPDATEs through `status`
+    are judged as the UPDATEs they are; an ordinary status write still goes through."""
+    ns = clean
+    v1 = k.core(kube.client)
+    name = k.unique("pv")
+    v1.create_persistent_volume(
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": name},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "hostPath": {"path": f"/tmp/{name}"},
+                "persistentVolumeReclaimPolicy": "Retain",
+            },
+        }
+    )
+    sts = _make_statefulset(kube, ns, replicas=0)
+    try:
+        core, apps = k.core(kube.impersonating(DEPLOYER)), k.apps(kube.impersonating(DEPLOYER))
+        override = {"metadata": {"annotations": {ALLOW_DELETE: "ci"}}}
+        writes = {
+            "volume": lambda: core.patch_persistent_volume_status(name, override),
+            "namespace": lambda: core.patch_namespace_status(ns, override),
+            "statefulset": lambda: apps.patch_namespaced_stateful_set_status(sts, ns, override),
+        }
+        reasons = {}
+        for what, write in writes.items():
+            refused = deny(write)
+            reasons[what] = refusal_reason(refused)[0] if refused is not None else "allowed"
+        assert reasons == dict.fromkeys(writes, "OVERRIDE_IN_MANIFEST")
+        assert ALLOW_DELETE not in (v1.read_persistent_volume(name).metadata.annotations or {})
+        assert ALLOW_DELETE not in (v1.read_namespace(ns).metadata.annotations or {})
+        live = k.apps(kube.client).read_namespaced_stateful_set(sts, ns)
+        assert ALLOW_DELETE not in (live.metadata.annotations or {})
+        # The deployer's status write that touches no guard is not the webhook's business.
+        assert (
+            deny(lambda: core.patch_persistent_volume_status(name, {"status": {"message": "ok"}}))
+            is None
+        )
+    finally:
+        k.delete_if_present(v1.delete_persistent_volume, name)

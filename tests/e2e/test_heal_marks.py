@@ -479,3 +479,101 @@ def test_flux_applying_a_candidate_that_marks_a_claim_disposable_is_refused(
         live = k.core(kube.client).read_namespaced_persistent_volume_claim("db", ns)
         assert "tier" not in (live.metadata.labels or {})
         assert ready_condition(flux.read_kustomization(ns, APP)) is not None
+
+
+def _status_mark(kube: Cluster, namespace: str, claim: str, *as_user: str) -> Any:
+    """Mark a claim disposable (annotation and `tier: cache`) through its status subresource,
+    under `kubectl annotate`'s manager name; `as_user` is `--as=...` or nothing (the admin)."""
+    patch = {"metadata": {"annotations": {DISPOSABLE: "disposable"}, "labels": {"tier": "cache"}}}
+    return kube.kubectl(
+        *as_user,
+        "patch",
+        "-n",
+        namespace,
+        f"pvc/{claim}",
+        "--subresource=status",
+        "--type=merge",
+        "--field-manager=kubectl-annotate",
+        "-p",
+        json.dumps(patch),
+        check=False,
+    )
+
+
+def _mark_entries(kube: Cluster, namespace: str, claim: str) -> list[dict[str, Any]]:
+    """The claim's managedFields entries that own its `tier` label or disposable annotation."""
+    obj = json.loads(
+        kube.kubectl(
+            "get", "-n", namespace, f"pvc/{claim}", "-o", "json", "--show-managed-fields"
+        ).stdout
+    )
+    out: list[dict[str, Any]] = []
+    for e in obj["metadata"].get("managedFields") or []:
+        meta = (e.get("fieldsV1") or {}).get("f:metadata") or {}
+        if "f:tier" in meta.get("f:labels", {}) or f"f:{DISPOSABLE}" in meta.get(
+            "f:annotations", {}
+        ):
+            out.append(e)
+    return out
+
+
+def test_the_webhook_refuses_a_mark_through_status_and_a_rewrite_of_its_subresource(
+    kube: Cluster, namespace: str, node: str, tmp_path: Path, marks_hook: Webhook
+) -> None:
+    """Two steps, each of which the webhook did not see: a deployer marks a claim through its
+    status subresource (a /status write may change metadata.labels and .annotations; the
+    webhook's rules named `persistentvolumeclaims` only), under a person's manager name; then a
+    main-resource UPDATE rewrites managedFields, dropping only `subresource: status` from that
+    entry (matchConditions projected `manager/operation`, which did not change). The entry now
+    reads as a person's `kubectl annotate` and unattended heal would release the stuck claim."""
+    ns = namespace
+    as_deployer = f"--as={DEPLOYER}"
+    for name in ("db", "fresh"):
+        apply(kube, tmp_path, claim_yaml(name, ns))
+    # Step 1, by the deployer, on a fresh claim: the status subresource.
+    step1 = _status_mark(kube, ns, "fresh", as_deployer)
+    # Step 2: the status-written mark is there (written by someone the webhook lets through,
+    # or by the deployer before the webhook ran); the deployer drops `subresource` from it.
+    assert _status_mark(kube, ns, "db").returncode == 0
+    [entry] = _mark_entries(kube, ns, "db")
+    assert (entry["manager"], entry["operation"], entry.get("subresource")) == (
+        "kubectl-annotate",
+        "Update",
+        "status",
+    )
+    obj = json.loads(
+        kube.kubectl("get", "-n", ns, "pvc/db", "-o", "json", "--show-managed-fields").stdout
+    )
+    rewritten = [
+        {k_: v for k_, v in e.items() if k_ != "subresource"} if e == entry else e
+        for e in obj["metadata"]["managedFields"]
+    ]
+    step2 = kube.kubectl(
+        as_deployer,
+        "patch",
+        "-n",
+        ns,
+        "pvc/db",
+        "--type=merge",
+        "-p",
+        json.dumps({"metadata": {"managedFields": rewritten}}),
+        check=False,
+    )
+    # Unattended heal on the stuck claim reads whatever step 2 left (the webhook refuses a
+    # mounted claim's DELETE: a person's override lets it through to get stuck).
+    pod = pinned(kube, ns, node, "db")
+    kube.kubectl("annotate", "-n", ns, "pvc/db", "prune-gate.io/allow-delete=e2e: get it stuck")
+    stuck(kube, ns, "db")
+    (tmp_path / "prune-gate.yaml").write_text(json.dumps(policy(ns)))
+    report = heal_once(kube, ns, tmp_path)
+
+    assert "label tier" in _refused(step1)
+    fresh = k.core(kube.client).read_namespaced_persistent_volume_claim("fresh", ns)
+    assert "tier" not in (fresh.metadata.labels or {})
+    assert DISPOSABLE not in (fresh.metadata.annotations or {})
+    stderr = _refused(step2)
+    assert "kubectl-annotate" in stderr and "managedFields" in stderr
+    assert [e.get("subresource") for e in _mark_entries(kube, ns, "db")] == ["status"]
+    assert not deleting(kube, ns, pod), "unattended heal took a mark written through /status"
+    [skipped] = [s for s in report["skipped"] if s["object"]["name"] == "db"]
+    assert "kubectl-annotate (Update of status" in skipped["why"], skipped

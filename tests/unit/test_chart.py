@@ -183,10 +183,12 @@ def test_every_object_has_the_standard_labels_and_namespaced_ones_the_release_na
 def test_webhook_asks_about_deletes_and_updates_of_the_default_guarded_kinds() -> None:
     hook = webhook_of(render())
     assert hook["name"] == WEBHOOK_NAME
-    assert all(rule["operations"] == ["CREATE", "DELETE", "UPDATE"] for rule in hook["rules"])
-    resources = {
-        (g, r) for rule in hook["rules"] for g in rule["apiGroups"] for r in rule["resources"]
-    }
+    # Their status subresources too (UPDATE only): a /status write may change metadata.
+    status = [r for r in hook["rules"] if all(x.endswith("/status") for x in r["resources"])]
+    assert {o for r in status for o in r["operations"]} == {"UPDATE"}
+    main = [r for r in hook["rules"] if r not in status]
+    assert all(rule["operations"] == ["CREATE", "DELETE", "UPDATE"] for rule in main)
+    resources = {(g, r) for rule in main for g in rule["apiGroups"] for r in rule["resources"]}
     assert resources == {
         ("", "persistentvolumeclaims"),
         ("", "persistentvolumes"),
@@ -249,6 +251,13 @@ def test_explicit_webhook_rules_win() -> None:
             "apiVersions": ["*"],
             "operations": ["CREATE", "DELETE", "UPDATE"],
             "resources": ["persistentvolumes"],
+            "scope": "*",
+        },
+        {
+            "apiGroups": [""],
+            "apiVersions": ["*"],
+            "operations": ["UPDATE"],
+            "resources": ["persistentvolumes/status"],
             "scope": "*",
         },
         {

@@ -439,7 +439,11 @@ def review_claim(tier: str | None, *managed: dict[str, Any]) -> dict[str, Any]:
 
 
 def admit(
-    operation: str, old: dict[str, Any] | None, new: dict[str, Any], user: str = FLUX
+    operation: str,
+    old: dict[str, Any] | None,
+    new: dict[str, Any],
+    user: str = FLUX,
+    sub_resource: str = "",
 ) -> Outcome:
     req: dict[str, Any] = {
         "uid": "u-1",
@@ -452,6 +456,8 @@ def admit(
     }
     if old is not None:
         req["oldObject"] = old
+    if sub_resource:
+        req["subResource"] = sub_resource
     doc = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req}
     review = parse_review(json.dumps(doc).encode())
     state = LiveState(WEBHOOK_POLICY.guarded_kinds)
@@ -485,6 +491,28 @@ def test_the_webhook_refuses_a_deployer_that_makes_managedfields_name_a_person()
     assert "now owned by kubectl-label" in refusal(forged)
     dropped = admit("UPDATE", review_claim("cache", flux, person), review_claim("cache", person))
     assert dropped.response.allowed and dropped.findings == ()
+
+
+def test_the_webhook_judges_a_claims_status_update_as_the_update_it_is() -> None:
+    """A /status write may change a claim's labels and annotations (the API server keeps its
+    spec only): a deployer's mark through it is refused, and so is a later rewrite that drops
+    `subresource: status` from the entry it made (that makes it read as a person's hand)."""
+    through_status = admit(
+        "UPDATE", review_claim(None), review_claim("cache"), sub_resource="status"
+    )
+    assert refusal(through_status).startswith("GUARD_TAMPERED: ")
+    assert "label tier" in refusal(through_status)
+    person = admit(
+        "UPDATE", review_claim(None), review_claim("cache"), user="alice", sub_resource="status"
+    )
+    assert person.response.allowed and [f.code for f in person.findings] == [Code.GUARD_TAMPERED]
+    status = entry(*PERSON_ANNOTATE, labels=("tier",), subresource="status")
+    hand = entry(*PERSON_ANNOTATE, labels=("tier",))
+    dropped = admit("UPDATE", review_claim("cache", status), review_claim("cache", hand))
+    assert "now owned by kubectl-annotate" in refusal(dropped)
+    # Only `status`: other subresources (none is registered) are let through as before.
+    scaled = admit("UPDATE", review_claim(None), review_claim("cache"), sub_resource="scale")
+    assert scaled.response.allowed and scaled.findings == ()
 
 
 def test_the_prompt_of_apply_shows_each_planned_action_and_whose_mark_it_takes() -> None:

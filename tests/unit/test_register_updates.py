@@ -27,6 +27,34 @@ def test_update_rules_cover_guarded_kinds_and_statefulsets() -> None:
     }
 
 
+def test_status_updates_of_the_guarded_kinds_are_registered() -> None:
+    """A /status write may change labels and annotations (a claim's disposable mark, the
+    allow-delete override): UPDATEs of each guarded resource's `status` reach the webhook
+    (matchConditions keep the ordinary ones off), in the chart as in `--register`."""
+    rules = rules_for(policy_from_dict({}))
+    status = {
+        (g, r)
+        for rule in rules
+        if rule["operations"] == ["UPDATE"] and rule["resources"] != ["statefulsets"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+    }
+    assert status == {
+        ("", "namespaces/status"),
+        ("", "persistentvolumeclaims/status"),
+        ("", "persistentvolumes/status"),
+        ("apps", "statefulsets/status"),
+        ("apiextensions.k8s.io", "customresourcedefinitions/status"),
+    }
+    assert webhook_of(render())["rules"] == rules
+    only_volumes = {"webhook": {"guardedKinds": ["PersistentVolume"]}}
+    named = [r["resources"] for r in rules_for(policy_from_dict(only_volumes))]
+    assert named == [["persistentvolumes"], ["persistentvolumes/status"], ["statefulsets"]]
+    assert webhook_of(render({"policy": only_volumes}))["rules"] == rules_for(
+        policy_from_dict(only_volumes)
+    )
+
+
 def test_chart_match_conditions_are_the_registered_ones() -> None:
     policy = {
         "annotations": {"retire": "example.com/retire", "allowDelete": "example.com/allow"},
@@ -126,5 +154,11 @@ def test_chart_and_registration_send_a_claims_disposable_marks_alike() -> None:
     assert "'f:tier' in e.fieldsV1['f:metadata']['f:labels']" in expression
     assert "'f:prune-gate.io/data' in e.fieldsV1['f:metadata']['f:annotations']" in expression
     assert expression.count("'f:tier'") == 2  # one key, read once in object and oldObject
+    # Every field of an owning entry that `is_hand` reads: dropping `subresource: status` from
+    # an entry (a person's manager name, written through /status) must reach the webhook.
+    assert (
+        "[has(e.manager) ? e.manager : '', has(e.operation) ? e.operation : '', "
+        "has(e.subresource) ? e.subresource : '']" in expression
+    )
     # Without heal.disposableClaims only the annotation is a mark.
     assert "'f:labels'" not in webhook_of(render())["matchConditions"][0]["expression"]
