@@ -76,6 +76,10 @@ PRUNE_OVERRIDDEN = "PruneOverridden"
 PRUNE_EXEMPTED = "PruneExempted"
 FENCE_EXPIRED = "FenceExpired"
 
+#: Subresources whose UPDATEs change metadata as the object's own would (`webhook.register`
+#: `metadata_subresources` registers them): judged as UPDATEs, never let through unread.
+METADATA_SUBRESOURCES = frozenset({"status", "finalize"})
+
 #: The longest message we put in `status.message` (kubectl prints it whole).
 MAX_MESSAGE = 2000
 #: The API server may truncate a warning longer than this; we cut it ourselves, predictably.
@@ -263,10 +267,13 @@ def decide_admission(
 
     if (guarded := guard_outcome(req, policy, fence)) is not None:
         return guarded
-    if req.sub_resource and (req.operation, req.sub_resource) != ("UPDATE", "status"):
+    if req.sub_resource and not (
+        req.operation == "UPDATE" and req.sub_resource in METADATA_SUBRESOURCES
+    ):
         return Outcome(_allowed(req), Verdict.ALLOW)
-    # A /status UPDATE (registered for the guarded kinds) is judged as the UPDATE it is: the API
-    # server keeps the spec, but labels, annotations and ownerReferences change as they would.
+    # A /status or a Namespace's /finalize UPDATE (registered for the guarded kinds) is judged
+    # as the UPDATE it is: the API server keeps the spec, but labels, annotations and
+    # ownerReferences change as they would.
     if req.operation == "UPDATE":
         return decide_update(req, policy, fence, today)
     if req.operation == "CREATE":

@@ -56,13 +56,22 @@ def discover_plurals(api: Any, kinds: Iterable[tuple[str, str]]) -> dict[tuple[s
     return found
 
 
+def metadata_subresources(resource: str) -> list[str]:
+    """The subresources of `resource` whose UPDATEs keep metadata changes (labels, annotations,
+    ownerReferences): every kind's `status`, and a Namespace's `finalize` too (both verified on a
+    v1.34 API server: an ownerReference added through /finalize had the garbage collector delete
+    the namespace, and with it everything it held)."""
+    return [f"{resource}/status"] + (["namespaces/finalize"] if resource == "namespaces" else [])
+
+
 def rules_for(
     policy: Policy, discovered: Mapping[tuple[str, str], str] | None = None
 ) -> list[dict[str, Any]]:
     """One CREATE, DELETE and UPDATE rule per API group, naming the guarded kinds' resources,
-    then one UPDATE rule naming their status subresources (a /status write changes metadata
-    too), and an UPDATE rule for StatefulSets when they are not guarded (their claim retention
-    still is, and a /status write cannot change it).
+    then one UPDATE rule naming their status subresources and a Namespace's finalize
+    (`metadata_subresources`: those writes change metadata too), and an UPDATE rule for
+    StatefulSets when they are not guarded (their claim retention still is, and a /status write
+    cannot change it).
 
     CREATEs and UPDATEs reach the webhook only when `update_match_expression` says they carry or
     touch what it judges. A kind outside the table needs its name in `discovered`.
@@ -91,16 +100,16 @@ def rules_for(
                 "scope": "*",
             }
         )
-        # A /status write may change labels and annotations too (the API server keeps only
-        # the spec): a deployer could put the allow-delete override, an ownerReference or a
-        # claim's disposable mark there unseen. matchConditions keep the controllers' ordinary
-        # status writes off the webhook.
+        # A /status write (and a Namespace's /finalize) may change labels and annotations too
+        # (the API server keeps only the spec): a deployer could put the allow-delete override,
+        # an ownerReference or a claim's disposable mark there unseen. matchConditions keep the
+        # controllers' ordinary status writes off the webhook.
         rules.append(
             {
                 "apiGroups": [group],
                 "apiVersions": ["*"],
                 "operations": ["UPDATE"],
-                "resources": [f"{r}/status" for r in sorted(resources)],
+                "resources": [s for r in sorted(resources) for s in metadata_subresources(r)],
                 "scope": "*",
             }
         )

@@ -338,7 +338,7 @@ def test_scale_down_with_when_scaled_delete_deletes_only_a_retired_claim(
     assert not claim_terminating(kube, ns, keep)
 
 
-def test_deployer_override_through_a_status_subresource_is_refused(
+def test_deployer_override_through_a_status_or_finalize_subresource_is_refused(
     kube: Cluster, clean: str, webhook: Webhook
 ) -> None:
     """A /status write may change an object's labels and annotations (the API server keeps only
@@ -365,9 +365,20 @@ def test_deployer_override_through_a_status_subresource_is_refused(
     try:
         core, apps = k.core(kube.impersonating(DEPLOYER)), k.apps(kube.impersonating(DEPLOYER))
         override = {"metadata": {"annotations": {ALLOW_DELETE: "ci"}}}
+
+        def finalize() -> Any:
+            """A Namespace's /finalize keeps metadata changes too (a PUT of the whole object)."""
+            live_ns = v1.read_namespace(ns)
+            live_ns.metadata.annotations = {
+                **(live_ns.metadata.annotations or {}),
+                ALLOW_DELETE: "ci",
+            }
+            return core.replace_namespace_finalize(ns, live_ns)
+
         writes = {
             "volume": lambda: core.patch_persistent_volume_status(name, override),
             "namespace": lambda: core.patch_namespace_status(ns, override),
+            "namespace finalize": finalize,
             "statefulset": lambda: apps.patch_namespaced_stateful_set_status(sts, ns, override),
         }
         reasons = {}

@@ -225,6 +225,27 @@ def test_deployer_adding_the_override_is_refused() -> None:
     assert decide(request("UPDATE", kept, claim(ann={ALLOW: "by hand"}))).response.allowed
 
 
+def _namespace(**meta: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "app", **meta}}
+
+
+def test_a_namespaces_finalize_update_is_judged_as_the_update_it_is() -> None:
+    """A Namespace's /finalize keeps metadata changes (seen on a v1.34 API server): a deployer
+    that adds an owner there has the garbage collector delete the namespace, and everything in
+    it; with the override too, that DELETE would pass. It is judged as an UPDATE now."""
+    owner = [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+              "name": "gone", "uid": "0f0f0f0f"}]  # fmt: skip
+    through_finalize = request("UPDATE", _namespace(), _namespace(ownerReferences=owner))
+    through_finalize["request"]["subResource"] = "finalize"
+    assert refused(decide(through_finalize)) == "OWNER_REFERENCE_ADDED"
+    override = request("UPDATE", _namespace(), _namespace(annotations={ALLOW: "please"}))
+    override["request"]["subResource"] = "finalize"
+    assert refused(decide(override)) == "OVERRIDE_IN_MANIFEST"
+    # Other subresources (none registered) are let through as before.
+    override["request"]["subResource"] = "scale"
+    assert decide(override).response.allowed
+
+
 def test_the_override_is_not_honoured_for_a_deployer_delete() -> None:
     marked = claim(ann={ALLOW: "slipped in"})
     assert refused(decide(request("DELETE", marked), marked)) == "NOT_RETIRED"

@@ -40,6 +40,7 @@ def test_status_updates_of_the_guarded_kinds_are_registered() -> None:
         for r in rule["resources"]
     }
     assert status == {
+        ("", "namespaces/finalize"),  # keeps metadata changes too: an owner deletes the namespace
         ("", "namespaces/status"),
         ("", "persistentvolumeclaims/status"),
         ("", "persistentvolumes/status"),

@@ -80,7 +80,7 @@ def test_registration_asks_about_guarded_kinds_with_exclusions() -> None:
     assert {op for r in hook["rules"] for op in r["operations"]} == {"CREATE", "DELETE", "UPDATE"}
     assert hook["matchConditions"][0]["expression"].startswith("request.operation == 'DELETE' || ")
     resources = {
-        (r["apiGroups"][0], res.removesuffix("/status"))
+        (r["apiGroups"][0], res.removesuffix("/status").removesuffix("/finalize"))
         for r in hook["rules"]
         for res in r["resources"]
     }
