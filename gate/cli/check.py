@@ -13,6 +13,7 @@ import click
 from gate.cli.common import (
     base_policy,
     fail,
+    in_a_checkout,
     kube_options,
     parse_flux_source,
     policy_for_files,
@@ -478,9 +479,11 @@ def _rendered_policy(
     (a merge-group job checks out the candidate), so the policy is read at that base revision as
     in git mode, never from disk: a candidate would otherwise choose its own severities and
     guards. Outside CI (no event base) the working tree is the person's own, read from disk; so
-    is a `--config` outside the repository. With an event base, no repository to read it from
-    and a policy to read, the policy is refused (it may be the candidate's), and so is a base
-    revision the clone lacks (a shallow clone), whatever the working tree holds."""
+    is a `--config` outside the repository, or outside any checkout when there is no repository
+    (a job that gates downloaded renders against a policy from a secret). With an event base, no
+    repository to read it from and a policy in a checkout or the working tree, the policy is
+    refused (it may be the candidate's), and so is a base revision the clone lacks (a shallow
+    clone), whatever the working tree holds."""
     if not ci.base:
         return policy_for_files(config_path), []
     from gate.sources import gitsource  # git only: GitPython is slow to import
@@ -488,6 +491,8 @@ def _rendered_policy(
     if not gitsource.is_repository(repo):
         if config_path is None and not os.path.lexists(POLICY_FILE):
             return Policy(), []  # no repository and no policy: the defaults
+        if config_path is not None and not in_a_checkout(config_path):
+            return policy_for_files(config_path), []  # a file no checkout holds
         raise InputError(
             f"the {ci.event} event names base revision {ci.base}, so the policy "
             f"{config_path or POLICY_FILE} may be the candidate's, and it is read at that "

@@ -101,6 +101,15 @@ def policy_in_repository(repo: str, config_path: str | None) -> str | None:
     return _inside(Path(root), config_path) if root is not None else None
 
 
+def in_a_checkout(path: str) -> bool:
+    """True when the file `path` lies in a git work tree (its directory is in a repository):
+    with a base revision to read at, such a policy may be a candidate's checkout, and is read
+    from disk only when it is outside every checkout."""
+    from gate.sources import gitsource  # git only: GitPython is slow to import
+
+    return gitsource.is_repository(os.path.dirname(os.path.abspath(path)) or ".")  # noqa: PTH100, PTH120
+
+
 def read_policy_at(repo: str, sha: str, where: str) -> tuple[Policy, str] | None:
     """The policy file `where` as revision `sha` has it, and its text; None when the revision
     has no such file. A symlink blob, bytes that are not UTF-8 text, or an invalid policy is a

@@ -17,7 +17,14 @@ from typing import Any
 
 import click
 
-from gate.cli.common import F, base_policy, fail, kube_options, policy_in_repository
+from gate.cli.common import (
+    F,
+    base_policy,
+    fail,
+    in_a_checkout,
+    kube_options,
+    policy_in_repository,
+)
 from gate.engine.fence import MAX_HOLD_SECONDS, FenceStatus
 from gate.engine.policy import Policy
 from gate.engine.verdict import EXIT_POLICY
@@ -72,18 +79,23 @@ def _fence_policy(where: Where) -> tuple[Policy, str | None]:
     """The policy that names the fence, and the base revision it was read at (None: not from
     git). A `--config` outside the repository is read from disk; otherwise the policy file at
     the base revision. Without a base revision no policy file is read (the defaults: no fence),
-    so that `--lease` or `--base` must say it. A `--config` with a base revision but no
-    repository to read it at is refused: nothing tells the candidate's checkout from a file
-    outside it."""
+    so that `--lease` or `--base` must say it. A `--config` in a checkout with a base revision
+    but no repository to read it at is refused: it may be the candidate's checkout."""
     from gate.sources import gitsource  # git only: GitPython is slow to import
     from gate.sources.github import detect_ci_context
 
     repo, base_rev, config_path = where
     base_rev = base_rev or detect_ci_context(os.environ).base
-    if config_path is not None and base_rev and not gitsource.is_repository(repo):
+    if (
+        config_path is not None
+        and base_rev
+        and not gitsource.is_repository(repo)
+        and in_a_checkout(config_path)
+    ):
         raise InputError(
             f"--config {config_path}: there is a base revision ({base_rev}) to read the policy "
-            f"at, but {repo} is not a git repository, so this file may be the candidate's; run "
+            f"at, but {repo} is not a git repository, and the file is in a checkout, so it may "
+            "be the candidate's; run "
             "in the repository's clone (or give it with --repo), or leave out --config and name "
             "the fence with --lease"
         )

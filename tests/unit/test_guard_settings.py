@@ -466,3 +466,30 @@ def test_rendered_mode_with_a_base_the_clone_lacks_is_refused_without_a_policy_f
     )  # fmt: skip
     assert result.returncode == 2, result.stdout
     assert "fetch-depth: 0" in result.stderr
+
+
+def test_a_config_outside_every_checkout_is_read_from_disk_in_a_job_without_a_clone(
+    tmp_path: Path,
+) -> None:
+    """A job that gates renders it downloaded, with no clone, against a policy from a secret:
+    no candidate wrote that file, so it is read from disk (the refusal is for files in a
+    checkout)."""
+    repo = _repo(tmp_path, BASE_POLICY, LENIENT)
+    env = _merge_group(tmp_path, repo)
+    workspace = tmp_path / "job"
+    workspace.mkdir()
+    trusted = write(tmp_path / "secrets" / "policy.yaml", BASE_POLICY)
+    base = write(tmp_path / "render" / "base" / "claim.yaml", CLAIM)
+    head = write(tmp_path / "render" / "head" / "settings.yaml", SETTINGS.format(level=2))
+    check = gate(
+        "check", "--config", str(trusted), "--base-manifests", str(base.parent),
+        "--head-manifests", str(head.parent), "-o", "json", cwd=workspace, env_extra=env,
+    )  # fmt: skip
+    assert check.returncode == 1, check.stderr
+    assert json.loads(check.stdout)["verdict"] == "block"
+    kubeconfig = write(tmp_path / "kubeconfig", KUBECONFIG)
+    fence = gate(
+        "fence", "status", "--config", str(trusted), f"--kubeconfig={kubeconfig}",
+        cwd=workspace, env_extra=env,
+    )  # fmt: skip
+    assert "Lease ci/speculation-fence:" in fence.stderr, fence.stderr
