@@ -146,20 +146,44 @@ ARGO_GROUP = "argoproj.io"
 #: generates Applications from its template and generators).
 ARGO_KINDS = ("Application", "ApplicationSet")
 
+#: Other controllers' objects that say what to build and from where, by group (None: every
+#: kind of it), and who acts on them: Flux's source extensions (an ArtifactGenerator's copy
+#: rules decide which files an ExternalArtifact holds), flux-operator (a FluxInstance's
+#: `sync.path` is the root Kustomization's, a ResourceSet templates Kustomizations), Fleet's
+#: GitRepo and kapp-controller's App and PackageInstall (each names a repository and paths).
+OTHER_BUILDERS: dict[str, tuple[frozenset[str] | None, str]] = {
+    "source.extensions.fluxcd.io": (None, "Flux's source extensions build"),
+    "fluxcd.controlplane.io": (
+        frozenset({"FluxInstance", "ResourceSet", "ResourceSetInputProvider"}),
+        "flux-operator builds",
+    ),
+    "fleet.cattle.io": (frozenset({"GitRepo", "HelmOp"}), "Fleet builds"),
+    "kappctrl.k14s.io": (frozenset({"App"}), "kapp-controller builds"),
+    "packaging.carvel.dev": (frozenset({"PackageInstall"}), "kapp-controller builds"),
+}
+
+
+def _other_builder(ref: ObjectRef) -> bool:
+    kinds, _ = OTHER_BUILDERS.get(ref.group, (frozenset(), ""))
+    return kinds is None or ref.kind in kinds
+
 
 def _builders(result: CheckResult) -> dict[ObjectRef, ReadBy]:
     """The objects on either side that tell a deployer what to build and from where: every Flux
     source (source-controller fetches what the others build from), every Kustomization, every
     HelmRelease whose chart the cluster builds from base's word (`_chart_from_base`), every
-    Argo CD Application and ApplicationSet; and the ConfigMaps and Secrets either side's version
+    Argo CD Application and ApplicationSet, the other controllers' builders (`OTHER_BUILDERS`);
+    and the ConfigMaps and Secrets either side's version
     of a Kustomization or release reads into its build (`postBuild.substituteFrom`,
     `valuesFrom`), with what reads them."""
     refs: dict[ObjectRef, ReadBy] = {}  # in order, once
     sides = (result.base, result.head)
     for side in sides:
         for m in side.objects.values():
-            if m.ref.group == SOURCE_GROUP or (
-                m.ref.group == ARGO_GROUP and m.ref.kind in ARGO_KINDS
+            if (
+                m.ref.group == SOURCE_GROUP
+                or (m.ref.group == ARGO_GROUP and m.ref.kind in ARGO_KINDS)
+                or _other_builder(m.ref)
             ):
                 refs.setdefault(m.ref, None)
         for m in side.of_kind(FLUX_GROUP, "Kustomization"):
@@ -252,6 +276,8 @@ def _deployer(ref: ObjectRef) -> tuple[str, str]:
     would be put on base's files: (`kustomize-controller builds`, `spec`)."""
     if ref.group == ARGO_GROUP:
         return "Argo CD's application controller syncs", "source, path or revision"
+    if ref.group in OTHER_BUILDERS:
+        return OTHER_BUILDERS[ref.group][1], "spec"
     if ref.kind == "HelmRelease":
         return "helm-controller builds", "spec"
     return "kustomize-controller builds", "spec"

@@ -886,3 +886,38 @@ def test_an_argo_cd_application_whose_path_changes_is_written_as_base_declares_i
     assert [k.manifest.ref.display() for k in deferral.kept] == [f"{kind} argocd/shop"]
     assert deferral.kept[0].manifest.body == parse_stream(base, "b.yaml")[0].body
     assert f"spec.{field}" in deferral.kept[0].reason and "Argo CD" in deferral.kept[0].reason
+
+
+OTHER_BUILDER = """\
+apiVersion: {api}
+kind: {kind}
+metadata: {{name: gen, namespace: flux-system}}
+spec:
+  path: PATH
+"""
+
+
+@pytest.mark.parametrize(
+    ("api", "kind", "who"),
+    [
+        ("source.extensions.fluxcd.io/v1beta1", "ArtifactGenerator", "source extensions"),
+        ("fluxcd.controlplane.io/v1", "FluxInstance", "flux-operator"),
+        ("fluxcd.controlplane.io/v1", "ResourceSet", "flux-operator"),
+        ("fleet.cattle.io/v1alpha1", "GitRepo", "Fleet"),
+        ("kappctrl.k14s.io/v1alpha1", "App", "kapp-controller"),
+    ],
+)
+def test_other_controllers_builders_are_written_as_base_declares_them(
+    api: str, kind: str, who: str
+) -> None:
+    """An ArtifactGenerator whose copy rules leave the kept claim out, a FluxInstance whose
+    sync.path moves, a ResourceSet, Fleet's GitRepo or kapp-controller's App re-pointed: each
+    makes its controller build base's files another way and prune what the artifact keeps."""
+    text = OTHER_BUILDER.format(api=api, kind=kind)
+    base, head = text.replace("PATH", "apps/prod"), text.replace("PATH", "apps/staging")
+    deferral = plan_deferral(run(base, head, context=Context.SPECULATIVE))
+    assert [k.manifest.ref.display() for k in deferral.kept] == [f"{kind} flux-system/gen"]
+    assert deferral.kept[0].manifest.body == parse_stream(base, "b.yaml")[0].body
+    assert "spec.path" in deferral.kept[0].reason and who in deferral.kept[0].reason
+    added = plan_deferral(run("", base, context=Context.SPECULATIVE))
+    assert [w.manifest.ref.display() for w in added.withheld] == [f"{kind} flux-system/gen"]
