@@ -986,9 +986,15 @@ def check_guard_tampered(world: World) -> Iterator[Finding]:
             )
 
 
-#: The Flux kinds whose `spec.serviceAccountName` names the identity their controller
-#: impersonates to apply and prune (kustomize-controller, helm-controller).
-_IMPERSONATING = ((FLUX_GROUP, "Kustomization"), ("helm.toolkit.fluxcd.io", "HelmRelease"))
+#: The kinds whose `spec.serviceAccountName` names the identity their controller impersonates
+#: to apply and prune (kustomize-controller, helm-controller, flux-operator's ResourceSet,
+#: kapp-controller's App), and whose `spec.kubeConfig` (Flux) swaps in a Secret's credentials.
+_IMPERSONATING = (
+    (FLUX_GROUP, "Kustomization"),
+    ("helm.toolkit.fluxcd.io", "HelmRelease"),
+    ("fluxcd.controlplane.io", "ResourceSet"),
+    ("kappctrl.k14s.io", "App"),
+)
 
 
 def _service_account(m: Manifest | None) -> str | None:
@@ -1011,8 +1017,13 @@ def check_deployer_identities(world: World) -> Iterator[Finding]:
         return
     for group, kind in _IMPERSONATING:
         for head in world.head.of_kind(group, kind):
-            name = _service_account(head)
             base = world.base.get(head.ref)
+            kubeconfig = head.spec.get("kubeConfig")
+            if kubeconfig is not None and kubeconfig != (base.spec if base else {}).get(
+                "kubeConfig"
+            ):
+                yield _kubeconfig_finding(Change(head.ref, Action.UPDATE, base, head, "changed"))
+            name = _service_account(head)
             if name is None or name == _service_account(base):
                 continue
             user = f"system:serviceaccount:{head.ref.namespace}:{name}"
@@ -1038,6 +1049,22 @@ def check_deployer_identities(world: World) -> Iterator[Finding]:
                     edit(f"or: add {user} to webhook.deployers first, on its own"),
                 ],
             )
+
+
+def _kubeconfig_finding(change: Change) -> Finding:
+    """GUARD_TAMPERED for a new or changed `spec.kubeConfig`: the controller applies and prunes
+    with whatever identity the Secret's credentials are, which no policy can name."""
+    return _finding(
+        Code.GUARD_TAMPERED,
+        change,
+        f"{change.ref.display()} would apply and prune with the credentials of a kubeconfig "
+        "Secret (spec.kubeConfig, new or changed by the candidate): an identity webhook.deployers "
+        "cannot name, so the webhook's guards would not bind its prunes",
+        ["spec.kubeConfig: new or changed by the candidate"],
+        "keep spec.kubeConfig as base has it; a person changes it outside the merge queue, once "
+        "the identity it carries is listed in webhook.deployers",
+        [edit(f"keep spec.kubeConfig of {change.ref.display()} as base has it")],
+    )
 
 
 def _guard_finding(change: Change, what: str) -> Finding:

@@ -68,3 +68,26 @@ def test_a_listed_account_or_base_s_own_passes() -> None:
 
 def test_without_deployers_there_is_nothing_to_escape() -> None:
     assert tampered(kustomization(), kustomization(account="sneaky"), Policy()) == []
+
+
+def test_a_kubeconfig_the_candidate_adds_is_refused() -> None:
+    """`spec.kubeConfig` has the controller apply with a Secret's credentials: an identity no
+    policy can name."""
+    head = kustomization() + "  kubeConfig: {secretRef: {name: elsewhere}}\n"
+    (message,) = tampered(kustomization(), head)
+    assert "spec.kubeConfig" in message
+    assert tampered(head, head) == []  # base's is merged
+
+
+@pytest.mark.parametrize(
+    ("api", "kind"),
+    [("fluxcd.controlplane.io/v1", "ResourceSet"), ("kappctrl.k14s.io/v1alpha1", "App")],
+)
+def test_other_impersonating_kinds_are_judged_alike(api: str, kind: str) -> None:
+    text = (
+        kustomization(account="sneaky")
+        .replace("kustomize.toolkit.fluxcd.io/v1", api)
+        .replace("kind: Kustomization", f"kind: {kind}")
+    )
+    (message,) = tampered("", text)
+    assert "system:serviceaccount:tenant:sneaky" in message
