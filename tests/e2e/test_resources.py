@@ -34,8 +34,30 @@ def _served(kube: Cluster) -> set[tuple[str, str]]:
     return {(group, plural) for plural, _, group in (n.partition(".") for n in out)}
 
 
+def _served_with_subresources(kube: Cluster) -> set[tuple[str, str]]:
+    """(group, resource) of every resource and subresource (`namespaces/finalize`) the API
+    server serves, from its discovery documents (`kubectl api-resources` lists no
+    subresources)."""
+
+    def listed(path: str) -> list[dict[str, Any]]:
+        return list(json.loads(kube.kubectl("get", "--raw", path).stdout).get("resources") or [])
+
+    found = {("", str(r["name"])) for r in listed("/api/v1")}
+    groups = json.loads(kube.kubectl("get", "--raw", "/apis").stdout)["groups"]
+    for group in groups:
+        for version in group["versions"]:
+            found |= {
+                (str(group["name"]), str(r["name"]))
+                for r in listed(f"/apis/{version['groupVersion']}")
+            }
+    return found
+
+
 def test_every_registered_resource_is_served_by_the_real_api_server(kube: Cluster) -> None:
-    served = _served(kube)
+    """Subresources too: the rules name each guarded kind's `status`, and a Namespace's
+    `finalize`, whose UPDATEs change metadata as the object's own would."""
+    served = _served_with_subresources(kube)
+    assert ("", "namespaces/finalize") in served
     # Optional APIs are served only where their CRDs are installed (VolumeSnapshots come with
     # the external snapshotter): the webhook watches them once their CRD appears.
     kinds = [f"{r.kind}.{r.group}" if r.group else r.kind for r in RESOURCES if not r.optional]
