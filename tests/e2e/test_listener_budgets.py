@@ -16,7 +16,6 @@ and probes the health port as kubelet does, each on a connection of its own.
 from __future__ import annotations
 
 import contextlib
-import resource
 import socket
 import urllib.error
 import urllib.request
@@ -27,6 +26,8 @@ from pathlib import Path
 import pytest
 from kubernetes.client.exceptions import ApiException
 from prometheus_client.parser import text_string_to_metric_families
+
+from tests.unit.test_listener_budgets import enough_descriptors
 
 from . import kube as k
 from .kube import Cluster
@@ -44,13 +45,7 @@ PATIENCE = 30.0
 def _hold(held: ExitStack, url: str, payload: bytes, count: int) -> None:
     """Open `count` connections to `url`'s port, each sending `payload` and no more."""
     host, port = url.split("://", 1)[1].rsplit(":", 1)
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    wanted = count + 512
-    if soft != resource.RLIM_INFINITY and soft < wanted:
-        assert hard == resource.RLIM_INFINITY or hard >= wanted, (
-            f"the attack holds {count} sockets; the descriptor limit is {hard}"
-        )
-        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+    enough_descriptors(count)
     for _ in range(count):
         sock = socket.create_connection((host, int(port)), timeout=PATIENCE)
         held.callback(sock.close)

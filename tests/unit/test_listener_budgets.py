@@ -36,7 +36,7 @@ ATTACK = 1_100
 HALF_A_HEAD = b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
 
 
-def _enough_descriptors(count: int) -> None:
+def enough_descriptors(count: int) -> None:
     """Let this process hold `count` more sockets (the attacker's and the server's ends)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     wanted = count + 512
@@ -61,7 +61,7 @@ def test_half_sent_requests_to_the_health_port_leave_validate_served(tmp_path: P
     """The attack, with the limits `gate webhook serve` uses by default: 1,100 half-sent
     requests to the health port. New TLS connections with the API server's client certificate
     are still answered, and so is a probe (the oldest half-sent request makes room for it)."""
-    _enough_descriptors(2 * ATTACK)
+    enough_descriptors(2 * ATTACK)
     with serving(tmp_path, health=True, client_ca=True) as served, ExitStack() as held:
         _hold_half_sent(held, served.health_port, ATTACK)
         for i in range(8):  # new connections, as the API server opens them
@@ -200,7 +200,7 @@ def test_one_client_connecting_as_fast_as_it_can_to_the_health_port(tmp_path: Pa
     with half a request, while new TLS connections ask for decisions: every one is answered,
     and once it stops a probe is too."""
     flood = 3_000
-    _enough_descriptors(flood + 64)
+    enough_descriptors(flood + 64)
     with serving(tmp_path, health=True, client_ca=True) as served, ExitStack() as held:
         started = threading.Event()
 
