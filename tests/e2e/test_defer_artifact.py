@@ -35,6 +35,8 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 
 from tests.unit.helpers import GitRepo
+from tests.unit.test_defer_to import REPOINT_APPS
+from tests.unit.test_flux_roots import DROP as DROP_CLAIM
 
 from . import kube as k
 from .flux import KUSTOMIZATIONS, KUSTOMIZE_GROUP, KUSTOMIZE_VERSION, OWNER_NAME, Flux
@@ -153,24 +155,6 @@ def target(ns: str) -> str:
     return f"  targetNamespace: {ns}\n"
 
 
-DROP_CLAIM = """\
-  patches:
-    - target: {kind: PersistentVolumeClaim}
-      patch: |
-        $patch: delete
-        apiVersion: v1
-        kind: PersistentVolumeClaim
-        metadata: {name: any}
-"""
-REPOINT_APPS = """\
-  patches:
-    - target: {kind: Kustomization, name: apps}
-      patch: |
-        apiVersion: kustomize.toolkit.fluxcd.io/v1
-        kind: Kustomization
-        metadata: {name: apps}
-        spec: {path: ./apps/staging}
-"""
 #: A patch that changes an immutable field of the claim, with force: Flux deletes and recreates.
 REPLACE_CLAIM = """\
   force: true

@@ -21,6 +21,7 @@ from gate.sources.manifests import parse_stream
 from tests.unit.helpers import TODAY, GitRepo, claim, deployment, doc, run
 from tests.unit.test_annotation_placement import needs_renderer
 from tests.unit.test_cli import gate
+from tests.unit.test_flux_roots import DROP as DROP_CLAIM
 
 CONFIG = """\
 apiVersion: v1
@@ -333,15 +334,6 @@ metadata:
 spec:
   accessModes: [ReadWriteOnce]
   resources: {requests: {storage: 1Gi}}
-"""
-DROP_CLAIM = """\
-  patches:
-    - target: {kind: PersistentVolumeClaim}
-      patch: |
-        $patch: delete
-        apiVersion: v1
-        kind: PersistentVolumeClaim
-        metadata: {name: any}
 """
 REPOINT_APPS = """\
   patches:
