@@ -437,7 +437,7 @@ def test_heal_watch_acts_only_where_the_policy_enables_it_and_stops_on_sigterm(
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     log = tmp_path / "heal-watch.log"
     with log.open("w") as log_file:
-        watcher = _start_watch(namespace, kube, tmp_path, env, log_file)
+        watcher = start_heal_watch(namespace, kube, tmp_path, env, log_file)
     try:
         k.wait_for(
             lambda: (
@@ -459,7 +459,7 @@ def test_heal_watch_acts_only_where_the_policy_enables_it_and_stops_on_sigterm(
     assert not core.read_namespaced_pod(pods["precious"], namespace).metadata.deletion_timestamp
 
 
-def _start_watch(
+def start_heal_watch(
     namespace: str, kube: Cluster, cwd: Path, env: dict[str, str], log: IO[str]
 ) -> subprocess.Popen[str]:
     """`gate heal --watch` on `namespace`, logging to `log` (a file, not a pipe: a full pipe

@@ -31,7 +31,8 @@ import pytest
 from . import kube as k
 from .flux import FLUX_APP, Flux, ready_condition
 from .kube import Cluster
-from .test_live import REPO, gate_command, run_gate
+from .test_doctor_heal import start_heal_watch
+from .test_live import REPO, run_gate
 from .webhookserver import DEPLOYER, Webhook, serve_webhook
 
 pytestmark = pytest.mark.e2e
@@ -243,28 +244,11 @@ def _log_lines(log: Path) -> list[dict[str, Any]]:
 
 
 def _start_watch(kube: Cluster, namespace: str, cwd: Path, log: Any) -> subprocess.Popen[str]:
-    """`gate heal --watch --apply` on the namespace, logging to `log` (a file: a full pipe would
-    block the watcher)."""
+    """`gate heal --watch --apply` on the namespace, without the job's GitHub or kubeconfig
+    environment, logging to `log`."""
     env = {k_: v for k_, v in os.environ.items() if not k_.startswith(("GITHUB_", "KUBECONFIG"))}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    return subprocess.Popen(
-        [
-            *gate_command(),
-            "heal",
-            "--watch",
-            "--interval=1s",
-            "--apply",
-            "-n",
-            namespace,
-            "--older-than=0s",
-            f"--kubeconfig={kube.kubeconfig}",
-        ],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=log,
-        text=True,
-    )
+    return start_heal_watch(namespace, kube, cwd, env, log)
 
 
 # ------------------------------------------------------------ attacks on the fix, one pass each
