@@ -157,12 +157,8 @@ def test_deployer_relabelling_a_claim_out_of_the_object_selector_is_refused(
     assert deny(_patch_claim(kube.client, ns, claim, {"labels": {PROTECTED_LABEL: None}})) is None
 
 
-def test_deployer_switching_a_volume_to_reclaim_delete_is_refused(
-    kube: Cluster, webhook: Webhook
-) -> None:
-    """A volume switched to reclaim Delete loses its data with its claim, a retired claim's
-    stage 2 included. The real API server runs the matchCondition branch for the field."""
-    v1 = k.core(kube.client)
+def _make_retained_volume(v1: Any) -> str:
+    """A hostPath PersistentVolume with reclaim Retain; its name."""
     name = k.unique("pv")
     v1.create_persistent_volume(
         {
@@ -177,6 +173,16 @@ def test_deployer_switching_a_volume_to_reclaim_delete_is_refused(
             },
         }
     )
+    return name
+
+
+def test_deployer_switching_a_volume_to_reclaim_delete_is_refused(
+    kube: Cluster, webhook: Webhook
+) -> None:
+    """A volume switched to reclaim Delete loses its data with its claim, a retired claim's
+    stage 2 included. The real API server runs the matchCondition branch for the field."""
+    v1 = k.core(kube.client)
+    name = _make_retained_volume(v1)
     try:
         deployer = k.core(kube.impersonating(DEPLOYER))
 
@@ -347,20 +353,7 @@ def test_deployer_override_through_a_status_or_finalize_subresource_is_refused(
     are judged as the UPDATEs they are; an ordinary status write still goes through."""
     ns = clean
     v1 = k.core(kube.client)
-    name = k.unique("pv")
-    v1.create_persistent_volume(
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolume",
-            "metadata": {"name": name},
-            "spec": {
-                "capacity": {"storage": "1Gi"},
-                "accessModes": ["ReadWriteOnce"],
-                "hostPath": {"path": f"/tmp/{name}"},
-                "persistentVolumeReclaimPolicy": "Retain",
-            },
-        }
-    )
+    name = _make_retained_volume(v1)
     sts = _make_statefulset(kube, ns, replicas=0)
     try:
         core, apps = k.core(kube.impersonating(DEPLOYER)), k.apps(kube.impersonating(DEPLOYER))
