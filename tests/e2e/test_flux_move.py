@@ -5,8 +5,8 @@ moves the claim's file to `apps/db`, applied by a new Kustomization `db` with `d
 prune-gate used to call that a move (the same object on both sides) and allow it everywhere.
 kustomize-controller sees two Kustomizations: `apps` reconciles the new revision first (`db`
 waits for it), finds the claim stale in its inventory, and deletes it, since the live claim still
-carries `apps`' owner labels; `db` then creates a new, empty claim (`gate.engine.moves` cites the
-controller's code). `gate check` now blocks the move (`FLUX_MOVE_PRUNES`).
+carries `apps`' owner labels; `db` then creates a new, empty claim (`gate.engine.rules.moves`
+cites the controller's code). `gate check` now blocks the move (`FLUX_MOVE_PRUNES`).
 
 The two-stage way keeps the claim: stage 1 marks it `kustomize.toolkit.fluxcd.io/prune: disabled`
 where `apps` applies it and deploys; stage 2 moves it (and drops the mark). `gate check --live`

@@ -1,4 +1,4 @@
-"""Parents and cascades (gate/engine/cascades.py): a removed HelmRelease, Kustomization,
+"""Parents and cascades (gate/engine/rules/cascades.py): a removed HelmRelease, Kustomization,
 Application or owner takes guarded children with it. The live view is a LiveState built from
 raw API objects, as `gate check --live` builds it; each finding and each skip is checked."""
 
@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from gate.engine.cascades import release_of
 from gate.engine.check import CheckResult
 from gate.engine.context import Context
 from gate.engine.livestate import LiveState
 from gate.engine.policy import Policy
+from gate.engine.rules.cascades import release_of
 from gate.engine.verdict import Verdict
 from gate.model.findings import Code, Finding, Severity
 from gate.model.objects import Manifest

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import itertools
 
-from gate.engine.cascades import _deleted, _same
 from gate.engine.context import Context
 from gate.engine.rules import World
+from gate.engine.rules.cascades import _deleted, _same
 from gate.model.objects import Inventory
 from gate.model.refs import ObjectRef
 

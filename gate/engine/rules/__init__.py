@@ -804,10 +804,10 @@ def run_rules(changes: Iterable[Change], world: World) -> list[Finding]:
                 continue
         for rule in CHANGE_RULES:
             findings.extend(rule(change, world))
-    from gate.engine.cascades import check_cascades  # cascades builds on this module's helpers
+    from gate.engine.rules.cascades import check_cascades  # builds on this module's helpers
 
     findings.extend(check_cascades(changes, world))
-    from gate.engine.moves import check_flux_moves  # moves builds on this module's helpers too
+    from gate.engine.rules.moves import check_flux_moves  # builds on these helpers too
 
     findings.extend(check_flux_moves(world))
     findings.extend(check_retiring_consumers(world))
