@@ -21,24 +21,15 @@ result says what to answer, what to log, and which Events to record; the app doe
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gate.engine.context import Context
-from gate.engine.fence import FenceState, FenceStatus, check_speculation_fence
+from gate.engine.fence import FenceState, FenceStatus
 from gate.engine.livestate import project_object
 from gate.engine.plan import Action, Change
 from gate.engine.policy import Policy
-from gate.engine.rules import (
-    World,
-    check_claim_mounted,
-    check_crd_holds_resources,
-    check_namespace_holds_claims,
-    check_not_retired,
-    check_pv_bound,
-    check_statefulset_deletes_claims,
-)
+from gate.engine.rules import Door, World, change_rules
 from gate.engine.verdict import Decision, Exempted, Verdict, apply_policy, decide
 from gate.model.events import MAX_EVENT_MESSAGE, EventSpec
 from gate.model.findings import Code, Finding, Severity, command
@@ -48,16 +39,11 @@ from gate.model.refs import CLUSTER_SCOPED, ObjectRef
 from webhook.review import AdmissionRequest, AdmissionResponse, Status
 from webhook.updates import update_findings
 
-#: Rules that decide every guarded DELETE, whoever makes it.
-ADMISSION_RULES: tuple[Callable[[Change, World], Iterator[Finding]], ...] = (
-    check_claim_mounted,
-    check_pv_bound,
-    check_namespace_holds_claims,
-    check_statefulset_deletes_claims,
-    check_crd_holds_resources,
-)
-#: Rules that decide only DELETEs by a deployer identity (a prune, not a person).
-DEPLOYER_RULES: tuple[Callable[[Change, World], Iterator[Finding]], ...] = (check_not_retired,)
+#: Rules that decide every guarded DELETE, whoever makes it (the registry's `admission` door).
+ADMISSION_RULES = change_rules(Door.ADMISSION)
+#: Rules that decide only DELETEs by a deployer identity (a prune, not a person): NOT_RETIRED and
+#: the speculation fence (the registry's `deployer` door).
+DEPLOYER_RULES = change_rules(Door.DEPLOYER)
 
 #: The garbage collector: deletes objects whose owners are gone (cascades, ownerReferences).
 GARBAGE_COLLECTOR = "system:serviceaccount:kube-system:generic-garbage-collector"
@@ -296,12 +282,11 @@ def decide_admission(
         context=Context.ADMISSION,
         policy=policy,
         live=_Overlay(live, own),
+        fence=fence,
     )
     raw: list[Finding] = []
     for rule in ADMISSION_RULES + (DEPLOYER_RULES if as_deployer else ()):
-        raw.extend(rule(change, world))
-    if as_deployer:
-        raw.extend(check_speculation_fence(change, world, fence))
+        raw.extend(rule.check(change, world))
     labels = own.labels if own is not None else {}
     decision, blocking, warnings, exempted = _judge(raw, policy, today, ref, labels)
 

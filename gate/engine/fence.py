@@ -7,21 +7,18 @@ stopped renewing is *expired*: it is reported, never obeyed forever, or a crashe
 freeze every prune in the cluster.
 
 Pure: the Lease arrives as its raw API JSON (or a projection of it) and `now` is passed in; no
-clock and no network here. `check_speculation_fence` is the rule, in the same shape as the rules of
-`gate.engine.rules`, with the fence's state as an extra argument.
+clock and no network here. The rule that reads it, `check_speculation_fence`, is in
+`gate.engine.rules.guard`: the webhook puts the fence's state in the rules' `World`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from gate.engine.plan import Change
-from gate.engine.rules import World, is_guarded
-from gate.model.findings import Code, Finding, FixAction, Severity, command, edit
+from gate.model.findings import FixAction, command
 
 #: The annotation `gate fence hold` writes on the Lease: the Kubernetes user that holds it. The
 #: webhook lets only that user clear, backdate or shorten a held fence (`webhook.guards`).
@@ -76,7 +73,7 @@ class FenceStatus:
         if self.lease is None:
             return "no fence Lease"
         where = f"Lease {self.lease.namespace}/{self.lease.name}"
-        until = f" (expiry {_iso(self.expires)})" if self.expires else ""
+        until = f" (expiry {iso_time(self.expires)})" if self.expires else ""
         if self.state is FenceState.HELD:
             return f"{where} held by {self.holder}{until}"
         if self.state is FenceState.EXPIRED:
@@ -84,7 +81,8 @@ class FenceStatus:
         return f"{where} is not held"
 
 
-def _iso(t: dt.datetime | None) -> str:
+def iso_time(t: dt.datetime | None) -> str:
+    """An instant as Kubernetes writes it (`2026-12-02T12:03:00.5Z`), `?` when unknown."""
     return t.isoformat().replace("+00:00", "Z") if t else "?"
 
 
@@ -128,51 +126,3 @@ def fence_status(lease: Lease | None, now: dt.datetime) -> FenceStatus:
     expires = lease.renewed + dt.timedelta(seconds=lease.duration_seconds)
     state = FenceState.HELD if now < expires else FenceState.EXPIRED
     return FenceStatus(state, lease, expires, now)
-
-
-def check_speculation_fence(change: Change, world: World, fence: FenceStatus) -> Iterator[Finding]:
-    """SPECULATION_FENCE: a guarded deletion while a speculative deploy holds the fence.
-
-    Call it only for requests by a deployer identity. A held fence blocks; an expired fence gives
-    a warning that says it was not obeyed.
-    """
-    if not change.deletes or fence.lease is None or fence.state is FenceState.FREE:
-        return
-    if not is_guarded(change, world):
-        return
-    m = change.base or change.head
-    lease = f"{fence.lease.namespace}/{fence.lease.name}"
-    release = fence.lease.release_command()
-    if fence.state is FenceState.HELD:
-        yield Finding(
-            code=Code.SPECULATION_FENCE,
-            ref=change.ref,
-            message=f"{change.ref.display()} may not be deleted by a deployer while the "
-            f"speculation fence is held by candidate {fence.holder}: the candidate may be "
-            "evicted and never merge",
-            evidence=(fence.describe(), f"cause: {change.cause}"),
-            remediation="let the deletion happen on the merged deploy (the deployer retries it "
-            f"after Lease {lease} is released or expires); if candidate {fence.holder} is gone, "
-            f"release the fence: {release.text}",
-            actions=(
-                edit("nothing to change: the merged deploy deletes it once the fence is free"),
-                release,
-            ),
-            api_version=m.api_version if m else "",
-        )
-        return
-    yield Finding(
-        code=Code.SPECULATION_FENCE,
-        ref=change.ref,
-        message=f"the speculation fence held by {fence.holder} expired at "
-        f"{_iso(fence.expires)} and was not obeyed for {change.ref.display()}",
-        evidence=(fence.describe(), f"cause: {change.cause}"),
-        remediation="check the CI job that holds the fence: it should renew the Lease while it "
-        f"deploys and release it after; remove a stale one: {release.text}",
-        actions=(
-            edit("make the job that holds the fence renew it while it deploys, release it after"),
-            release,
-        ),
-        api_version=m.api_version if m else "",
-        suggested=Severity.WARN,
-    )

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from gate.engine.context import Context
-from gate.model.findings import Code, Severity
+from gate.model.findings import CODES, Code, Severity
 from gate.model.refs import ObjectRef, parse_group_kind
 
 DEFAULT_GUARDED = (
@@ -28,13 +28,10 @@ DEFAULT_WEBHOOK_GUARDED = (
     "CustomResourceDefinition.apiextensions.k8s.io",
 )
 
-#: Default severity of every code, in every context unless a context is named.
+#: Default severity of every code, in every context unless a context is named: the code table's
+#: (`gate.model.findings.CODES`), the one place it is written.
 DEFAULT_SEVERITY: dict[Code, dict[Context | None, Severity]] = {
-    **{code: {None: Severity.BLOCK} for code in Code},
-    Code.SPECULATIVE_PRUNE: {None: Severity.DEFER},
-    Code.ORPHANED_BY_KEEP: {None: Severity.WARN},
-    Code.RELEASE_CONTENT_UNKNOWN: {None: Severity.WARN},
-    Code.FORCE_DISABLED_VOID: {None: Severity.WARN},
+    code: {None: CODES[code].severity} for code in Code
 }
 
 #: The field managers whose `Update` writes are a person's hand (`heal.trustedManagers`): the

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import replace
 
 from gate.engine.context import Context
-from gate.engine.fence import FenceState, check_speculation_fence, fence_status, parse_lease
+from gate.engine.fence import FenceState, fence_status, parse_lease
 from gate.engine.plan import Action, Change
 from gate.engine.policy import Policy
 from gate.engine.rules import World
+from gate.engine.rules.guard import check_speculation_fence
 from gate.model.findings import Code, Severity
 from gate.model.objects import Inventory, Manifest
 from gate.model.refs import ObjectRef
@@ -48,15 +50,20 @@ def _change(kind: str = "PersistentVolumeClaim") -> tuple[Change, World]:
     return Change(ref, Action.DELETE, m, None, "DELETE by flux"), world
 
 
+def fenced(world: World, at: dt.datetime) -> World:
+    """The world as the webhook builds it: with the fence it read at `at`."""
+    return replace(world, fence=fence_status(parse_lease(lease()), at))
+
+
 def test_rule_blocks_on_held_warns_on_expired_ignores_unguarded() -> None:
     change, world = _change()
-    held = list(check_speculation_fence(change, world, fence_status(parse_lease(lease()), NOW)))
+    held = list(check_speculation_fence(change, fenced(world, NOW)))
     assert [f.code for f in held] == [Code.SPECULATION_FENCE]
     assert "abc123" in held[0].message
     assert held[0].suggested is None
     late = NOW + dt.timedelta(hours=1)
-    expired = list(check_speculation_fence(change, world, fence_status(parse_lease(lease()), late)))
+    expired = list(check_speculation_fence(change, fenced(world, late)))
     assert expired[0].suggested is Severity.WARN
     assert "expired" in expired[0].message
     other, world = _change("ConfigMap")
-    assert not list(check_speculation_fence(other, world, fence_status(parse_lease(lease()), NOW)))
+    assert not list(check_speculation_fence(other, fenced(world, NOW)))

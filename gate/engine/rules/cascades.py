@@ -6,7 +6,7 @@ removed Kustomization applied, Argo CD's resources finalizer deletes what an App
 and the garbage collector deletes the dependents of a removed owner. Each rule here makes one
 finding ON THE PARENT that names the guarded children dying with it, read from the live view
 (release annotations, `status.inventory`, `status.resources`, ownerReferences). Pure, like
-`gate.engine.rules`, whose helpers it reuses.
+the other rules, whose helpers it reuses (`gate.engine.rules.common`, `.world`).
 
 A child is not counted when its own change already judges it (this deploy deletes it), when its
 retirement holds (stage 1 merged and deployed), when the tool that deletes it leaves it (its keep
@@ -25,7 +25,8 @@ from gate.engine.flux import POINTING, was_rendered
 from gate.engine.kustomizations import FLUX_NAME, FLUX_NAMESPACE
 from gate.engine.livestate import ARGO_APPLICATION, FLUX_KUSTOMIZATION, KEEP_MANAGERS
 from gate.engine.plan import Action, Change
-from gate.engine.rules import NAMESPACE, World, _finding, _source, keep_annotation, retirement
+from gate.engine.rules.common import finding, source_of
+from gate.engine.rules.world import NAMESPACE, World, keep_annotation, retirement
 from gate.model.findings import Code, Finding, FixAction, command, edit
 from gate.model.objects import Manifest
 from gate.model.refs import ObjectRef
@@ -228,7 +229,7 @@ def check_release_uninstall(change: Change, world: World) -> Iterator[Finding]:
     if world.live is None:
         if was_rendered(change.ref, world.base):
             return  # its chart was rendered: what it made is in base, each judged as a deletion
-        yield _finding(
+        yield finding(
             Code.RELEASE_CONTENT_UNKNOWN,
             change,
             f"{hr} is removed: helm-controller uninstalls release {ns}/{release}, and without "
@@ -260,7 +261,7 @@ def check_release_uninstall(change: Change, world: World) -> Iterator[Finding]:
             get,
             edit(
                 f"add `{HELM_KEEP}: keep` to them in the chart (values); merge and let it deploy",
-                _source(change),
+                source_of(change),
             ),
             edit(f"then remove {hr}"),
         ],
@@ -313,7 +314,7 @@ def check_kustomization_prune(change: Change, world: World) -> Iterator[Finding]
         [
             edit(
                 f"set spec.deletionPolicy: Orphan on {ref.display()}; merge and let it deploy",
-                _source(change),
+                source_of(change),
             ),
             command(patch),
             edit(f"then remove {ref.display()}"),
@@ -357,7 +358,7 @@ def check_kustomization_repointed(world: World) -> Iterator[Finding]:
                 command(f"kubectl get {ref.kubectl()} -o jsonpath='{{.status.inventory}}'"),
                 edit(
                     f"make the new spec of {ref.display()} still build these objects",
-                    _source(change),
+                    source_of(change),
                 ),
             ],
         )
@@ -409,7 +410,7 @@ def check_application_finalizer(change: Change, world: World) -> Iterator[Findin
         [
             edit(
                 f"remove metadata.finalizers from {ref.display()}; merge and let it deploy",
-                _source(change),
+                source_of(change),
             ),
             command(unset),
             edit(f"then remove {ref.display()}"),
@@ -478,7 +479,7 @@ def check_owner_dependents(change: Change, world: World) -> Iterator[Finding]:
         f"ownerReference from each (e.g. {unown}; its operator may have a setting that stops "
         "it putting it back), or retire them in two stages; then remove it",
         [
-            edit(f"keep {ref.display()} in the candidate as base declares it", _source(change)),
+            edit(f"keep {ref.display()} in the candidate as base declares it", source_of(change)),
             command(unown),
             edit(f"then remove {ref.display()}"),
         ],
@@ -499,7 +500,7 @@ def _cascade(
 ) -> Finding:
     names = [c.ref.display() for c in children]
     shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-    return _finding(
+    return finding(
         code,
         change,
         f"{what} {len(children)} guarded object(s): {shown}",
@@ -512,7 +513,7 @@ def _cascade(
 def _speculative(change: Change, world: World, cascade: Finding) -> Finding:
     """SPECULATIVE_PRUNE for a parent whose deletion takes guarded objects, as for a Namespace
     that holds claims: the candidate may be evicted, the children would be gone anyway."""
-    return _finding(
+    return finding(
         Code.SPECULATIVE_PRUNE,
         change,
         f"this merge-queue candidate would delete {change.ref.display()} and with it the guarded "
@@ -525,7 +526,7 @@ def _speculative(change: Change, world: World, cascade: Finding) -> Finding:
             edit(
                 f"deploy the candidate with {change.ref.display()} kept exactly as base "
                 "declares it; the merged deploy deletes it",
-                _source(change),
+                source_of(change),
             )
         ],
     )
@@ -539,10 +540,10 @@ PARENT_RULES: tuple[Callable[[Change, World], Iterator[Finding]], ...] = (
 )
 
 
-def check_cascades(changes: Iterable[Change], world: World) -> Iterator[Finding]:
-    """Every parent's finding for the deleted objects among `changes` (see the module docstring);
-    a speculative candidate also defers a parent whose children die."""
-    for change in changes:
+def check_cascades(world: World) -> Iterator[Finding]:
+    """Every parent's finding for the deleted objects among the deploy's changes (see the module
+    docstring); a speculative candidate also defers a parent whose children die."""
+    for change in world.changes:
         if not change.deletes or _parent_kept(change, world):
             continue
         found = [f for rule in PARENT_RULES for f in rule(change, world)]

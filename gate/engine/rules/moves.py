@@ -22,11 +22,11 @@ uid). Without `dependsOn` it is a race. The safe way is two stages: mark the obj
 `kustomize.toolkit.fluxcd.io/prune: disabled` where `apps` applies it and let that deploy (Flux
 reads the mark from the live object), then move it.
 
-Whose word counts for the mark is stage 1's convention (`gate.engine.rules.retirement`): the base
-revision's, and, with a live view that holds the object, the live object's too. A live-only mark
-may have come from a speculative deploy of an evicted candidate; the next deploy of base takes it
-off again. Only Flux roots are judged: plain `--path` roots are applied together by one deployer,
-for which a move between paths is a move. Pure.
+Whose word counts for the mark is stage 1's convention (`gate.engine.rules.world.retirement`):
+the base revision's, and, with a live view that holds the object, the live object's too. A
+live-only mark may have come from a speculative deploy of an evicted candidate; the next deploy of
+base takes it off again. Only Flux roots are judged: plain `--path` roots are applied together by
+one deployer, for which a move between paths is a move. Pure.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ from collections.abc import Iterator
 from gate.engine.flux import deletes_when_removed, parent_ref
 from gate.engine.kustomizations import FLUX_GROUP, FLUX_NAME, FLUX_NAMESPACE, ROOT_PREFIX
 from gate.engine.plan import Action, Change
-from gate.engine.rules import World, _finding, is_guarded
+from gate.engine.rules.common import finding
+from gate.engine.rules.world import World, is_guarded
 from gate.model.findings import Code, Finding, edit
 from gate.model.objects import Manifest
 from gate.model.refs import ObjectRef
@@ -171,7 +172,7 @@ def _move_finding(
     at_base = f" ({base.source})" if base.source else ""
     at_head = f" ({head.source})" if head.source else ""
     mark = f"{FLUX_PRUNE}: disabled"
-    return _finding(
+    return finding(
         Code.FLUX_MOVE_PRUNES,
         change,
         f"{ref.display()} moves from {old.display()} to {to}: kustomize-controller's prune of "

@@ -1,0 +1,111 @@
+"""What the rules share to make a finding: its shape, its source, and the fixes several give.
+
+Pure. A finding names the change's object and the manifest that declares it (base first: what
+is removed is declared there); retiring in two stages and removing a claim's consumers are the
+fix of more than one rule, so they are written once, in the words of the door that shows them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from gate.engine.context import Context
+from gate.engine.plan import Change
+from gate.engine.rules.world import World
+from gate.model.findings import Code, Finding, FixAction, Severity, command, edit
+from gate.model.objects import Source
+from gate.model.refs import ObjectRef
+
+
+def finding(
+    code: Code,
+    change: Change,
+    message: str,
+    evidence: Iterable[str],
+    fix: str,
+    actions: Iterable[FixAction],
+    suggested: Severity | None = None,
+) -> Finding:
+    m = change.base or change.head
+    return Finding(
+        code=code,
+        ref=change.ref,
+        message=message,
+        evidence=tuple(evidence),
+        remediation=fix,
+        api_version=m.api_version if m else "",
+        source=source_of(change),
+        suggested=suggested,
+        actions=tuple(actions),
+    )
+
+
+def source_of(change: Change) -> Source | None:
+    if change.base is not None and change.base.source is not None:
+        return change.base.source
+    return change.head.source if change.head is not None else None
+
+
+def retire_fix(ref: ObjectRef, world: World, source: Source | None) -> tuple[str, list[FixAction]]:
+    """How to retire `ref`, in the words of the door: a candidate is told to keep the object
+    and retire it through two merges; at the API server there is no candidate, so the person
+    (or the deployer's owner) is told to mark the live object and delete again."""
+    key = world.policy.retire_annotation
+    mark = f'kubectl annotate {ref.kubectl()} {key}="<reason>"'
+    if world.context is Context.ADMISSION:
+        return (
+            f"retire it first: mark it ({mark}, or merge the mark into its manifest where a "
+            "deployer manages it) and stop what mounts it, then delete it again; to keep it "
+            "instead, restore its manifest in the repository",
+            [command(mark), edit(f'annotate {ref.display()} `{key}: "<reason>"` in its manifest')],
+        )
+    where = f" (base declares it at {source})" if source else ""
+    return (
+        f"keep it in the candidate{where} and retire {ref.display()} in two stages: "
+        f'1) merge a change that annotates it `{key}: "<reason>"` and removes its consumers, '
+        f"and let it deploy; 2) then remove the manifest",
+        [
+            edit(f"keep {ref.display()} in the candidate as base declares it", source),
+            edit(
+                f'stage 1: annotate it `{key}: "<reason>"` and remove its consumers; merge and '
+                "let it deploy",
+                source,
+            ),
+            edit("stage 2: remove its manifest, in a later change", source),
+        ],
+    )
+
+
+def at_source(change: Change) -> str:
+    src = source_of(change)
+    return f" ({src})" if src else ""
+
+
+def consumer_findings(change: Change, world: World, what: str) -> Iterator[Finding]:
+    ref = change.ref
+    users: list[str] = []
+    steps: list[FixAction] = []
+    for m in world.template_users(ref.namespace, ref.name):
+        where = f" ({m.source})" if m.source else ""
+        users.append(f"{m.ref.display()}{where} mounts claim {ref.name} in its pod template")
+        steps.append(edit(f"remove claim {ref.name} from {m.ref.display()}", m.source))
+    if world.live is not None:
+        for consumer in world.live.claim_consumers(ref.namespace, ref.name):
+            if consumer in world.head or consumer in world.deleting:
+                continue  # reported from the candidate already, or deleted by this deploy
+            users.append(f"live {consumer.display()} mounts claim {ref.name} in its pod template")
+            steps.append(
+                edit(f"remove claim {ref.name} from live {consumer.display()}, or retire it too")
+            )
+    if not users:
+        return
+    change_source = source_of(change)
+    yield finding(
+        Code.CONSUMER_REMAINS,
+        change,
+        f"claim {ref.namespace}/{ref.name} {what} but {len(users)} workload(s) still use it",
+        users,
+        f"remove claim {ref.name} from these workloads in the same change that retires the claim "
+        "(stage 1), and remove the claim only after that has deployed",
+        [*steps, edit(f"remove claim {ref.name} only after that has deployed", change_source)],
+    )
