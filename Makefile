@@ -11,7 +11,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: example test lint unit lowest e2e bench binaries native cluster-up cluster-down clean
+.PHONY: example test lint unit lowest e2e bench binaries native schemas cluster-up cluster-down clean
 
 # The checkout is installed editable in compat mode: a static .pth, not setuptools' import hook,
 # which costs every `gate` 30-50 ms at start-up that a wheel install never pays (the benchmarks
@@ -40,6 +40,11 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+
+# The finding codes in the policy, report and chart schemas, written from the code table
+# (gate.model.findings.CODES); tests/unit/test_rule_registry.py fails when they drift.
+schemas: $(STAMP)
+	$(BIN)/python scripts/gen-schemas
 
 unit: native
 	$(BIN)/pytest tests/unit
