@@ -26,6 +26,9 @@ def finding(
     actions: Iterable[FixAction],
     suggested: Severity | None = None,
 ) -> Finding:
+    """A finding on the change's object, from the manifest that declares it. `suggested` is a
+    severity the rule suggests (the policy may override it); the severity itself is the policy's,
+    applied afterwards (`gate.engine.verdict`)."""
     m = change.base or change.head
     return Finding(
         code=code,
@@ -41,6 +44,7 @@ def finding(
 
 
 def source_of(change: Change) -> Source | None:
+    """Where the change's object is declared: base first (what is removed is declared there)."""
     if change.base is not None and change.base.source is not None:
         return change.base.source
     return change.head.source if change.head is not None else None
@@ -77,11 +81,14 @@ def retire_fix(ref: ObjectRef, world: World, source: Source | None) -> tuple[str
 
 
 def at_source(change: Change) -> str:
+    """` (file:line)` where the change's object is declared, for a message; empty if unknown."""
     src = source_of(change)
     return f" ({src})" if src else ""
 
 
 def consumer_findings(change: Change, world: World, what: str) -> Iterator[Finding]:
+    """CONSUMER_REMAINS for a claim that `what` (is removed, is marked for retirement) while
+    workloads of the candidate, or live ones this deploy keeps, still mount it."""
     ref = change.ref
     users: list[str] = []
     steps: list[FixAction] = []

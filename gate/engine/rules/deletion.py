@@ -1,4 +1,5 @@
-"""Rules on deletions: one change at a time, what deleting (or force-replacing) it does.
+"""Rules on deletions: what deleting (or force-replacing) an object does, one change at a time;
+and MASS_PRUNE, which weighs the deletions of a root together.
 
 Pure, one small function each (`gate.engine.rules.registry` says where each runs). Severity and
 exemptions are applied afterwards, in `gate.engine.verdict`; a rule may only suggest one.

@@ -25,6 +25,7 @@ from gate.model.workloads import (
     statefulset_claim_matches,
 )
 
+#: The kinds the rules name, as (group, kind).
 CLAIM = ("", "PersistentVolumeClaim")
 VOLUME = ("", "PersistentVolume")
 NAMESPACE = ("", "Namespace")
@@ -153,6 +154,8 @@ def retirement(change: Change, world: World) -> Retirement:
 
 
 def guarded_contents(namespace: str, world: World) -> list[ObjectRef]:
+    """The guarded objects in a namespace: declared in base, or live (a namespace's deletion takes
+    both)."""
     refs = {
         m.ref
         for m in world.base.in_namespace(namespace)
@@ -164,6 +167,8 @@ def guarded_contents(namespace: str, world: World) -> list[ObjectRef]:
 
 
 def when_deleted(change: Change, world: World) -> str:
+    """A StatefulSet's `persistentVolumeClaimRetentionPolicy.whenDeleted`: the live object's when
+    the live view has it (what the controller acts on), else the manifest's, else `Retain`."""
     if world.live is not None:
         live = world.live.get(change.ref)
         if live is not None and "whenDeleted" in live.facts:
@@ -174,6 +179,9 @@ def when_deleted(change: Change, world: World) -> str:
 
 
 def custom_resources(change: Change, world: World) -> tuple[list[ObjectRef], int]:
+    """The custom resources of a CustomResourceDefinition that remain after the change: those the
+    candidate declares, and how many exist (live ones this deploy does not delete counted too).
+    Raises `UncountedError` when the live view cannot count them."""
     m = change.base or change.head
     spec = m.spec if m else {}
     group = spec.get("group")
