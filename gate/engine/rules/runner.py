@@ -28,9 +28,12 @@ def run_rules(changes: Iterable[Change], world: World) -> list[Finding]:
     findings: list[Finding] = []
     for change in changes:
         for rule in _CHANGE_RULES:
+            if not rule.settles:
+                findings.extend(rule.check(change, world))
+                continue
             found = list(rule.check(change, world))
             findings.extend(found)
-            if found and rule.settles:
+            if found:
                 break
     for whole in _WORLD_RULES:
         findings.extend(whole.check(world))
