@@ -2,11 +2,11 @@
 
 Adding a rule is one record here, its function (in the module of its kind: `deletion`,
 `candidate`, `guard`, `cascades`, `moves`) and its golden case; every door asks this table for
-its rules (`rules_at`) instead of listing functions by hand: `gate check` through
-`gate.engine.rules.runner`, the admission webhook through `webhook.decide`. The codes a rule may
-produce are listed on its record; what each code means and how heavily it weighs by default is
-the closed vocabulary's (`gate.model.findings.CODES`), which the schemas and the README are
-generated from or checked against (`scripts/gen-schemas`).
+its rules (`change_rules`, `world_rules`) instead of listing functions by hand: `gate check`
+through `gate.engine.rules.runner`, the admission webhook through `webhook.decide`. The codes a
+rule may produce are listed on its record (one function may make several); what each code means
+and how heavily it weighs by default is the closed vocabulary's (`gate.model.findings.CODES`),
+which the schemas are generated from (`scripts/gen-schemas`) and the README is checked against.
 
 Order is report order: the runner judges each change with the per-change rules in the order
 listed, then runs the rules over the whole deploy in the order listed.
@@ -52,14 +52,15 @@ from gate.model.findings import Code, Finding
 
 #: A rule on one change: the change and the world it happens in -> findings.
 ChangeCheck = Callable[[Change, World], Iterator[Finding]]
-#: A rule over the whole deploy: the world (its `changes`, what it `deleting`) -> findings.
+#: A rule over the whole deploy: the world (its `changes`, and what they are `deleting`) ->
+#: findings.
 WorldCheck = Callable[[World], Iterator[Finding]]
 
 
 class Door(StrEnum):
     """Where a rule runs: each door asks the registry for its own."""
 
-    #: `gate check` (and what runs it: `gate history`, `gate retire`, the Action), before deploy.
+    #: `gate check` (and what runs it: `gate history`, the Action), before the deploy.
     CHECK = "check"
     #: The admission webhook, on every guarded DELETE, whoever makes it.
     ADMISSION = "admission"
