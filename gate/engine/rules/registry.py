@@ -10,6 +10,11 @@ which the schemas are generated from (`scripts/gen-schemas`) and the README is c
 
 Order is report order: the runner judges each change with the per-change rules in the order
 listed, then runs the rules over the whole deploy in the order listed.
+
+Not rules of this table (their own doors, outside the DELETE path): the webhook judges UPDATEs
+and CREATEs with `gate.engine.updates.change_findings` (which `check_candidate_updates` runs at
+`gate check`) and its guards of its own objects (`webhook.guards`); `gate check` judges the policy
+file's guard settings with `gate.engine.guardsettings`. Their codes are in the code table too.
 """
 
 from __future__ import annotations
