@@ -1,7 +1,8 @@
 """Findings and their closed vocabulary of codes.
 
 A code is stable: it appears verbatim in CLI output, JSON reports, the webhook's `status.reason`
-and Kubernetes Event reasons, so scripts and alerts can key on it. Each has a one-line meaning.
+and Kubernetes Event reasons, so scripts and alerts can key on it. Each has a one-line meaning
+and a default severity, written once, in `CODES`.
 """
 
 from __future__ import annotations
