@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from gate.engine.deployers import FLUX, Event, flux
 from gate.engine.flux import deletes_when_removed, parent_ref
 from gate.engine.kustomizations import FLUX_GROUP, FLUX_NAME, FLUX_NAMESPACE, ROOT_PREFIX
 from gate.engine.plan import Action, Change
@@ -42,16 +43,13 @@ from gate.model.objects import Manifest
 from gate.model.refs import ObjectRef
 
 #: The mark kustomize-controller's prune skips (an annotation or a label, value case-insensitive).
-FLUX_PRUNE = "kustomize.toolkit.fluxcd.io/prune"
+FLUX_PRUNE = flux.PRUNE
 
 
 def _marked(annotations: dict[str, str], labels: dict[str, str]) -> bool:
     """`prune: disabled` as `utils.AnyInMetadata` matches it: in labels or annotations,
-    compared case-insensitively."""
-    return any(
-        isinstance(v, str) and v.strip().lower() == "disabled"
-        for v in (annotations.get(FLUX_PRUNE), labels.get(FLUX_PRUNE))
-    )
+    compared case-insensitively (`gate.engine.deployers.flux`)."""
+    return FLUX.keeps(annotations, labels, Event.PRUNE) is not None
 
 
 def _prune_mark(m: Manifest, world: World) -> tuple[bool, str]:
