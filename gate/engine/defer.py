@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gate.engine.check import CheckResult
-from gate.engine.deployers import argocd, kapp
+from gate.engine.deployers import argocd, flux, kapp
 from gate.engine.flux import HELM_GROUP, SOURCE_GROUP, parent_ref
 from gate.engine.kustomizations import FLUX_GROUP, HELM_PREFIX
 from gate.model.findings import Finding, Severity
@@ -154,7 +154,7 @@ ARGO_KINDS = argocd.BUILDER_KINDS
 #: GitRepo and kapp-controller's App and PackageInstall (each names a repository and paths).
 OTHER_BUILDERS: dict[str, tuple[frozenset[str] | None, str]] = {
     "source.extensions.fluxcd.io": (None, "Flux's source extensions build"),
-    "fluxcd.controlplane.io": (
+    flux.OPERATOR_GROUP: (
         frozenset({"FluxInstance", "ResourceSet", "ResourceSetInputProvider"}),
         "flux-operator builds",
     ),

@@ -28,13 +28,9 @@ RELEASE_NAMESPACE = "meta.helm.sh/release-namespace"
 #: The managedFields path of the keep annotation (`fieldsV1`): who wrote it.
 KEEP_FIELD = f"f:{RESOURCE_POLICY}"
 
-HELM_RELEASE = Parent(
-    GROUP,
-    "HelmRelease",
-    lists=f"the release's objects ({RELEASE_NAME})",
-    finalizers=frozenset({FINALIZER}),
-    impersonates=True,
-)
+#: Its release's objects are found by their release annotations (`Helm.owner`), not in a list
+#: of the HelmRelease's: it `lists` nothing.
+HELM_RELEASE = Parent(GROUP, "HelmRelease", finalizers=frozenset({FINALIZER}), impersonates=True)
 
 
 def live_only_keep(managers: Iterable[str]) -> bool:
