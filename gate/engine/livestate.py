@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from gate.engine.deployers import HELM, LISTING, argocd, flux, helm
+from gate.engine.deployers import LISTING, argocd, flux, helm
 from gate.model.liveview import LiveObject, PodUse, Volume
 from gate.model.refs import CLUSTER_SCOPED, ObjectRef, group_of
 from gate.model.workloads import (
@@ -214,9 +214,7 @@ def template_claims(ref: ObjectRef, obj: dict[str, Any]) -> tuple[str, ...]:
     return tuple(claim_names(spec)) if spec else ()
 
 
-def _release_of(annotations: dict[str, str]) -> tuple[str, str] | None:
-    owner = HELM.owner(annotations, {})
-    return (owner.namespace, owner.name) if owner is not None else None
+_release_of = helm.release_of
 
 
 class LiveState:

@@ -33,6 +33,13 @@ KEEP_FIELD = f"f:{RESOURCE_POLICY}"
 HELM_RELEASE = Parent(GROUP, "HelmRelease", finalizers=frozenset({FINALIZER}), impersonates=True)
 
 
+def release_of(annotations: Meta) -> tuple[str, str] | None:
+    """(namespace, name) of the release both annotations name; None unless both are strings and
+    the name is set. (A function of its own: the live view calls it on every object.)"""
+    name, ns = annotations.get(RELEASE_NAME), annotations.get(RELEASE_NAMESPACE)
+    return (ns, name) if isinstance(name, str) and isinstance(ns, str) and name else None
+
+
 def live_only_keep(managers: Iterable[str]) -> bool:
     """True when only kubectl wrote the live object's keep mark (managedFields managers): Helm
     reads the stored release when it uninstalls, so that mark keeps nothing. False when no
@@ -55,10 +62,8 @@ class Helm(Deployer):
 
     def owner(self, annotations: Meta, labels: Meta) -> Owner | None:
         """The release both annotations name; None unless both are strings and the name is set."""
-        name, ns = annotations.get(RELEASE_NAME), annotations.get(RELEASE_NAMESPACE)
-        if isinstance(name, str) and isinstance(ns, str) and name:
-            return Owner(self.name, ns, name)
-        return None
+        release = release_of(annotations)
+        return Owner(self.name, *release) if release is not None else None
 
     def owns(self, annotations: Meta, labels: Meta, namespace: str, name: str) -> bool:
         release = annotations.get(RELEASE_NAME), annotations.get(RELEASE_NAMESPACE)
