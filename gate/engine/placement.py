@@ -145,13 +145,15 @@ def dropped_entry_line(k: KustomizationFiles, path: str) -> int | None:
         return None
     folder = posixpath.dirname(k.base_path)
     kept = {_resolve(folder, e) for e, _ in head.entries}
-    for entry, line in base.entries:
-        target = _resolve(folder, entry)
-        if target is None or target in kept:
-            continue
-        if path == target or path.startswith(target + "/"):
-            return removal_line(base.text, head.text, line, line)[0]
-    return None
+    line = next((n for e, n in base.entries if _brings_in(_resolve(folder, e), kept, path)), None)
+    return removal_line(base.text, head.text, line, line)[0] if line is not None else None
+
+
+def _brings_in(target: str | None, kept: set[str | None], path: str) -> bool:
+    """A local entry head no longer lists that is `path` or a directory above it."""
+    if target is None or target in kept:
+        return False
+    return path == target or path.startswith(target + "/")
 
 
 def place_removal(
