@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gate.engine.check import CheckResult
+from gate.engine.deployers import argocd, flux, kapp
 from gate.engine.flux import HELM_GROUP, SOURCE_GROUP, parent_ref
 from gate.engine.kustomizations import FLUX_GROUP, HELM_PREFIX
 from gate.model.findings import Finding, Severity
@@ -141,10 +142,10 @@ def _builders_as_base(result: CheckResult, kept: list[Kept]) -> tuple[list[Kept]
 #: ("postBuild variables", Kustomization ns/apps); None for a builder itself.
 ReadBy = tuple[str, ObjectRef] | None
 
-ARGO_GROUP = "argoproj.io"
+ARGO_GROUP = argocd.GROUP
 #: Argo CD's objects that name a repository, revision and path to sync (an ApplicationSet
 #: generates Applications from its template and generators).
-ARGO_KINDS = ("Application", "ApplicationSet")
+ARGO_KINDS = argocd.BUILDER_KINDS
 
 #: Other controllers' objects that say what to build and from where, by group (None: every
 #: kind of it), and who acts on them: Flux's source extensions (an ArtifactGenerator's copy
@@ -153,12 +154,12 @@ ARGO_KINDS = ("Application", "ApplicationSet")
 #: GitRepo and kapp-controller's App and PackageInstall (each names a repository and paths).
 OTHER_BUILDERS: dict[str, tuple[frozenset[str] | None, str]] = {
     "source.extensions.fluxcd.io": (None, "Flux's source extensions build"),
-    "fluxcd.controlplane.io": (
+    flux.OPERATOR_GROUP: (
         frozenset({"FluxInstance", "ResourceSet", "ResourceSetInputProvider"}),
         "flux-operator builds",
     ),
     "fleet.cattle.io": (frozenset({"GitRepo", "HelmOp"}), "Fleet builds"),
-    "kappctrl.k14s.io": (frozenset({"App"}), "kapp-controller builds"),
+    kapp.GROUP: (frozenset({kapp.APP.kind}), "kapp-controller builds"),
     "packaging.carvel.dev": (frozenset({"PackageInstall"}), "kapp-controller builds"),
 }
 

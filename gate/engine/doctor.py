@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from gate.engine.deployers import finalizer_owner as deployer_finalizer
 from gate.engine.ledger import (
     DATA_ANNOTATION,
     DISPOSABLE,
@@ -93,16 +94,9 @@ _FINALIZER_OWNERS: dict[str, str] = {
     "external-provisioner.volume.kubernetes.io/finalizer": "the CSI external-provisioner: removed "
     "once the backing volume is deleted",
     "batch.kubernetes.io/job-tracking": "the Job controller: removed once it has counted the pod",
-    "resources-finalizer.argocd.argoproj.io": "Argo CD's application controller: removed once "
-    "the Application's resources are deleted",
-    "finalizers.fluxcd.io": "the Flux controller of this kind: removed once what it applied is "
-    "garbage-collected",
 }
+#: (The deployers' finalizers are theirs to name: `gate.engine.deployers.finalizer_owner`.)
 _FINALIZER_PREFIXES: tuple[tuple[str, str], ...] = (
-    (
-        "resources-finalizer.argocd.argoproj.io/",
-        _FINALIZER_OWNERS["resources-finalizer.argocd.argoproj.io"],
-    ),
     ("external-attacher/", "the CSI external-attacher: removed once the volume is detached"),
     (
         "snapshot.storage.kubernetes.io/",
@@ -115,6 +109,9 @@ def finalizer_owner(name: str) -> str:
     """Who removes a finalizer, and when; an unknown one names the domain that owns it."""
     if name in _FINALIZER_OWNERS:
         return _FINALIZER_OWNERS[name]
+    deployer = deployer_finalizer(name)
+    if deployer is not None:
+        return deployer
     for prefix, owner in _FINALIZER_PREFIXES:
         if name.startswith(prefix):
             return owner

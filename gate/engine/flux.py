@@ -13,12 +13,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
+from gate.engine.deployers import helm
 from gate.engine.kustomizations import FLUX_GROUP, HELM_PREFIX, ROOT_PREFIX
 from gate.engine.plan import Action, Change
 from gate.model.objects import Inventory, Manifest
 from gate.model.refs import ObjectRef
 
-HELM_GROUP = "helm.toolkit.fluxcd.io"
+HELM_GROUP = helm.GROUP
 #: Flux's source objects (GitRepository, OCIRepository, Bucket, HelmRepository, HelmChart, ...):
 #: what source-controller fetches, which Kustomizations and releases build from.
 SOURCE_GROUP = "source.toolkit.fluxcd.io"

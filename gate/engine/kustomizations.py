@@ -17,17 +17,19 @@ from __future__ import annotations
 
 import posixpath
 
+from gate.engine.deployers import FLUX, flux
 from gate.model.liveview import LiveView
 from gate.model.objects import Inventory, Manifest
 from gate.model.refs import ObjectRef
 
-FLUX_GROUP = "kustomize.toolkit.fluxcd.io"
-FLUX_FORCE = "kustomize.toolkit.fluxcd.io/force"
+#: Flux's words, as `gate.engine.deployers.flux` defines them (named here for the modules that
+#: import them from here).
+FLUX_GROUP = flux.GROUP
+FLUX_FORCE = flux.FORCE
+FLUX_NAME = flux.NAME
+FLUX_NAMESPACE = flux.NAMESPACE
 #: The tag `--flux-root` gives an object: the Kustomization `flux:NS/NAME` that applies it.
 ROOT_PREFIX = "flux:"
-#: The labels kustomize-controller puts on what it applies.
-FLUX_NAME = "kustomize.toolkit.fluxcd.io/name"
-FLUX_NAMESPACE = "kustomize.toolkit.fluxcd.io/namespace"
 #: The tag of what a HelmRelease's chart renders (`helm:NS/NAME`): helm-controller applies it.
 HELM_PREFIX = "helm:"
 
@@ -64,11 +66,10 @@ def live_forcing_kustomization(ref: ObjectRef, live: LiveView) -> str:
     """`Kustomization NS/NAME` when the live object's Flux labels name a live Kustomization with
     `spec.force: true` (for a Kustomization the repository does not declare), else ""."""
     obj = live.get(ref)
-    if obj is None:
+    owner = FLUX.owner(obj.annotations, obj.labels) if obj is not None else None
+    if owner is None or not owner.name or not owner.namespace:
         return ""
-    name, ns = obj.labels.get(FLUX_NAME), obj.labels.get(FLUX_NAMESPACE)
-    if not name or not ns:
-        return ""
+    ns, name = owner.namespace, owner.name
     k = live.get(ObjectRef(FLUX_GROUP, "Kustomization", ns, name))
     return f"Kustomization {ns}/{name}" if k is not None and k.facts.get("force") == "true" else ""
 
@@ -85,4 +86,5 @@ def kustomization_forces(k: Manifest) -> bool:
 
 
 def force_disabled(m: Manifest) -> bool:
-    return str(m.annotations.get(FLUX_FORCE, "")).strip().lower() == "disabled"
+    """The manifest says `force: disabled` (`gate.engine.deployers.flux.force_disabled`)."""
+    return flux.force_disabled(m.annotations)

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from gate.engine.scope import HELM_RELEASE_NAME, HELM_RELEASE_NAMESPACE
+from gate.engine.deployers import LISTING, argocd, flux, helm
 from gate.model.liveview import LiveObject, PodUse, Volume
 from gate.model.refs import CLUSTER_SCOPED, ObjectRef, group_of
 from gate.model.workloads import (
@@ -79,17 +79,16 @@ class PodRecord:
     shut_down: bool
 
 
-#: Parents whose live status lists what they applied: a Flux Kustomization and an Argo CD
-#: Application.
-FLUX_KUSTOMIZATION = ("kustomize.toolkit.fluxcd.io", "Kustomization")
-ARGO_APPLICATION = ("argoproj.io", "Application")
+#: Parents whose live status lists what they applied (`gate.engine.deployers.LISTING`): a Flux
+#: Kustomization and an Argo CD Application.
+FLUX_KUSTOMIZATION = flux.KUSTOMIZATION.gk
+ARGO_APPLICATION = argocd.APPLICATION.gk
 
 
 #: The fact naming the field managers of a live object's `helm.sh/resource-policy` annotation
 #: (comma-separated, from managedFields): Helm uninstall reads the stored release, so a keep
 #: mark that kubectl alone set on the live object keeps nothing.
 KEEP_MANAGERS = "resourcePolicyManagers"
-_HELM_KEEP_FIELD = "f:helm.sh/resource-policy"
 
 
 def keep_managers(meta: dict[str, Any]) -> str:
@@ -98,7 +97,7 @@ def keep_managers(meta: dict[str, Any]) -> str:
     for entry in meta.get("managedFields") or ():
         fields = entry.get("fieldsV1") if isinstance(entry, dict) else None
         annotations = ((fields or {}).get("f:metadata") or {}).get("f:annotations") or {}
-        if isinstance(annotations, dict) and _HELM_KEEP_FIELD in annotations:
+        if isinstance(annotations, dict) and helm.KEEP_FIELD in annotations:
             out.append(str(entry.get("manager") or "unknown"))
     return ",".join(sorted(set(out)))
 
@@ -114,30 +113,6 @@ def owner_refs(ref: ObjectRef, obj: dict[str, Any]) -> tuple[ObjectRef, ...]:
         group, kind = group_of(str(o.get("apiVersion", ""))), str(o["kind"])
         ns = "" if (group, kind) in CLUSTER_SCOPED else ref.namespace
         out.append(ObjectRef(group, kind, ns, str(o["name"])))
-    return tuple(out)
-
-
-def flux_inventory(obj: dict[str, Any]) -> tuple[ObjectRef, ...]:
-    """A Flux Kustomization's `status.inventory.entries`: ids `<namespace>_<name>_<group>_<kind>`
-    (none of the four may contain `_`)."""
-    entries = ((obj.get("status") or {}).get("inventory") or {}).get("entries") or ()
-    out = []
-    for e in entries:
-        parts = str(e.get("id", "")).split("_") if isinstance(e, dict) else []
-        if len(parts) == 4 and parts[1] and parts[3]:
-            ns, name, group, kind = parts
-            out.append(ObjectRef(group, kind, "" if (group, kind) in CLUSTER_SCOPED else ns, name))
-    return tuple(out)
-
-
-def argo_resources(obj: dict[str, Any]) -> tuple[ObjectRef, ...]:
-    """An Argo CD Application's `status.resources`: what it synced."""
-    out = []
-    for r in (obj.get("status") or {}).get("resources") or ():
-        if isinstance(r, dict) and r.get("kind") and r.get("name"):
-            group, kind = str(r.get("group") or ""), str(r["kind"])
-            ns = "" if (group, kind) in CLUSTER_SCOPED else str(r.get("namespace") or "")
-            out.append(ObjectRef(group, kind, ns, str(r["name"])))
     return tuple(out)
 
 
@@ -193,13 +168,9 @@ def project_object(ref: ObjectRef, obj: dict[str, Any], api_version: str = "") -
         facts["group"] = str(spec.get("group", ""))
         facts["kind"] = str((spec.get("names") or {}).get("kind", ""))
     elif (ref.group, ref.kind) == FLUX_KUSTOMIZATION:
-        # What kustomize-controller's finalizer reads to decide whether it deletes its inventory.
-        facts["prune"] = "true" if spec.get("prune") is True else "false"
-        facts["suspend"] = "true" if spec.get("suspend") is True else "false"
-        facts["deletionPolicy"] = str(spec.get("deletionPolicy") or "MirrorPrune")
-        # Whether it force-replaces what it applies on an immutable change.
-        facts["force"] = "true" if spec.get("force") is True else "false"
-    if "helm.sh/resource-policy" in (meta.get("annotations") or {}):
+        # What kustomize-controller's finalizer reads, and whether it force-replaces.
+        facts.update(flux.kustomization_facts(spec))
+    if helm.RESOURCE_POLICY in (meta.get("annotations") or {}):
         managers = keep_managers(meta)
         if managers:
             facts[KEEP_MANAGERS] = managers
@@ -243,9 +214,7 @@ def template_claims(ref: ObjectRef, obj: dict[str, Any]) -> tuple[str, ...]:
     return tuple(claim_names(spec)) if spec else ()
 
 
-def _release_of(annotations: dict[str, str]) -> tuple[str, str] | None:
-    name, ns = annotations.get(HELM_RELEASE_NAME), annotations.get(HELM_RELEASE_NAMESPACE)
-    return (ns, name) if isinstance(name, str) and isinstance(ns, str) and name else None
+_release_of = helm.release_of
 
 
 class LiveState:
@@ -283,10 +252,9 @@ class LiveState:
         self.objects[ref] = project_object(ref, obj, api_version or str(obj.get("apiVersion", "")))
         if (ref.group, ref.kind) in self.guarded_kinds:
             self._index_guarded(ref, obj)
-        if (ref.group, ref.kind) == FLUX_KUSTOMIZATION:
-            self._applied[ref] = flux_inventory(obj)
-        elif (ref.group, ref.kind) == ARGO_APPLICATION:
-            self._applied[ref] = argo_resources(obj)
+        listing = LISTING.get((ref.group, ref.kind))
+        if listing is not None:  # a deployer's parent: what it applied
+            self._applied[ref] = listing.applied(obj)
         if (ref.group, ref.kind) in WORKLOAD_KINDS:
             claims = template_claims(ref, obj)
             self._workload_claims[ref] = claims

@@ -10,6 +10,9 @@ there, or a file that is gone. This maps the removal to the head side, from file
 2. the file is gone (or its text is unchanged: a render no longer includes it): the line of the
    nearest kustomization's `resources:` entry that named it in base and is dropped in head;
 3. else the base file as a whole (`FILE_LEVEL`), the base location said in the text.
+
+A kustomization comes here read: its `resources:` (and `bases:`) entries with their lines, as
+`gate.sources.placement` parses them (YAML is read there, never here).
 """
 
 from __future__ import annotations
@@ -27,20 +30,30 @@ FILE_LEVEL = 0
 
 #: A YAML document separator or end marker, which bounds an object's text in a stream.
 _DOCUMENT_BOUNDARY = re.compile(r"^(?:---|\.\.\.)(?:\s|$)")
-#: A top-level kustomization key that lists files and directories to build.
-_RESOURCE_KEY = re.compile(r"^(?:resources|bases)\s*:(.*)$")
-_ITEM = re.compile(r"^(\s*)-\s*(.*)$")
+
+#: An entry of a kustomization's `resources:` or `bases:` list, and its 1-based line.
+Entry = tuple[str, int]
 
 
 @dataclass(frozen=True, slots=True)
-class KustomizationTexts:
-    """One kustomization file on both sides: its path in base and in head, and its text in each
+class Kustomization:
+    """One side's kustomization file, read: its text (a dropped entry's line is mapped through
+    it) and the entries of its top-level `resources:` and `bases:` lists, in order; `entries` is
+    None when the text cannot be read as a kustomization (then nothing in it is blamed)."""
+
+    text: str
+    entries: tuple[Entry, ...] | None
+
+
+@dataclass(frozen=True, slots=True)
+class KustomizationFiles:
+    """One kustomization file on both sides: its path in base and in head, and each side read
     (None where the file does not exist)."""
 
     base_path: str
     head_path: str
-    base_text: str | None
-    head_text: str | None
+    base: Kustomization | None
+    head: Kustomization | None
 
 
 def document_span(text: str, line: int) -> tuple[int, int]:
@@ -123,37 +136,24 @@ def _settle(base: Sequence[str], head: Sequence[str], i1: int, i2: int, j: int) 
     return j
 
 
-def resource_entries(text: str) -> list[tuple[str, int]]:
-    """The entries of a kustomization's top-level `resources:` (and legacy `bases:`) lists, each
-    with its 1-based line: block lists and one-line or wrapped flow lists (`[a.yaml, b]`)."""
-    lines = text.splitlines()
-    out: list[tuple[str, int]] = []
-    for index, line in enumerate(lines):
-        key = _RESOURCE_KEY.match(line)
-        if key is None:
-            continue
-        rest = _uncomment(key.group(1)).strip()
-        if rest.startswith("["):
-            out += _flow_entries(lines, index, rest)
-        elif not rest:
-            out += _block_entries(lines, index + 1)
-    return out
-
-
-def dropped_entry_line(k: KustomizationTexts, path: str) -> int | None:
+def dropped_entry_line(k: KustomizationFiles, path: str) -> int | None:
     """The head line where `k`'s base `resources:` entry that brings in `path` (the file, or a
-    directory above it) was, when head no longer lists it; None when there is no such entry."""
-    if k.base_text is None or k.head_text is None:
+    directory above it) was, when head no longer lists it; None when there is no such entry (or
+    either side is missing or unreadable)."""
+    base, head = k.base, k.head
+    if base is None or head is None or base.entries is None or head.entries is None:
         return None
     folder = posixpath.dirname(k.base_path)
-    kept = {_resolve(folder, e) for e, _ in resource_entries(k.head_text)}
-    for entry, line in resource_entries(k.base_text):
-        target = _resolve(folder, entry)
-        if target is None or target in kept:
-            continue
-        if path == target or path.startswith(target + "/"):
-            return removal_line(k.base_text, k.head_text, line, line)[0]
-    return None
+    kept = {_resolve(folder, e) for e, _ in head.entries}
+    line = next((n for e, n in base.entries if _brings_in(_resolve(folder, e), kept, path)), None)
+    return removal_line(base.text, head.text, line, line)[0] if line is not None else None
+
+
+def _brings_in(target: str | None, kept: set[str | None], path: str) -> bool:
+    """A local entry head no longer lists that is `path` or a directory above it."""
+    if target is None or target in kept:
+        return False
+    return path == target or path.startswith(target + "/")
 
 
 def place_removal(
@@ -161,7 +161,7 @@ def place_removal(
     head_path: str,
     base_text: str,
     head_text: str | None,
-    kustomizations: Iterable[KustomizationTexts] = (),
+    kustomizations: Iterable[KustomizationFiles] = (),
 ) -> Source:
     """Where the candidate shows the removal of the object base declares at `source`.
 
@@ -197,48 +197,6 @@ def kustomization_dirs(path: str) -> list[str]:
 
 def _clamp(line: int, lines: Sequence[str]) -> int:
     return min(max(line, 1), max(len(lines), 1))
-
-
-def _uncomment(text: str) -> str:
-    """`text` without a trailing `# comment` (a `#` at the start or after whitespace)."""
-    match = re.search(r"(?:^|\s)#", text)
-    return text[: match.start()] if match else text
-
-
-def _scalar(text: str) -> str:
-    return _uncomment(text).strip().strip("\"'")
-
-
-def _block_entries(lines: Sequence[str], start: int) -> list[tuple[str, int]]:
-    out: list[tuple[str, int]] = []
-    for number in range(start, len(lines)):
-        line = lines[number]
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        item = _ITEM.match(line)
-        if item is None:
-            if not line[:1].isspace():
-                break  # the next top-level key
-            continue  # a continuation of the previous item
-        value = _scalar(item.group(2))
-        if value:
-            out.append((value, number + 1))
-    return out
-
-
-def _flow_entries(lines: Sequence[str], index: int, rest: str) -> list[tuple[str, int]]:
-    out: list[tuple[str, int]] = []
-    text, number = rest[1:], index
-    while True:
-        closed = "]" in text
-        for token in text.split("]")[0].split(","):
-            value = _scalar(token)
-            if value:
-                out.append((value, number + 1))
-        number += 1
-        if closed or number >= len(lines):
-            return out
-        text = _uncomment(lines[number])
 
 
 def _resolve(folder: str, entry: str) -> str | None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from gate.engine.deployers import force_mark
 from gate.engine.kustomizations import (
     FLUX_FORCE,
     force_disabled,
@@ -21,8 +22,6 @@ from gate.model.liveview import LiveView
 from gate.model.objects import Inventory, Manifest
 from gate.model.quantity import parse_quantity
 from gate.model.refs import ObjectRef
-
-ARGO_SYNC_OPTIONS = "argocd.argoproj.io/sync-options"
 
 
 class Action(StrEnum):
@@ -99,12 +98,9 @@ def force_reason(
     `spec.force: true`, which the object's `force: disabled` does not switch off. One forcing in
     base counts too (the candidate turning force off may reach the cluster after the object's
     apply), and under --live so does the live one the object's labels name."""
-    ann = m.annotations
-    if str(ann.get(FLUX_FORCE, "")).strip().lower() == "enabled":
-        return f"{FLUX_FORCE}: enabled"
-    options = [o.strip() for o in str(ann.get(ARGO_SYNC_OPTIONS, "")).split(",")]
-    if "Replace=true" in options:
-        return f"{ARGO_SYNC_OPTIONS}: Replace=true"
+    mark = force_mark(m.annotations)  # Flux's `force: enabled`, Argo CD's `Replace=true`
+    if mark is not None:
+        return str(mark)
     void = f"; its {FLUX_FORCE}: disabled does not switch that off" if force_disabled(m) else ""
     k, where = forcing_kustomization(m, head), ""
     if k is None:

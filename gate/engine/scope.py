@@ -15,19 +15,17 @@ import re
 from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 
-from gate.engine.kustomizations import FLUX_GROUP, FLUX_NAME, FLUX_NAMESPACE
+from gate.engine.deployers import ARGOCD, FLUX, HELM, Deployer, flux
 from gate.engine.plan import Action, Change
 from gate.model.errors import InputError
 from gate.model.liveview import LiveObject
 from gate.model.objects import Inventory
 from gate.model.refs import ObjectRef
 
-ARGOCD_TRACKING = "argocd.argoproj.io/tracking-id"
-ARGOCD_INSTANCE = "app.kubernetes.io/instance"
-HELM_RELEASE_NAME = "meta.helm.sh/release-name"
-HELM_RELEASE_NAMESPACE = "meta.helm.sh/release-namespace"
-
-DEPLOYERS = ("flux", "argocd", "helm", "label")
+#: The deployers `--prune-scope` names, each reading its own ownership marks
+#: (`gate.engine.deployers`); `label` is a plain selector.
+SCOPED: dict[str, Deployer] = {d.name: d for d in (FLUX, ARGOCD, HELM)}
+DEPLOYERS = (*SCOPED, "label")
 SCOPE_USAGE = (
     "flux:NAMESPACE/NAME, argocd:APP, helm:NAMESPACE/RELEASE or label:SELECTOR "
     "(e.g. flux:flux-system/apps, helm:shop/db, label:app.kubernetes.io/part-of=shop)"
@@ -122,21 +120,11 @@ class PruneScope:
         return f"{self.deployer}:{self.namespace}/{self.name}"
 
     def owns(self, labels: Mapping[str, str], annotations: Mapping[str, str]) -> bool:
-        """True when an object with these labels and annotations belongs to this deployer."""
-        if self.deployer == "flux":
-            return (
-                labels.get(FLUX_NAME) == self.name and labels.get(FLUX_NAMESPACE) == self.namespace
-            )
-        if self.deployer == "helm":
-            return (
-                annotations.get(HELM_RELEASE_NAME) == self.name
-                and annotations.get(HELM_RELEASE_NAMESPACE) == self.namespace
-            )
-        if self.deployer == "argocd":
-            tracking = annotations.get(ARGOCD_TRACKING)
-            if tracking is not None:
-                return tracking.startswith(f"{self.name}:")
-            return labels.get(ARGOCD_INSTANCE) == self.name
+        """True when an object with these labels and annotations belongs to this deployer (its
+        ownership marks: `Deployer.owns`)."""
+        deployer = SCOPED.get(self.deployer)
+        if deployer is not None:
+            return deployer.owns(annotations, labels, self.namespace, self.name)
         return all(r.matches(labels) for r in self.selector)
 
 
@@ -220,7 +208,7 @@ def flux_kustomization(scope: PruneScope) -> ObjectRef | None:
     """The Kustomization a `flux:NS/NAME` scope names (whose live inventory says what it prunes)."""
     if scope.deployer != "flux":
         return None
-    return ObjectRef(FLUX_GROUP, "Kustomization", scope.namespace, scope.name)
+    return ObjectRef(flux.GROUP, "Kustomization", scope.namespace, scope.name)
 
 
 def prune_changes(

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gate.engine.deployers.argocd import APPLICATION
+from gate.engine.deployers.flux import KUSTOMIZATION
 from gate.model.refs import api_path
 
 
@@ -55,9 +57,10 @@ RESOURCES: tuple[Resource, ...] = (
 #: Argo CD Application's `status.resources`): `gate check --live` lists them when they are served
 #: (a 404 skips them) to find what a removed parent deletes. The webhook neither watches nor
 #: registers them: it judges the children's own DELETEs.
+#: One per `gate.engine.deployers.LISTING` parent (a test holds them equal).
 PARENTS: tuple[Resource, ...] = (
-    Resource("kustomize.toolkit.fluxcd.io", "v1", "Kustomization", "kustomizations", optional=True),
-    Resource("argoproj.io", "v1alpha1", "Application", "applications", optional=True),
+    Resource(KUSTOMIZATION.group, "v1", KUSTOMIZATION.kind, "kustomizations", optional=True),
+    Resource(APPLICATION.group, "v1alpha1", APPLICATION.kind, "applications", optional=True),
 )
 
 _BY_KIND = {(r.group, r.kind): r for r in RESOURCES}

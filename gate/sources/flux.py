@@ -36,14 +36,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from gate.engine.deployers import flux, helm
 from gate.model.errors import GitError, InputError, RenderError
 from gate.model.objects import RawObject
 from gate.model.refs import CLUSTER_SCOPED, crd_kind, group_of
 from gate.sources.manifests import parse_stream
 from gate.sources.render import DEFAULT_TIMEOUT, ExportedTree
 
-FLUX_GROUP = "kustomize.toolkit.fluxcd.io"
-HELM_GROUP = "helm.toolkit.fluxcd.io"
+FLUX_GROUP = flux.GROUP
+HELM_GROUP = helm.GROUP
 HELM_PREFIX = "helm:"
 #: The helm binary for HelmReleases (`helm` on PATH by default).
 HELM_ENV = "PRUNE_GATE_HELM"
@@ -51,7 +52,7 @@ HELM_ENV = "PRUNE_GATE_HELM"
 ROOT_PREFIX = "flux:"
 DEFAULT_SOURCE = ("flux-system", "flux-system")
 #: An object that opts out of substitution (kustomize-controller honours it).
-SUBSTITUTE_ANNOTATION = "kustomize.toolkit.fluxcd.io/substitute"
+SUBSTITUTE_ANNOTATION = flux.SUBSTITUTE
 #: Fields of a Flux Kustomization that change what its path builds; a `$patch: delete` in
 #: `spec.patches` removes an object as surely as deleting its file.
 BUILD_FIELDS = ("patches", "images", "components", "namePrefix", "nameSuffix")

@@ -7,7 +7,8 @@ removals, each once: from the git object database in git mode (`--render kustomi
 origin files are paths in the repository), from disk in rendered mode.
 
 Placement says where to look; it never changes a verdict. A file that cannot be read leaves the
-finding at its base location.
+finding at its base location. A kustomization is read here (`read_kustomization`, YAML as the
+rest of gate reads it) and handed to the pure placement as its entries with their lines.
 """
 
 from __future__ import annotations
@@ -18,16 +19,68 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
+import yaml
+
 from gate.engine.check import CheckResult
-from gate.engine.placement import KustomizationTexts, kustomization_dirs, place_removal
+from gate.engine.placement import (
+    Entry,
+    Kustomization,
+    KustomizationFiles,
+    kustomization_dirs,
+    place_removal,
+)
 from gate.model.errors import GateError
 from gate.model.findings import Finding
 from gate.model.objects import Source
 from gate.model.refs import ObjectRef
 from gate.sources.manifests import MAX_MANIFEST_BYTES
+from gate.sources.yamlread import KubeLoader
 
 #: kustomize's file names, in the order it looks for them.
 _KUSTOMIZATION_ORDER = ("kustomization.yaml", "kustomization.yml", "Kustomization")
+#: The top-level kustomization keys that list files and directories to build.
+_RESOURCE_KEYS = frozenset({"resources", "bases"})
+
+
+def resource_entries(text: str) -> tuple[Entry, ...] | None:
+    """The entries of a kustomization's top-level `resources:` (and legacy `bases:`) lists, in
+    order, each with its 1-based line (a flow list's on the line each item starts); None when the
+    text is not one YAML document (kustomize could not build it either).
+
+    Composed, not constructed: the node tree keeps each item's line. Entries that are not
+    strings, and empty ones, name nothing and are left out."""
+    try:
+        root = yaml.compose(text, Loader=KubeLoader)
+    except yaml.YAMLError:
+        return None
+    if not isinstance(root, yaml.MappingNode):
+        return ()
+    out: list[Entry] = []
+    for key, value in root.value:
+        if not (isinstance(key, yaml.ScalarNode) and key.value in _RESOURCE_KEYS):
+            continue
+        if not isinstance(value, yaml.SequenceNode):
+            continue
+        out += [
+            (item.value, item.start_mark.line + 1)
+            for item in value.value
+            if isinstance(item, yaml.ScalarNode) and item.value
+        ]
+    return tuple(out)
+
+
+def read_kustomization(text: str | None) -> Kustomization | None:
+    """One side's kustomization file, read for placement (None: the file does not exist)."""
+    return None if text is None else Kustomization(text, resource_entries(text))
+
+
+def kustomization_files(
+    base_path: str, head_path: str, base_text: str | None, head_text: str | None
+) -> KustomizationFiles:
+    """A kustomization on both sides, from its paths and texts (None: no such file there)."""
+    return KustomizationFiles(
+        base_path, head_path, read_kustomization(base_text), read_kustomization(head_text)
+    )
 
 
 class SideFiles(Protocol):
@@ -195,7 +248,7 @@ def _head_source(ref: ObjectRef, result: CheckResult, files: SideFiles) -> Sourc
     )
 
 
-def _kustomizations(path: str, files: SideFiles) -> Iterator[KustomizationTexts]:
+def _kustomizations(path: str, files: SideFiles) -> Iterator[KustomizationFiles]:
     """The kustomizations of `path`'s directory and its parents up to the side's root, nearest
     first, read as they are asked for."""
     root = files.root()
@@ -210,7 +263,7 @@ def _kustomizations(path: str, files: SideFiles) -> Iterator[KustomizationTexts]
             continue
         head_base_path = _kustomization_in(prefix + folder, files.head_text)
         head_name = files.head_path(head_base_path or base_path)
-        yield KustomizationTexts(
+        yield kustomization_files(
             base_path,
             head_name if head_name is not None else base_path,
             files.base_text(base_path),

@@ -1,4 +1,5 @@
-"""Where the candidate shows a removal (gate.engine.placement): pure, from file texts.
+"""Where the candidate shows a removal (gate.engine.placement): pure, from file texts and the
+kustomizations gate.sources.placement reads.
 
 Base's `path:line` of a removed object is another object in the candidate, or a file that is
 gone; GitHub annotates the candidate's files. These pin the head-side line for each way an
@@ -10,15 +11,14 @@ from __future__ import annotations
 
 from gate.engine.placement import (
     FILE_LEVEL,
-    KustomizationTexts,
     document_span,
     dropped_entry_line,
     place_removal,
     removal_line,
-    resource_entries,
 )
 from gate.model.objects import Source
 from gate.sources.manifests import parse_stream
+from gate.sources.placement import kustomization_files, resource_entries
 
 
 def _object(kind: str, name: str) -> str:
@@ -95,15 +95,17 @@ KUSTOMIZATION = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomizatio
 def test_a_gone_file_points_at_the_kustomization_entry_that_dropped_it() -> None:
     base_k = KUSTOMIZATION + "resources:\n  - cm.yaml\n  - claim.yaml # data\n  - web.yaml\n"
     head_k = KUSTOMIZATION + "resources:\n  - cm.yaml\n  - web.yaml\n"
-    k = KustomizationTexts("apps/kustomization.yaml", "apps/kustomization.yaml", base_k, head_k)
+    k = kustomization_files("apps/kustomization.yaml", "apps/kustomization.yaml", base_k, head_k)
     at = place_removal(Source("apps/claim.yaml", 1), "apps/claim.yaml", CLAIM, None, [k])
     assert at.path == "apps/kustomization.yaml"
     assert head_k.splitlines()[at.line - 1] == "  - web.yaml"  # where `- claim.yaml` was
 
 
 def test_a_gone_directory_points_at_the_parent_entry_that_named_it() -> None:
-    gone = KustomizationTexts("apps/db/kustomization.yaml", "apps/db/kustomization.yaml", "x", None)
-    parent = KustomizationTexts(
+    gone = kustomization_files(
+        "apps/db/kustomization.yaml", "apps/db/kustomization.yaml", "x", None
+    )
+    parent = kustomization_files(
         "kustomization.yaml",
         "kustomization.yaml",
         KUSTOMIZATION + "resources: [apps/web, ./apps/db]\n",
@@ -117,7 +119,7 @@ def test_a_gone_directory_points_at_the_parent_entry_that_named_it() -> None:
 
 def test_a_gone_file_without_a_dropped_entry_is_a_file_level_place_on_its_base_path() -> None:
     same = KUSTOMIZATION + "resources:\n  - other.yaml\n"
-    k = KustomizationTexts("apps/kustomization.yaml", "apps/kustomization.yaml", same, same)
+    k = kustomization_files("apps/kustomization.yaml", "apps/kustomization.yaml", same, same)
     at = place_removal(Source("apps/claim.yaml", 12), "apps/claim.yaml", CLAIM, None, [k])
     assert at == Source("apps/claim.yaml", FILE_LEVEL)
     assert place_removal(Source("claim.yaml", 4), "claim.yaml", CLAIM, None) == Source(
@@ -128,7 +130,7 @@ def test_a_gone_file_without_a_dropped_entry_is_a_file_level_place_on_its_base_p
 def test_an_unchanged_file_a_render_dropped_points_at_the_entry_not_the_same_line() -> None:
     base_k = KUSTOMIZATION + "resources:\n- claim.yaml\n- cm.yaml\n"
     head_k = KUSTOMIZATION + "resources:\n- cm.yaml\n"
-    k = KustomizationTexts("kustomization.yaml", "kustomization.yaml", base_k, head_k)
+    k = kustomization_files("kustomization.yaml", "kustomization.yaml", base_k, head_k)
     at = place_removal(Source("claim.yaml", 1), "claim.yaml", CLAIM, CLAIM, [k])
     assert at == Source("kustomization.yaml", 4)
     assert head_k.splitlines()[at.line - 1] == "- cm.yaml"  # where `- claim.yaml` was
@@ -140,9 +142,9 @@ def test_an_unchanged_file_a_render_dropped_points_at_the_entry_not_the_same_lin
 
 def test_a_still_listed_or_remote_entry_is_not_blamed() -> None:
     base_k = KUSTOMIZATION + "resources:\n- https://example.com/x.yaml\n- claim.yaml\n"
-    k = KustomizationTexts("kustomization.yaml", "kustomization.yaml", base_k, base_k)
+    k = kustomization_files("kustomization.yaml", "kustomization.yaml", base_k, base_k)
     assert dropped_entry_line(k, "claim.yaml") is None
-    remote_only = KustomizationTexts(
+    remote_only = kustomization_files(
         "kustomization.yaml", "kustomization.yaml", base_k, KUSTOMIZATION + "resources: []\n"
     )
     assert dropped_entry_line(remote_only, "x.yaml") is None
@@ -155,13 +157,29 @@ def test_resource_entries_read_block_and_flow_lists_with_lines() -> None:
         "resources:\n"
         "# a comment\n"
         "- a.yaml\n"
-        '  - "b.yaml"  # quoted\n'
+        '- "b.yaml"  # quoted\n'
         "bases: [../base,\n"
         "  'c']\n"
         "patches:\n"
         "- path: p.yaml\n"
     )
-    assert resource_entries(text) == [("a.yaml", 4), ("b.yaml", 5), ("../base", 6), ("c", 7)]
+    assert resource_entries(text) == (("a.yaml", 4), ("b.yaml", 5), ("../base", 6), ("c", 7))
+
+
+def test_resource_entries_are_read_as_yaml_reads_them() -> None:
+    """A more indented `- x` continues the plain scalar above it (kustomize reads one entry,
+    `a.yaml - b.yaml`), and a text that is no YAML document has no entries to blame."""
+    text = "resources:\n- a.yaml\n  - b.yaml\n- c.yaml\n"
+    assert resource_entries(text) == (("a.yaml - b.yaml", 2), ("c.yaml", 4))
+    assert resource_entries("resources: [a.yaml\n") is None
+    assert resource_entries("just text") == ()
+    unreadable = kustomization_files(
+        "kustomization.yaml",
+        "kustomization.yaml",
+        KUSTOMIZATION + "resources:\n- claim.yaml\n",
+        KUSTOMIZATION + "resources: [\n",
+    )
+    assert dropped_entry_line(unreadable, "claim.yaml") is None
 
 
 def test_document_span_ends_before_the_next_separator() -> None:

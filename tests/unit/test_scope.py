@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from gate.engine.kustomizations import FLUX_NAME, FLUX_NAMESPACE
+from gate.engine.deployers.argocd import INSTANCE as ARGOCD_INSTANCE
+from gate.engine.deployers.argocd import TRACKING as ARGOCD_TRACKING
+from gate.engine.deployers.flux import NAME as FLUX_NAME
+from gate.engine.deployers.flux import NAMESPACE as FLUX_NAMESPACE
+from gate.engine.deployers.helm import RELEASE_NAME as HELM_RELEASE_NAME
+from gate.engine.deployers.helm import RELEASE_NAMESPACE as HELM_RELEASE_NAMESPACE
 from gate.engine.livestate import LiveState
 from gate.engine.plan import Action
 from gate.engine.policy import Policy
 from gate.engine.scope import (
-    ARGOCD_INSTANCE,
-    ARGOCD_TRACKING,
-    HELM_RELEASE_NAME,
-    HELM_RELEASE_NAMESPACE,
     PruneScope,
     Requirement,
     flux_kustomization,

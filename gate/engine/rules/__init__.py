@@ -16,7 +16,6 @@ from __future__ import annotations
 from gate.engine.rules.registry import RULES, ChangeRule, Door, Rule, WorldRule, change_rules
 from gate.engine.rules.runner import run_rules
 from gate.engine.rules.world import (
-    KEEP_ANNOTATIONS,
     Retirement,
     World,
     is_guarded,
@@ -25,7 +24,6 @@ from gate.engine.rules.world import (
 )
 
 __all__ = [
-    "KEEP_ANNOTATIONS",
     "RULES",
     "ChangeRule",
     "Door",

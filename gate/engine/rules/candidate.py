@@ -11,9 +11,8 @@ import itertools
 from collections.abc import Iterator
 from dataclasses import replace
 
+from gate.engine.deployers import flux
 from gate.engine.kustomizations import (
-    FLUX_FORCE,
-    FLUX_GROUP,
     force_disabled,
     forcing_kustomization,
     kustomization_forces,
@@ -111,7 +110,7 @@ def check_void_force_disabled(world: World) -> Iterator[Finding]:
     ssa): the next immutable change to the object deletes and recreates it. Said once per object
     in the candidate, whatever else changes, so it is fixed before it matters. A warning by
     default (`CODES`), like every severity applied by policy afterwards: the rule sets none."""
-    kustomizations = world.head.of_kind(FLUX_GROUP, "Kustomization")
+    kustomizations = world.head.of_kind(*flux.KUSTOMIZATION.gk)
     if not any(kustomization_forces(k) for k in kustomizations):
         return  # none forces: no object can be forced whatever it says (and most say nothing)
     for m in world.head:
@@ -123,21 +122,21 @@ def check_void_force_disabled(world: World) -> Iterator[Finding]:
         yield Finding(
             code=Code.FORCE_DISABLED_VOID,
             ref=m.ref,
-            message=f"{m.ref.display()} carries {FLUX_FORCE}: disabled, which does nothing: "
+            message=f"{m.ref.display()} carries {flux.FORCE}: disabled, which does nothing: "
             f"{k.ref.display()} has spec.force: true, so Flux still deletes and recreates it on an "
             "immutable change",
             evidence=(
                 f"{k.ref.display()}: spec.force: true"
                 + (f" ({k.source})" if k.source is not None else ""),
-                f"{m.ref.display()}: {FLUX_FORCE}: disabled",
+                f"{m.ref.display()}: {flux.FORCE}: disabled",
             ),
             remediation=f"turn force off on {k.ref.display()} (spec.force: false) and mark the "
-            f"objects that need it with {FLUX_FORCE}: enabled, or move this object to a "
+            f"objects that need it with {flux.FORCE}: enabled, or move this object to a "
             "Kustomization without force",
             api_version=m.api_version,
             source=m.source,
             actions=(
                 edit(f"set spec.force: false on {k.ref.display()}", k.source),
-                edit(f"annotate only the objects that must be replaced with {FLUX_FORCE}: enabled"),
+                edit(f"annotate only the objects that must be replaced with {flux.FORCE}: enabled"),
             ),
         )

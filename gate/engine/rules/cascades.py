@@ -21,17 +21,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from gate.engine.context import Context
+from gate.engine.deployers import FLUX, Event, argocd, helm, keep_mark, parent_of
 from gate.engine.flux import POINTING, was_rendered
-from gate.engine.kustomizations import FLUX_NAME, FLUX_NAMESPACE
 from gate.engine.livestate import ARGO_APPLICATION, FLUX_KUSTOMIZATION, KEEP_MANAGERS
 from gate.engine.plan import Action, Change
 from gate.engine.rules.common import finding, source_of
-from gate.engine.rules.world import NAMESPACE, World, keep_annotation, retirement
+from gate.engine.rules.world import NAMESPACE, World, retirement
 from gate.model.findings import Code, Finding, FixAction, command, edit
 from gate.model.objects import Manifest
 from gate.model.refs import ObjectRef
 
-HELM_RELEASE = ("helm.toolkit.fluxcd.io", "HelmRelease")
+HELM_RELEASE = helm.HELM_RELEASE.gk
 #: Owners whose dependents other rules judge: a StatefulSet's claims (STATEFULSET_DELETES_CLAIMS)
 #: and a pod's generic ephemeral claims, which are meant to go with it.
 SKIPPED_OWNERS = frozenset({("apps", "StatefulSet"), ("", "Pod")})
@@ -39,16 +39,9 @@ SKIPPED_OWNERS = frozenset({("apps", "StatefulSet"), ("", "Pod")})
 #: ephemeral claims, meant to go with it, are left out.
 SKIPPED_CHAIN_OWNERS = frozenset({("", "Pod")})
 #: The finalizers with which Argo CD deletes an Application's resources (foreground by default).
-ARGO_FINALIZERS = frozenset(
-    {
-        "resources-finalizer.argocd.argoproj.io",
-        "resources-finalizer.argocd.argoproj.io/background",
-        "resources-finalizer.argocd.argoproj.io/foreground",
-    }
-)
-FLUX_PRUNE = "kustomize.toolkit.fluxcd.io/prune"
-ARGO_SYNC_OPTIONS = "argocd.argoproj.io/sync-options"
-HELM_KEEP = "helm.sh/resource-policy"
+ARGO_FINALIZERS = argocd.FINALIZERS
+ARGO_SYNC_OPTIONS = argocd.SYNC_OPTIONS
+HELM_KEEP = helm.RESOURCE_POLICY
 #: helm-controller shortens a composed release name longer than Helm's limit (53): the first 40
 #: characters, `-`, and 12 hex digits of its SHA-256.
 _RELEASE_NAME_MAX = 53
@@ -82,12 +75,12 @@ def _release_child(ref: ObjectRef, release: str, ns: str, world: World) -> Child
         return None
     if _retired(ref, world):
         return None
-    why = f"{ref.display()} carries meta.helm.sh/release-name: {release}, release-namespace: {ns}"
+    why = f"{ref.display()} carries {helm.RELEASE_NAME}: {release}, release-namespace: {ns}"
     live = world.live.get(ref) if world.live is not None else None
-    if live is None or live.annotations.get(HELM_KEEP) != "keep":
+    if live is None or helm.HELM.keeps(live.annotations, live.labels, Event.DELETE) is None:
         return Child(ref, why)
     by = [m for m in live.facts.get(KEEP_MANAGERS, "").split(",") if m]
-    if not by or not all(m == "kubectl" or m.startswith("kubectl-") for m in by):
+    if not helm.live_only_keep(by):
         return None
     return Child(
         ref,
@@ -96,27 +89,15 @@ def _release_child(ref: ObjectRef, release: str, ns: str, world: World) -> Child
     )
 
 
-def _flux_keeps(annotations: dict[str, str]) -> str | None:
-    """`kustomize.toolkit.fluxcd.io/prune: disabled`: the finalizer leaves the object."""
-    value = annotations.get(FLUX_PRUNE)
-    return f"{FLUX_PRUNE}: disabled" if str(value).lower() == "disabled" else None
-
-
-def _argo_keeps(annotations: dict[str, str]) -> str | None:
-    """`argocd.argoproj.io/sync-options: Delete=false`: the app's deletion leaves the object."""
-    options = [o.strip() for o in str(annotations.get(ARGO_SYNC_OPTIONS, "")).split(",")]
-    return f"{ARGO_SYNC_OPTIONS}: Delete=false" if "Delete=false" in options else None
-
-
 def _parent_kept(change: Change, world: World) -> bool:
     """The deployer orphans the parent itself (its keep mark, in base or live): nothing cascades.
     ORPHANED_BY_KEEP reports it."""
     if change.action is not Action.DELETE:
         return False
-    if change.base is not None and keep_annotation(change.base.annotations):
+    if change.base is not None and keep_mark(change.base.annotations):
         return True
     live = world.live.get(change.ref) if world.live is not None else None
-    return live is not None and keep_annotation(live.annotations) is not None
+    return live is not None and keep_mark(live.annotations) is not None
 
 
 def _retired(ref: ObjectRef, world: World) -> bool:
@@ -128,9 +109,8 @@ def _retired(ref: ObjectRef, world: World) -> bool:
 def _flux_owned(parent: ObjectRef, child: ObjectRef, world: World) -> bool:
     """The finalizer skips an object whose Flux labels now name another Kustomization."""
     obj = world.live.get(child) if world.live is not None else None
-    labels = obj.labels if obj is not None else {}
-    name, ns = labels.get(FLUX_NAME), labels.get(FLUX_NAMESPACE)
-    return name is None or (name, ns) == (parent.name, parent.namespace)
+    owner = FLUX.owner(obj.annotations, obj.labels) if obj is not None else None
+    return owner is None or (owner.name, owner.namespace) == (parent.name, parent.namespace)
 
 
 def _applied_children(
@@ -143,7 +123,9 @@ def _applied_children(
     nested Kustomization's or Application's, an owner's dependents)."""
     assert world.live is not None
     flux = _kind(parent) == FLUX_KUSTOMIZATION
-    what, keeps = ("status.inventory", _flux_keeps) if flux else ("status.resources", _argo_keeps)
+    known = parent_of(*_kind(parent))
+    assert known is not None  # a Kustomization or an Application: the caller's
+    deployer, what = known[0], known[1].lists
     out: list[Child] = []
     for child in sorted(set(world.live.applied_by(parent) or ())):
         if child in seen or child in world.head or child in world.deleting:
@@ -151,8 +133,8 @@ def _applied_children(
         if flux and not _flux_owned(parent, child, world):
             continue
         live = world.live.get(child)
-        if live is not None and keeps(live.annotations):
-            continue
+        if live is not None and deployer.keeps(live.annotations, {}, Event.DELETE):
+            continue  # the deployer's keep mark, read live as it reads it (annotations)
         seen.add(child)
         state = "" if live is not None else " (not in the live view)"
         why = f"{child.display()} is listed in {what} of {parent.display()}{state}{chain}"
@@ -309,7 +291,7 @@ def check_kustomization_prune(change: Change, world: World) -> Iterator[Finding]
         [evidence],
         "set `spec.deletionPolicy: Orphan` on the Kustomization, merge and let it deploy, then "
         "remove it; or move these objects to another Kustomization in two stages (mark them "
-        "`kustomize.toolkit.fluxcd.io/prune: disabled` where it applies them and let that "
+        f"`{FLUX.keep_keys[0]}: disabled` where it applies them and let that "
         "deploy, then move them: see FLUX_MOVE_PRUNES), or retire them in two stages first",
         [
             edit(

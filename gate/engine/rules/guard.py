@@ -9,10 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from gate.engine.deployers import IMPERSONATING
 from gate.engine.fence import FenceState, iso_time
-from gate.engine.kustomizations import (
-    FLUX_GROUP,
-)
 from gate.engine.plan import Action, Change
 from gate.engine.rules.common import finding
 from gate.engine.rules.world import NAMESPACE, World, is_guarded, kind_of
@@ -78,17 +76,6 @@ def check_guard_tampered(world: World) -> Iterator[Finding]:
             )
 
 
-#: The kinds whose `spec.serviceAccountName` names the identity their controller impersonates
-#: to apply and prune (kustomize-controller, helm-controller, flux-operator's ResourceSet,
-#: kapp-controller's App), and whose `spec.kubeConfig` (Flux) swaps in a Secret's credentials.
-_IMPERSONATING = (
-    (FLUX_GROUP, "Kustomization"),
-    ("helm.toolkit.fluxcd.io", "HelmRelease"),
-    ("fluxcd.controlplane.io", "ResourceSet"),
-    ("kappctrl.k14s.io", "App"),
-)
-
-
 def _service_account(m: Manifest | None) -> str | None:
     name = m.spec.get("serviceAccountName") if m is not None else None
     return name if isinstance(name, str) and name else None
@@ -107,7 +94,10 @@ def check_deployer_identities(world: World) -> Iterator[Finding]:
     deployers = set(world.policy.webhook.deployers)
     if not deployers:
         return
-    for group, kind in _IMPERSONATING:
+    # The parents whose controller impersonates `spec.serviceAccountName` to apply and prune
+    # (kustomize-controller, helm-controller, flux-operator's ResourceSet, kapp-controller's
+    # App), and whose `spec.kubeConfig` (Flux) swaps in a Secret's credentials.
+    for group, kind in IMPERSONATING:
         for head in world.head.of_kind(group, kind):
             base = world.base.get(head.ref)
             kubeconfig = head.spec.get("kubeConfig")

@@ -33,8 +33,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from gate.engine.deployers import FLUX, Event, flux
 from gate.engine.flux import deletes_when_removed, parent_ref
-from gate.engine.kustomizations import FLUX_GROUP, FLUX_NAME, FLUX_NAMESPACE, ROOT_PREFIX
+from gate.engine.kustomizations import ROOT_PREFIX
 from gate.engine.plan import Action, Change
 from gate.engine.rules.common import finding
 from gate.engine.rules.world import World, is_guarded
@@ -43,16 +44,12 @@ from gate.model.objects import Manifest
 from gate.model.refs import ObjectRef
 
 #: The mark kustomize-controller's prune skips (an annotation or a label, value case-insensitive).
-FLUX_PRUNE = "kustomize.toolkit.fluxcd.io/prune"
 
 
 def _marked(annotations: dict[str, str], labels: dict[str, str]) -> bool:
     """`prune: disabled` as `utils.AnyInMetadata` matches it: in labels or annotations,
-    compared case-insensitively."""
-    return any(
-        isinstance(v, str) and v.strip().lower() == "disabled"
-        for v in (annotations.get(FLUX_PRUNE), labels.get(FLUX_PRUNE))
-    )
+    compared case-insensitively (`gate.engine.deployers.flux`)."""
+    return FLUX.keeps(annotations, labels, Event.PRUNE) is not None
 
 
 def _prune_mark(m: Manifest, world: World) -> tuple[bool, str]:
@@ -60,7 +57,7 @@ def _prune_mark(m: Manifest, world: World) -> tuple[bool, str]:
     base = _marked(m.annotations, m.labels)
     live_obj = world.live.get(m.ref) if world.live is not None else None
     live = live_obj is not None and _marked(live_obj.annotations, live_obj.labels)
-    mark = f"`{FLUX_PRUNE}: disabled`"
+    mark = f"`{flux.PRUNE}: disabled`"
     if not base:
         if live:
             return False, (
@@ -131,7 +128,7 @@ def check_flux_moves(world: World) -> Iterator[Finding]:
         gone = world.base.roots_of(m.ref) - world.head.roots_of(m.ref)
         for root in sorted(r for r in gone if r.startswith(ROOT_PREFIX)):
             old = parent_ref(root)
-            if old is None or (old.group, old.kind) != (FLUX_GROUP, "Kustomization"):
+            if old is None or (old.group, old.kind) != flux.KUSTOMIZATION.gk:
                 continue
             change = Change(m.ref, Action.UPDATE, m, head, f"moves from {old.display()}")
             if not is_guarded(change, world):
@@ -166,12 +163,12 @@ def _move_finding(
         order = "the two reconcile in no set order: a race"
     live_obj = world.live.get(ref) if world.live is not None else None
     if live_obj is not None:
-        owner = live_obj.labels.get(FLUX_NAMESPACE, ""), live_obj.labels.get(FLUX_NAME, "")
+        owner = live_obj.labels.get(flux.NAMESPACE, ""), live_obj.labels.get(flux.NAME, "")
         named = f"{owner[0]}/{owner[1]}" if all(owner) else "no Kustomization"
-        evidence.append(f"the live object's {FLUX_NAME}/namespace labels name {named}")
+        evidence.append(f"the live object's {flux.NAME}/namespace labels name {named}")
     at_base = f" ({base.source})" if base.source else ""
     at_head = f" ({head.source})" if head.source else ""
-    mark = f"{FLUX_PRUNE}: disabled"
+    mark = f"{flux.PRUNE}: disabled"
     return finding(
         Code.FLUX_MOVE_PRUNES,
         change,
@@ -181,8 +178,8 @@ def _move_finding(
         [
             f"base: {old.display()} applies it{at_base}; candidate: {to} applies it{at_head}",
             *evidence,
-            f"{a} prunes a live object that still carries its labels {FLUX_NAME}: {old.name}, "
-            f"{FLUX_NAMESPACE}: {old.namespace} and not `{mark}`",
+            f"{a} prunes a live object that still carries its labels {flux.NAME}: {old.name}, "
+            f"{flux.NAMESPACE}: {old.namespace} and not `{mark}`",
         ],
         f"move it in two stages: 1) keep it where {old.display()} applies it{at_base}, "
         f"annotate it `{mark}` there, merge and let it deploy; 2) then move it to {to} (the "

@@ -7,11 +7,11 @@ tool orphan an object: answered once here, the same way for every rule and every
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from gate.engine.context import Context
+from gate.engine.deployers import keep_mark
 from gate.engine.fence import FenceStatus
 from gate.engine.plan import Change
 from gate.engine.policy import Policy
@@ -31,14 +31,6 @@ VOLUME = ("", "PersistentVolume")
 NAMESPACE = ("", "Namespace")
 STATEFULSET = ("apps", "StatefulSet")
 CRD = ("apiextensions.k8s.io", "CustomResourceDefinition")
-
-#: Annotations that make a GitOps tool leave an object in the cluster when it leaves git.
-KEEP_ANNOTATIONS: dict[str, Callable[[str], bool]] = {
-    "kustomize.toolkit.fluxcd.io/prune": lambda v: v.lower() == "disabled",
-    "argocd.argoproj.io/sync-options": lambda v: "Prune=false" in [p.strip() for p in v.split(",")],
-    "helm.sh/resource-policy": lambda v: v == "keep",
-    "kapp.k14s.io/delete-strategy": lambda v: v == "orphan",
-}
 
 
 @dataclass(frozen=True)
@@ -94,12 +86,10 @@ def kind_of(ref: ObjectRef) -> tuple[str, str]:
 
 
 def keep_annotation(annotations: dict[str, str]) -> str | None:
-    """The keep annotation (`key: value`) that makes a tool orphan the object, if any."""
-    for key, is_keep in KEEP_ANNOTATIONS.items():
-        value = annotations.get(key)
-        if isinstance(value, str) and is_keep(value):
-            return f"{key}: {value}"
-    return None
+    """The keep annotation (`key: value`) that makes a deployer orphan the object at a prune,
+    if any: the deployers' registry decides (`gate.engine.deployers.keep_mark`)."""
+    found = keep_mark(annotations)
+    return None if found is None else str(found)
 
 
 @dataclass(frozen=True)

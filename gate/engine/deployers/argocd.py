@@ -1,0 +1,110 @@
+"""Argo CD: its `sync-options` (parsed here, once), its tracking marks, its Application.
+
+- `argocd.argoproj.io/sync-options` is a comma-separated list, each option trimmed and compared
+  exactly (gitops-engine `resource.HasAnnotationOption`): `Prune=false` keeps an object a sync
+  would prune, `Delete=false` keeps it when its Application is deleted, `Replace=true` replaces
+  it (kubectl replace/create) where an apply would fail.
+- Owner: the `argocd.argoproj.io/tracking-id` annotation (`APP:GROUP/KIND:NS/NAME`), else the
+  `app.kubernetes.io/instance` label (label tracking, the default before 3.0).
+- Parent: the Application, whose `status.resources` lists what it synced and whose resources
+  finalizer (and its `/background`, `/foreground` forms) deletes it when it is deleted.
+Pure.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gate.engine.deployers.base import Deployer, Event, Found, Meta, Owner, Parent
+from gate.model.refs import CLUSTER_SCOPED, ObjectRef
+
+GROUP = "argoproj.io"
+SYNC_OPTIONS = "argocd.argoproj.io/sync-options"
+TRACKING = "argocd.argoproj.io/tracking-id"
+INSTANCE = "app.kubernetes.io/instance"
+#: The option that keeps an object at each event.
+KEEP_OPTIONS = {Event.PRUNE: "Prune=false", Event.DELETE: "Delete=false"}
+REPLACE = "Replace=true"
+#: The finalizers with which Argo CD deletes an Application's resources (foreground by default).
+FINALIZERS = frozenset(
+    {
+        "resources-finalizer.argocd.argoproj.io",
+        "resources-finalizer.argocd.argoproj.io/background",
+        "resources-finalizer.argocd.argoproj.io/foreground",
+    }
+)
+#: Argo CD's objects that name a repository, revision and path to sync (an ApplicationSet
+#: generates Applications from its template and generators).
+BUILDER_KINDS = ("Application", "ApplicationSet")
+
+
+def sync_options(annotations: Meta) -> tuple[str, ...]:
+    """The object's sync options, each trimmed, empty ones left out: the one reading of the
+    annotation every rule shares."""
+    raw = annotations.get(SYNC_OPTIONS)
+    if not isinstance(raw, str):
+        return ()
+    return tuple(o for o in (p.strip() for p in raw.split(",")) if o)
+
+
+def resources(obj: dict[str, Any]) -> tuple[ObjectRef, ...]:
+    """An Application's `status.resources`: what it synced."""
+    out = []
+    for r in (obj.get("status") or {}).get("resources") or ():
+        if isinstance(r, dict) and r.get("kind") and r.get("name"):
+            group, kind = str(r.get("group") or ""), str(r["kind"])
+            ns = "" if (group, kind) in CLUSTER_SCOPED else str(r.get("namespace") or "")
+            out.append(ObjectRef(group, kind, ns, str(r["name"])))
+    return tuple(out)
+
+
+APPLICATION = Parent(
+    GROUP, "Application", lists="status.resources", applied=resources, finalizers=FINALIZERS
+)
+
+_FINALIZER_OWNER = (
+    "Argo CD's application controller: removed once the Application's resources are deleted"
+)
+
+
+class ArgoCD(Deployer):
+    name = "argocd"
+    title = "Argo CD"
+    keep_keys = (SYNC_OPTIONS,)
+    force_keys = (SYNC_OPTIONS,)
+    owner_keys = (TRACKING, INSTANCE)
+    parents = (APPLICATION,)
+    finalizers = {
+        "resources-finalizer.argocd.argoproj.io": _FINALIZER_OWNER,
+        "resources-finalizer.argocd.argoproj.io/": _FINALIZER_OWNER,
+    }
+
+    def keeps(self, annotations: Meta, labels: Meta, event: Event) -> Found | None:
+        """`Prune=false` for a prune, `Delete=false` for the Application's deletion."""
+        if KEEP_OPTIONS[event] in sync_options(annotations):
+            return Found(self.name, SYNC_OPTIONS, annotations[SYNC_OPTIONS])
+        return None
+
+    def forces(self, annotations: Meta) -> Found | None:
+        if REPLACE in sync_options(annotations):
+            return Found(self.name, SYNC_OPTIONS, REPLACE)
+        return None
+
+    def owner(self, annotations: Meta, labels: Meta) -> Owner | None:
+        """The application the tracking id names (its part before the first `:`), else the
+        instance label's."""
+        tracking = annotations.get(TRACKING)
+        if tracking is not None:
+            return Owner(self.name, "", tracking.partition(":")[0])
+        instance = labels.get(INSTANCE)
+        return Owner(self.name, "", instance) if instance is not None else None
+
+    def owns(self, annotations: Meta, labels: Meta, namespace: str, name: str) -> bool:
+        """The tracking id starts with `NAME:`; without one, the instance label is `NAME`."""
+        tracking = annotations.get(TRACKING)
+        if tracking is not None:
+            return tracking.startswith(f"{name}:")
+        return labels.get(INSTANCE) == name
+
+
+ARGOCD = ArgoCD()
