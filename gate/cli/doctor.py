@@ -14,7 +14,9 @@ from typing import Any, cast
 
 import click
 
-from gate.cli.common import F, fail, kube_options, policy_for_files
+from gate.app.policy import policy_at
+from gate.app.sides import GitReading
+from gate.cli.common import F, fail, kube_options, say
 from gate.engine.doctor import Diagnosis, Doctor, Thresholds
 from gate.engine.ledger import Ledger, Meta
 from gate.engine.marks import MarkReader
@@ -203,7 +205,9 @@ class Inputs:
             self.kubeconfig,
             self.kube_context,
         )
-        policy = policy_for_files(self.config_path)
+        # The operator's own policy, from the files: --rev says what git declares, not whose
+        # policy the cluster is read under.
+        policy = policy_at(self.repo, None, self.config_path, say)
         declared = declared_lookup(
             self.manifests,
             self.rev,
@@ -275,14 +279,11 @@ def declared_lookup(
         from gate.sources import gitsource
 
         sha = gitsource.resolve_revision(repo, rev)
-        if render == "kustomize":
-            from gate.sources.render import render_kustomize_paths
-
-            if not paths:
-                raise InputError("--render kustomize needs at least one --path to build")
-            raw = render_kustomize_paths(repo, sha, paths)
-        else:
-            raw = gitsource.read_tree(repo, sha, paths)
+        if render == "kustomize" and not paths:
+            raise InputError("--render kustomize needs at least one --path to build")
+        # As `gate check` reads a revision; its files are read even beside a kustomization
+        # (what git declares is a hint here, not a verdict).
+        raw = GitReading(repo, render or "none").side(sha, rev, paths).read()
     else:
         return lambda _ref: None
     inventory, _ = build_sides(raw, [], default_namespace)

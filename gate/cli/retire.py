@@ -6,7 +6,9 @@ from collections.abc import Sequence
 
 import click
 
-from gate.cli.common import fail, kube_options, policy_for_files
+from gate.app.policy import policy_at
+from gate.app.sides import GitReading, rev_label
+from gate.cli.common import fail, kube_options, say
 from gate.engine.check import build_sides
 from gate.model.errors import GateError
 from gate.model.objects import Inventory
@@ -85,7 +87,8 @@ def retire_status_command(
     wanted = {"PersistentVolumeClaim", "PersistentVolume", "Pod", "VolumeSnapshot"}
     wanted |= {"StatefulSet", "Deployment", "DaemonSet", "ReplicaSet", "Job", "CronJob"}
     try:
-        policy = policy_for_files(config_path)
+        # The operator's own policy, from the files: --base says which marks are merged.
+        policy = policy_at(repo, None, config_path, say)
         base = _base_inventory(repo, base_rev, paths) if base_rev else None
         with ApiLister.from_kubeconfig(
             kubeconfig, kube_context, policy.live_timeout_seconds
@@ -122,5 +125,6 @@ def _base_inventory(repo: str, base_rev: str, paths: Sequence[str]) -> Inventory
     from gate.sources import gitsource  # git mode only: GitPython is slow to import
 
     sha = gitsource.resolve_revision(repo, base_rev)
-    base, _ = build_sides(gitsource.read_tree(repo, sha, paths), [], "default")
+    side = GitReading(repo, "none").side(sha, rev_label(base_rev, sha), paths)
+    base, _ = build_sides(side.read(), [], "default")
     return base
