@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from gate.app.policy import Say, guard_setting_findings, policy_at, rendered_policy, to_stderr
 from gate.app.sides import (
+    FLUX_ROOT_ALONE,
     FilesSide,
     GitReading,
     Side,
@@ -69,7 +70,7 @@ class GitInputs:
     def __post_init__(self) -> None:
         """The refusals of option combinations that cannot be read, before anything is."""
         if self.flux_roots and (self.base_paths or self.head_paths or self.render == "none"):
-            raise InputError("--flux-root builds what Flux applies: leave out --path and --render")
+            raise InputError(FLUX_ROOT_ALONE)
         if (
             not self.flux_roots
             and self.render == "kustomize"

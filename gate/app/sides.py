@@ -160,6 +160,20 @@ class GitReading:
         return TreeSide(self.repo, sha, label, tuple(paths), strict=self.render is None)
 
 
+#: The refusal of `--flux-root` beside `--path` or `--render` (Flux says what it builds).
+FLUX_ROOT_ALONE = "--flux-root builds what Flux applies: leave out --path and --render"
+
+
+def read_revision(reading: GitReading, rev: str, paths: Sequence[str]) -> list[RawObject]:
+    """Revision `rev` as `reading` reads it, under `paths` (the entry points with Flux): the
+    one side of a door that looks at a single revision (`gate doctor --rev`, `gate retire
+    status --base`)."""
+    from gate.sources import gitsource  # git only: GitPython is slow to import
+
+    sha = gitsource.resolve_revision(reading.repo, rev)
+    return reading.side(sha, rev_label(rev, sha), reading.flux_roots or paths).read()
+
+
 def read_both(base: Side, head: Side) -> tuple[list[RawObject], list[RawObject]]:
     """Both sides' objects. Built sides are read at once: their builds are subprocesses
     (kustomize, per revision), so the second core pays. An error of the base side is raised

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 import click
 
 from gate.app.policy import policy_at
-from gate.app.sides import GitReading, existing_paths
+from gate.app.sides import FLUX_ROOT_ALONE, GitReading, existing_paths
 from gate.cli.common import fail, parse_flux_source, say
 from gate.engine.history import (
     Commit,
@@ -140,7 +140,7 @@ def history_command(
         if render == "kustomize" and not paths:
             raise InputError("--render kustomize needs at least one --path to build")
         if flux_roots and (paths or render != "none"):
-            raise InputError("--flux-root builds what Flux applies: leave out --path and --render")
+            raise InputError(FLUX_ROOT_ALONE)
         sources = [parse_flux_source(s) for s in flux_sources]
         commits, end_sha = _commits(repo, start, end)
         if not commits:

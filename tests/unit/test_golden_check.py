@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
 from gate.cli import main
 from gate.engine.verdict import Verdict
+from tests.unit.helpers import cli_runner
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "check"
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
@@ -44,7 +44,7 @@ def run_case(case: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[int, dict[str
     args_file = case / "args"
     extra = args_file.read_text(encoding="utf-8").split("\n") if args_file.is_file() else []
     argv = ["check", "--base-manifests", "base", "--head-manifests", "head", "--format", "json"]
-    result = CliRunner().invoke(main, [*argv, *(a for a in extra if a)])
+    result = cli_runner().invoke(main, [*argv, *(a for a in extra if a)])
     assert result.exception is None or isinstance(result.exception, SystemExit), result.output
     return result.exit_code, json.loads(result.stdout)
 
