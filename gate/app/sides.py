@@ -13,12 +13,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from gate.model.errors import InputError
 from gate.model.objects import RawObject
-from gate.sources.deferral import Placer, by_input_file, by_repository_file, by_root
 from gate.sources.manifests import read_path
+
+# The deferral layouts are looked up when `--defer-to` asks for them: a plain check does not
+# load the artifact writer (its YAML emitter).
+if TYPE_CHECKING:
+    from gate.sources.deferral import Placer
 
 _T = TypeVar("_T")
 
@@ -59,6 +63,8 @@ class FilesSide:
 
     @property
     def layout(self) -> Placer:
+        from gate.sources.deferral import by_input_file
+
         return by_input_file(self.local)  # a file per input file, named as in the input
 
     def read(self) -> list[RawObject]:
@@ -78,6 +84,8 @@ class TreeSide:
 
     @property
     def layout(self) -> Placer:
+        from gate.sources.deferral import by_repository_file
+
         return by_repository_file  # a file per file of the repository
 
     def refuse(self) -> None:
@@ -103,6 +111,8 @@ class KustomizeSide:
 
     @property
     def layout(self) -> Placer:
+        from gate.sources.deferral import by_root
+
         return by_root  # a file per --path
 
     def read(self) -> list[RawObject]:
@@ -123,6 +133,8 @@ class FluxSide:
 
     @property
     def layout(self) -> Placer:
+        from gate.sources.deferral import by_root
+
         return by_root  # a file per Kustomization
 
     def read(self) -> list[RawObject]:
