@@ -25,8 +25,11 @@ from gate.engine.context import Context
 from gate.engine.verdict import Verdict
 from gate.model.errors import ConfigError, InputError
 from gate.model.findings import Code, Severity
+from gate.model.refs import ObjectRef
 from gate.sources.deferral import by_repository_file, by_root
 from tests.unit.helpers import GitRepo, claim, cli_runner
+from tests.unit.test_flux_roots import repo_with
+from tests.unit.test_kustomize_trees import needs_renderer
 
 WARN_NOT_RETIRED = "severity:\n  NOT_RETIRED: warn\n"
 
@@ -231,3 +234,22 @@ def test_write_deferral_keeps_a_retired_claim(
     record = json.loads(Path(deferred.record).read_text())
     assert "PersistentVolumeClaim app/data" in json.dumps(record)
     assert said[-1].startswith(f"defer: wrote {tmp_path / 'out'} (")
+
+
+@needs_renderer
+def test_doctor_and_retire_read_a_flux_root_as_check_does(tmp_path: Path) -> None:
+    """`gate doctor --rev --flux-root` and `gate retire status --base --flux-root` read the
+    revision through the same Flux reader as `gate check`: the claim is where Flux puts it
+    (targetNamespace shop, substituted name), not where its file sits."""
+    repo = repo_with(tmp_path, {"apps/prod/other.yaml": "# nothing\n"})
+    roots = (("clusters/prod",), ())
+    declared = declared_lookup(None, "HEAD", str(repo.root), (), None, "default", flux=roots)
+    assert declared(ObjectRef("", "PersistentVolumeClaim", "shop", "web-data")) == (
+        "apps/prod/claim.yaml:1"
+    )
+    reading = GitReading(str(repo.root), "none", ("clusters/prod",))
+    names = {
+        (o.body["metadata"].get("namespace"), o.body["metadata"]["name"])
+        for o in read_revision(reading, "HEAD", ())
+    }
+    assert ("shop", "web-data") in names
