@@ -14,7 +14,9 @@ from typing import Any, cast
 
 import click
 
-from gate.cli.common import F, fail, kube_options, policy_for_files
+from gate.app.policy import policy_at
+from gate.app.sides import FLUX_ROOT_ALONE, GitReading, read_revision
+from gate.cli.common import F, fail, kube_options, parse_flux_source, say
 from gate.engine.doctor import Diagnosis, Doctor, Thresholds
 from gate.engine.ledger import Ledger, Meta
 from gate.engine.marks import MarkReader
@@ -140,6 +142,22 @@ def scope_options(f: F) -> F:
             type=click.Choice(["kustomize"]),
             help="Build each --path of --rev with kustomize.",
         ),
+        click.option(
+            "--flux-root",
+            "flux_roots",
+            multiple=True,
+            metavar="DIR",
+            help="A Flux cluster entry point of --rev (repeatable): what git declares is what "
+            "its Kustomizations apply, as in `gate check --flux-root` (instead of --path and "
+            "--render).",
+        ),
+        click.option(
+            "--flux-source",
+            "flux_sources",
+            multiple=True,
+            metavar="NAMESPACE/NAME",
+            help="A GitRepository that is this repository, for --flux-root (repeatable).",
+        ),
         kube_options,
         click.option(
             "--config",
@@ -184,6 +202,8 @@ class Inputs:
     repo: str
     paths: tuple[str, ...]
     render: str | None
+    flux_roots: tuple[str, ...]
+    flux_sources: tuple[str, ...]
     kubeconfig: str | None
     kube_context: str | None
     config_path: str | None
@@ -203,7 +223,9 @@ class Inputs:
             self.kubeconfig,
             self.kube_context,
         )
-        policy = policy_for_files(self.config_path)
+        # The operator's own policy, from the files: --rev says what git declares, not whose
+        # policy the cluster is read under.
+        policy = policy_at(self.repo, None, self.config_path, say)
         declared = declared_lookup(
             self.manifests,
             self.rev,
@@ -211,6 +233,7 @@ class Inputs:
             self.paths,
             self.render,
             scope.namespace or "default",
+            flux=(self.flux_roots, self.flux_sources),
         )
         return scope, policy, declared
 
@@ -257,32 +280,28 @@ def declared_lookup(
     paths: Sequence[str],
     render: str | None,
     default_namespace: str = "default",
+    *,
+    flux: tuple[Sequence[str], Sequence[str]] = ((), ()),
 ) -> Callable[[ObjectRef], str | None]:
-    """Where git declares an object (`path:line`), from --manifests or --rev; nothing given:
+    """Where git declares an object (`path:line`), from --manifests or --rev (read as `gate
+    check` reads a revision: files, kustomize builds or Flux entry points); nothing given:
     nothing is known to be declared. An object without a namespace is in `default_namespace`
     (-n, as `kubectl apply -n NS -f DIR` or a Flux Kustomization's targetNamespace put it)."""
     from gate.engine.check import build_sides
 
+    flux_roots = flux[0]
     if manifests and rev:
         raise InputError("give --manifests or --rev, not both")
     if (paths or render) and not rev:
         raise InputError("--path and --render read --rev: give --rev too")
+    if flux_roots and not rev:
+        raise InputError("--flux-root reads --rev: give --rev too")
     if manifests:
         from gate.sources.manifests import read_path
 
         raw = read_path(manifests)
     elif rev:
-        from gate.sources import gitsource
-
-        sha = gitsource.resolve_revision(repo, rev)
-        if render == "kustomize":
-            from gate.sources.render import render_kustomize_paths
-
-            if not paths:
-                raise InputError("--render kustomize needs at least one --path to build")
-            raw = render_kustomize_paths(repo, sha, paths)
-        else:
-            raw = gitsource.read_tree(repo, sha, paths)
+        raw = read_revision(_reading(repo, paths, render, flux), rev, paths)
     else:
         return lambda _ref: None
     inventory, _ = build_sides(raw, [], default_namespace)
@@ -294,6 +313,23 @@ def declared_lookup(
         return str(m.source) if m.source is not None else "the manifests"
 
     return declared
+
+
+def _reading(
+    repo: str,
+    paths: Sequence[str],
+    render: str | None,
+    flux: tuple[Sequence[str], Sequence[str]],
+) -> GitReading:
+    """How --rev is read. Its files are read even beside a kustomization (`--render none`):
+    what git declares is a hint here, not a verdict."""
+    flux_roots, flux_sources = flux
+    if flux_roots and (paths or render):
+        raise InputError(FLUX_ROOT_ALONE)
+    if render == "kustomize" and not paths and not flux_roots:
+        raise InputError("--render kustomize needs at least one --path to build")
+    sources = tuple(parse_flux_source(s) for s in flux_sources)
+    return GitReading(repo, render or "none", tuple(flux_roots), sources)
 
 
 def read_cluster(

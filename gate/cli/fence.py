@@ -17,14 +17,8 @@ from typing import Any
 
 import click
 
-from gate.cli.common import (
-    F,
-    base_policy,
-    fail,
-    in_a_checkout,
-    kube_options,
-    policy_in_repository,
-)
+from gate.app.policy import in_a_checkout, policy_at, policy_in_repository
+from gate.cli.common import F, fail, kube_options, say
 from gate.engine.fence import MAX_HOLD_SECONDS, FenceStatus
 from gate.engine.policy import Policy
 from gate.engine.verdict import EXIT_POLICY
@@ -107,7 +101,7 @@ def _fence_policy(where: Where) -> tuple[Policy, str | None]:
         return Policy(), None
 
     base_sha = gitsource.resolve_revision(repo, base_rev)
-    return base_policy(repo, base_sha, config_path), base_sha
+    return policy_at(repo, base_sha, config_path, say), base_sha
 
 
 def _fence_target(lease: str | None, where: Where) -> tuple[str, str, float]:

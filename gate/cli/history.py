@@ -13,7 +13,9 @@ from collections.abc import Callable, Sequence
 
 import click
 
-from gate.cli.common import fail, parse_flux_source
+from gate.app.policy import policy_at
+from gate.app.sides import FLUX_ROOT_ALONE, GitReading, existing_paths
+from gate.cli.common import fail, parse_flux_source, say
 from gate.engine.history import (
     Commit,
     HistoryRow,
@@ -22,17 +24,10 @@ from gate.engine.history import (
     replay,
     summarize,
 )
-from gate.engine.policy import Policy
-from gate.model.errors import ConfigError, GateError, GitError, InputError
-from gate.model.objects import RawObject
+from gate.model.errors import GateError, GitError, InputError
 from gate.report.history import progress_line, render_history_json, render_history_text
 from gate.sources.clock import utc_today
-from gate.sources.policyfile import (
-    POLICY_FILE,
-    decode_policy,
-    load_policy,
-    policy_from_text,
-)
+from gate.sources.policyfile import POLICY_FILE
 
 
 @click.command("history")
@@ -84,7 +79,8 @@ from gate.sources.policyfile import (
     "--config",
     "config_path",
     type=click.Path(dir_okay=False),
-    help=f"Policy file on disk (default: {POLICY_FILE} at the range's end B).",
+    help=f"Policy file (default: {POLICY_FILE} at the range's end B). Inside the repository it "
+    "is read at B, as `gate check` reads it at the base; outside, from disk.",
 )
 @click.option(
     "-n",
@@ -144,16 +140,16 @@ def history_command(
         if render == "kustomize" and not paths:
             raise InputError("--render kustomize needs at least one --path to build")
         if flux_roots and (paths or render != "none"):
-            raise InputError("--flux-root builds what Flux applies: leave out --path and --render")
+            raise InputError(FLUX_ROOT_ALONE)
         sources = [parse_flux_source(s) for s in flux_sources]
         commits, end_sha = _commits(repo, start, end)
         if not commits:
             raise GitError(f"no commits in {range_}: is {start} an ancestor of {end}?")
         _require_paths(repo, [*paths, *flux_roots], commits)
-        policy = _policy(repo, end_sha, config_path)
+        policy = policy_at(repo, end_sha, config_path, say)
     except GateError as exc:
         fail(str(exc))
-    reader = _flux_reader(repo, flux_roots, sources) if flux_roots else _reader(repo, paths, render)
+    reader = _reader(GitReading(repo, render, tuple(flux_roots), tuple(sources)), paths)
     show = sys.stderr.isatty() if progress is None else progress
     rows: list[HistoryRow] = []
     rows_iter = replay(
@@ -202,26 +198,6 @@ def _commits(repo: str, start: str, end: str) -> tuple[list[Commit], str]:
     return commits, b
 
 
-def _existing(repo: str, sha: str, paths: Sequence[str]) -> tuple[list[str], list[str]]:
-    """(paths that are directories or files at `sha`, paths that are not)."""
-    from gate.sources import gitsource
-
-    present: list[str] = []
-    missing: list[str] = []
-    with gitsource.open_repo(repo) as r:
-        tree = r.commit(sha).tree
-        for path in paths:
-            norm = path.strip("/").removeprefix("./") or "."
-            try:
-                if norm != ".":
-                    tree.join(norm)
-            except KeyError:
-                missing.append(path)
-                continue
-            present.append(path)
-    return present, missing
-
-
 def _require_paths(repo: str, paths: Sequence[str], commits: Sequence[Commit]) -> None:
     """A --path that no revision of the range has is a typo, not an empty root (the ends are
     looked at first: a root there is the usual case)."""
@@ -231,7 +207,7 @@ def _require_paths(repo: str, paths: Sequence[str], commits: Sequence[Commit]) -
     for sha in shas:
         if not absent:
             return
-        absent &= set(_existing(repo, sha, sorted(absent))[1])
+        absent &= set(existing_paths(repo, sha, sorted(absent))[1])
     if absent:
         raise GitError(
             f"--path {', '.join(sorted(absent))}: not in the repository at any revision of the "
@@ -239,55 +215,18 @@ def _require_paths(repo: str, paths: Sequence[str], commits: Sequence[Commit]) -
         )
 
 
-def _reader(repo: str, paths: Sequence[str], render: str) -> Callable[[str], Revision]:
-    """Read one revision: the objects under the paths it has, a note for each it lacks (read as
-    empty: a root that does not exist yet, or any more, holds nothing there)."""
-    from gate.sources import gitsource
-    from gate.sources import render as renderers
+def _reader(reading: GitReading, paths: Sequence[str]) -> Callable[[str], Revision]:
+    """Read one revision as `gate check` reads it (`GitReading`): the objects under the paths
+    (or Flux entry points) it has; a path it lacks is read as empty there, with a note (a root
+    that does not exist yet, or any more, holds nothing there)."""
+    wanted = reading.flux_roots or tuple(paths)
 
     def read(sha: str) -> Revision:
-        present, missing = _existing(repo, sha, paths)
-        objects: list[RawObject] = []
-        if render == "kustomize":
-            if present:
-                objects = renderers.render_kustomize_paths(repo, sha, present)
-        elif present or not paths:
-            objects = gitsource.read_tree(repo, sha, present)
+        present, missing = existing_paths(reading.repo, sha, wanted)
+        if reading.flux_roots:
+            missing = [f"{p} does not exist at {sha[:12]}: read as empty" for p in missing]
+        side = reading.side(sha, sha, present)
+        objects = side.read() if present or not wanted else []
         return Revision(tuple(objects), tuple(missing))
 
     return read
-
-
-def _flux_reader(
-    repo: str, roots: Sequence[str], sources: Sequence[tuple[str, str]]
-) -> Callable[[str], Revision]:
-    """Read one revision as its Flux Kustomizations apply it (`gate.sources.flux`); an entry
-    point the revision lacks is read as empty, with a note."""
-    from gate.sources.flux import render_flux
-
-    def read(sha: str) -> Revision:
-        present, missing = _existing(repo, sha, roots)
-        notes = tuple(f"{p} does not exist at {sha[:12]}: read as empty" for p in missing)
-        objects = [o for r in present for o in render_flux(repo, sha, r, sources=sources)]
-        return Revision(tuple(objects), notes)
-
-    return read
-
-
-def _policy(repo: str, end_sha: str, config_path: str | None) -> Policy:
-    """The policy: --config from disk, else the policy file at the range's end (one policy for
-    the whole replay, so the rows are comparable); a symlink there is refused."""
-    from gate.sources import gitsource
-
-    if config_path is not None:
-        return load_policy(config_path)
-    blob = gitsource.read_blob(repo, end_sha, POLICY_FILE)
-    if blob is None:
-        return Policy()
-    label = f"{POLICY_FILE} at {end_sha[:12]}"
-    is_link, data = blob
-    if is_link:
-        raise ConfigError(
-            f"{label}: the policy file is a symlink (git mode 120000): commit the file"
-        )
-    return policy_from_text(decode_policy(data, label), label)

@@ -6,9 +6,11 @@ from collections.abc import Sequence
 
 import click
 
-from gate.cli.common import fail, kube_options, policy_for_files
+from gate.app.policy import policy_at
+from gate.app.sides import FLUX_ROOT_ALONE, GitReading, read_revision
+from gate.cli.common import fail, kube_options, parse_flux_source, say
 from gate.engine.check import build_sides
-from gate.model.errors import GateError
+from gate.model.errors import GateError, InputError
 from gate.model.objects import Inventory
 from gate.sources.policyfile import (
     POLICY_FILE,
@@ -60,6 +62,28 @@ def retire_group() -> None:
     metavar="DIR",
     help="Directory of --base to read (repeatable; default: the whole tree).",
 )
+@click.option(
+    "--render",
+    type=click.Choice(["none", "kustomize"]),
+    default="none",
+    show_default=True,
+    help="kustomize: build each --path of --base, as `gate check --render kustomize` does.",
+)
+@click.option(
+    "--flux-root",
+    "flux_roots",
+    multiple=True,
+    metavar="DIR",
+    help="A Flux cluster entry point of --base (repeatable): the base is what its "
+    "Kustomizations apply, as in `gate check --flux-root` (instead of --path and --render).",
+)
+@click.option(
+    "--flux-source",
+    "flux_sources",
+    multiple=True,
+    metavar="NAMESPACE/NAME",
+    help="A GitRepository that is this repository, for --flux-root (repeatable).",
+)
 def retire_status_command(
     namespace: str | None,
     name: str | None,
@@ -70,6 +94,9 @@ def retire_status_command(
     base_rev: str | None,
     repo: str,
     paths: tuple[str, ...],
+    render: str,
+    flux_roots: tuple[str, ...],
+    flux_sources: tuple[str, ...],
 ) -> None:
     """For every live claim marked for retirement: its stage, what it still waits on (which pod
     on which node, which workload), and whether removing its manifest is safe now.
@@ -85,8 +112,10 @@ def retire_status_command(
     wanted = {"PersistentVolumeClaim", "PersistentVolume", "Pod", "VolumeSnapshot"}
     wanted |= {"StatefulSet", "Deployment", "DaemonSet", "ReplicaSet", "Job", "CronJob"}
     try:
-        policy = policy_for_files(config_path)
-        base = _base_inventory(repo, base_rev, paths) if base_rev else None
+        # The operator's own policy, from the files: --base says which marks are merged.
+        policy = policy_at(repo, None, config_path, say)
+        reading = _reading(repo, paths, render, (flux_roots, flux_sources), base_rev)
+        base = _base_inventory(reading, base_rev, paths) if base_rev else None
         with ApiLister.from_kubeconfig(
             kubeconfig, kube_context, policy.live_timeout_seconds
         ) as lister:
@@ -117,10 +146,27 @@ def retire_status_command(
         click.echo(f"no claim{where} is marked `{annotation}`: nothing is being retired")
 
 
-def _base_inventory(repo: str, base_rev: str, paths: Sequence[str]) -> Inventory:
-    """The objects the base revision declares (plain manifests), for `retire status --base`."""
-    from gate.sources import gitsource  # git mode only: GitPython is slow to import
+def _reading(
+    repo: str,
+    paths: Sequence[str],
+    render: str,
+    flux: tuple[Sequence[str], Sequence[str]],
+    base_rev: str | None,
+) -> GitReading:
+    """How --base is read (as `gate check` reads a revision); its options need --base."""
+    flux_roots, flux_sources = flux
+    if (render != "none" or flux_roots) and not base_rev:  # --path alone: ignored, as before
+        raise InputError("--render and --flux-root read --base: give --base too")
+    if flux_roots and (paths or render != "none"):
+        raise InputError(FLUX_ROOT_ALONE)
+    if render == "kustomize" and not paths:
+        raise InputError("--render kustomize needs at least one --path to build")
+    sources = tuple(parse_flux_source(s) for s in flux_sources)
+    return GitReading(repo, render, tuple(flux_roots), sources)
 
-    sha = gitsource.resolve_revision(repo, base_rev)
-    base, _ = build_sides(gitsource.read_tree(repo, sha, paths), [], "default")
+
+def _base_inventory(reading: GitReading, base_rev: str, paths: Sequence[str]) -> Inventory:
+    """The objects the base revision declares, for `retire status --base`: plain manifests,
+    kustomize builds or Flux entry points, read as `gate check` reads them."""
+    base, _ = build_sides(read_revision(reading, base_rev, paths), [], "default")
     return base

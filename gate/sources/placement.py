@@ -205,22 +205,6 @@ def place_findings(result: CheckResult, files: SideFiles | None) -> CheckResult:
     )
 
 
-def git_files(
-    repo: str, base_rev: str | None, head_rev: str | None, *, merge_base: bool = False
-) -> GitFiles | None:
-    """Placement for git mode: the commits compared (the merge base of base and head when
-    `merge_base`, as `gate check` compares a pull request)."""
-    from gate.sources import gitsource
-
-    if not base_rev or not head_rev:
-        return None
-    base_sha = gitsource.resolve_revision(repo, base_rev)
-    head_sha = gitsource.resolve_revision(repo, head_rev)
-    if merge_base:
-        base_sha = gitsource.merge_base(repo, base_sha, head_sha)
-    return GitFiles(repo, base_sha, head_sha)
-
-
 def rendered_files(base: str, head: str) -> RenderedFiles | None:
     """Placement for rendered mode: the two paths as the sources are labelled with them (none
     for stdin)."""

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-import gate.cli.check
+import gate.app.sides
 from gate.cli import main
 from gate.cli.common import without_cyclic_gc
 
@@ -20,13 +20,13 @@ def test_a_check_reads_with_the_collector_paused_and_resumes_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     seen: list[bool] = []
-    read = gate.cli.check.read_path  # type: ignore[attr-defined]
+    read = gate.app.sides.read_path  # type: ignore[attr-defined]
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         seen.append(gc.isenabled())
         return read(*args, **kwargs)
 
-    monkeypatch.setattr(gate.cli.check, "read_path", spy)
+    monkeypatch.setattr(gate.app.sides, "read_path", spy)
     assert gc.isenabled()
     result = CliRunner().invoke(
         main,

@@ -116,12 +116,12 @@ def test_webhook_commands_load_with_the_extra() -> None:
 _CRASHING = """
 import sys
 import gate.cli
-import gate.cli.check
+import gate.app.sides
 
 def broken(path):
     raise KeyError("spec")
 
-gate.cli.check.read_path = broken
+gate.app.sides.read_path = broken
 gate.cli.main(sys.argv[1:], prog_name="gate")
 """
 
