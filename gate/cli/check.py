@@ -19,7 +19,6 @@ from gate.cli.common import (
     policy_for_files,
     policy_in_repository,
     read_policy_at,
-    without_cyclic_gc,
 )
 from gate.engine.check import CheckResult, build_sides, check_inventories, check_objects
 from gate.engine.context import Context
@@ -38,6 +37,7 @@ from gate.sources.github import CIContext, detect_ci_context
 from gate.sources.manifests import read_path
 from gate.sources.placement import git_files, place_findings, rendered_files
 from gate.sources.policyfile import POLICY_FILE, policy_key_lines
+from gate.speed import without_cyclic_gc
 
 # What only some runs need is imported where it is used, so a plain `gate check` does not pay
 # for it: --live (the kubernetes client), --defer-to, --sarif and the GitHub step summary.
