@@ -11,9 +11,10 @@ change in the machine's load colours them all alike:
 - `hashlib`: `hashlib` imported first, as the parse cache did before it took `_blake2`: the
   OpenSSL module that costs memory and start-up.
 
-Printed per variant: the median wall time, the peak RSS of the process (its own `ru_maxrss`, read
-in an exit handler), and the full collections (generation 2) the collector ran. The figures
-quoted in `gate/speed.py` come from here.
+Printed per variant: the median wall time, the median CPU time (user + system: less swayed by
+the machine's other work), the peak RSS of the process (its own `ru_maxrss`, read in an exit
+handler), and the full collections (generation 2) the collector ran. The figures quoted in
+`gate/speed.py` come from here.
 
 Run: `python -m bench.bench_speedups [--files N] [--runs R]`.
 """
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -61,10 +63,12 @@ run()
 VARIANTS = ("all", "normal-exit", "gc-on", "hashlib")
 
 
-def run_variant(variant: str, args: list[str], out: Path) -> tuple[float, dict[str, object]]:
-    """One fresh process: its wall time and what it reported."""
+def run_variant(variant: str, args: list[str], out: Path) -> tuple[float, float, dict[str, object]]:
+    """One fresh process: its wall time, its CPU time (user + system: less swayed by what
+    else the machine runs) and what it reported."""
     env = {**os.environ, "PRUNE_GATE_PARSE_CACHE": "off", "GITHUB_ACTIONS": ""}
     env["BENCH_SPEEDUPS_OUT"] = str(out)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-c", DRIVER, variant, *args],
@@ -74,32 +78,55 @@ def run_variant(variant: str, args: list[str], out: Path) -> tuple[float, dict[s
         check=False,
     )
     seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if done.returncode not in (0, 1):  # 0 pass, 1 blocked: anything else is a broken run
         sys.exit(f"{variant}: gate exited {done.returncode}: {done.stderr.decode()}")
     figures: dict[str, object] = json.loads(out.read_text())
-    return seconds, figures
+    return seconds, cpu, figures
 
 
 def measure(title: str, args: list[str], runs: int, scratch: Path) -> None:
     """Every variant `runs` times, interleaved; print one line per variant."""
     times: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    cpus: dict[str, list[float]] = {v: [] for v in VARIANTS}
     last: dict[str, dict[str, object]] = {}
     for _ in range(runs):
         for variant in VARIANTS:
-            seconds, last[variant] = run_variant(variant, args, scratch / "out.json")
+            seconds, cpu, last[variant] = run_variant(variant, args, scratch / "out.json")
             times[variant].append(seconds)
+            cpus[variant].append(cpu)
     base = statistics.median(times["all"])
+    base_cpu = statistics.median(cpus["all"])
     print(f"{title} (median of {runs}):")
     for variant in VARIANTS:
         median = statistics.median(times[variant])
+        cpu = statistics.median(cpus[variant])
         figures = last[variant]
         rss = int(str(figures["rss_kib"])) / 1024
         print(
-            f"  {variant:<12} {median:6.3f} s ({median - base:+.3f} s)  peak RSS {rss:5.1f} MiB"
+            f"  {variant:<12} {median:6.3f} s ({median - base:+.3f} s)"
+            f"  CPU {cpu:6.3f} s ({cpu - base_cpu:+.3f} s)  peak RSS {rss:5.1f} MiB"
             f"  full collections {figures['full_collections']}"
             f"  OpenSSL loaded {'yes' if figures['hashlib'] else 'no'}",
             flush=True,
         )
+
+
+def import_microseconds(module: str, runs: int) -> int:
+    """Median cumulative import time of `module` in a fresh interpreter (`-X importtime`)."""
+    times = []
+    for _ in range(runs):
+        done = subprocess.run(
+            [sys.executable, "-X", "importtime", "-c", f"import {module}"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        # "import time: self [us] | cumulative | imported package": the last line is `module`
+        last = done.stderr.strip().splitlines()[-1]
+        times.append(int(last.split("|")[1]))
+    return int(statistics.median(times))
 
 
 def main() -> None:
@@ -110,6 +137,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7)
     args = parser.parse_args()
     check = ["check", "--context", "speculative", "-o", "json"]
+    blake2, hashlib = (import_microseconds(m, args.runs) for m in ("_blake2", "hashlib"))
+    print(
+        f"import _blake2: {blake2 / 1000:.1f} ms, import hashlib (OpenSSL): {hashlib / 1000:.1f} ms"
+        f" (median of {args.runs}, -X importtime)",
+        flush=True,
+    )
     with tempfile.TemporaryDirectory(prefix="prune-gate-speedups-") as tmp:
         root = Path(tmp)
         incident = [*check, "--base-manifests", str(INCIDENT / "base")]
