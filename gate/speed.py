@@ -8,15 +8,18 @@ parses, native YAML reader) and on the bundled incident (examples/incident, 5 ob
 from this project's 2-core machine with other work running (five other sessions and a CI run):
 CPU time (user + system) is quoted first, as the steadier figure; wall time swings with the load.
 
-- `quick_exit`, the exit path of the `gate` console script: 10,000 objects: CPU 0.43 s with it,
-  0.49 s with Python's own exit (-0.065 s, 13 %); wall 0.94 s vs 1.17 s. On the incident the
-  difference is within noise (0.19 s vs 0.20 s CPU): the teardown it skips grows with the input.
-- `without_cyclic_gc`, the collector paused for `gate check`: 10,000 objects: CPU 0.43 s vs
-  0.46 s with the collector on (-0.035 s, 8 %), and no full collection instead of 2; wall
-  0.94 s vs 0.99 s (over three runs of the bench the wall difference went from 0 to 0.22 s).
-- `blake2b` from `_blake2`, not `hashlib`: peak RSS 43.2 MiB vs 46.9 MiB (-3.7 MiB: hashlib
-  loads OpenSSL's `_hashlib`); import 0.2 ms vs 2.7 ms (`-X importtime`), which the whole
-  process's time does not resolve (within noise on both inputs).
+Two runs of the bench, the first beside heavy load, the second on a quieter machine:
+
+- `quick_exit`, the exit path of the `gate` console script: 10,000 objects: CPU 0.43 / 0.41 s
+  with it, 0.49 / 0.46 s with Python's own exit (-0.065 / -0.050 s, 13 / 11 %); wall 0.94 /
+  0.41 s vs 1.17 / 0.47 s. On the incident, 0.01 s CPU (0.19 s vs 0.20 s): the teardown it
+  skips grows with the input.
+- `without_cyclic_gc`, the collector paused for `gate check`: 10,000 objects: CPU 0.43 / 0.41 s
+  vs 0.46 / 0.44 s with the collector on (-0.035 / -0.032 s, 8 %), no full collection instead
+  of 2; wall 0.94 / 0.41 s vs 0.99 / 0.45 s. On the incident, no difference.
+- `blake2b` from `_blake2`, not `hashlib`: peak RSS 43.2 / 43.5 MiB vs 46.9 / 46.9 MiB
+  (-3.7 / -3.4 MiB: hashlib loads OpenSSL's `_hashlib`); import 0.2 ms vs 2.7 ms
+  (`-X importtime`); CPU on 10,000 objects +0.001 / -0.024 s with it: within the noise.
 
 What stays where it works, each with its reason there: imports deferred to the run that needs
 them (`gate.cli.root`'s commands, jsonschema in `gate.sources.policyfile`, the thread pool in
@@ -83,7 +86,7 @@ def quick_exit(code: object) -> NoReturn:
     """End the process with `code` (a `SystemExit.code`) as a normal exit would, minus its teardown.
 
     When a command returns, its output is written; what a normal exit adds is the interpreter
-    freeing every object one by one (13 % of the CPU of a check of 10,000 objects a side: see
+    freeing every object one by one (11-13 % of the CPU of a check of 10,000 objects a side: see
     the module docstring), for nothing: the kernel takes the memory back at once. So the
     streams are flushed, the exit handlers run (the parse cache writes there), and the process
     ends with the command's code.
