@@ -14,6 +14,11 @@ import time
 BENCHMARKS = (
     ("gate check, rendered, git and kustomize mode, vs yq pipelines", "bench.bench_check"),
     ("git tree reading", "bench.bench_git"),
+    (
+        "work counted: cache queries, git processes, collections, memory after a burst",
+        "bench.bench_internals",
+    ),
+    ("gate.speed's process-level speed-ups, with and without each", "bench.bench_speedups"),
     ("live snapshot, vs kubectl and the typed client", "bench.bench_snapshot"),
     ("admission webhook latency and cache memory", "bench.bench_webhook"),
     ("gate doctor on stuck claims, vs kubectl | jq", "bench.bench_doctor"),

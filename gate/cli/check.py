@@ -18,7 +18,7 @@ from gate.app.check import (
     run_check,
     write_deferral,
 )
-from gate.cli.common import fail, kube_options, parse_flux_source, say, without_cyclic_gc
+from gate.cli.common import fail, kube_options, parse_flux_source, say
 from gate.engine.check import CheckResult
 from gate.engine.context import Context
 from gate.engine.scope import parse_scope
@@ -28,6 +28,7 @@ from gate.report import FORMATS, render_report
 from gate.report.common import count
 from gate.sources.github import CIContext, detect_ci_context
 from gate.sources.policyfile import POLICY_FILE
+from gate.speed import without_cyclic_gc
 
 # What only some runs need is imported where it is used, so a plain `gate check` does not pay
 # for it: --live (the kubernetes client), --defer-to, --sarif and the GitHub step summary.

@@ -4,11 +4,9 @@ The policy a command runs under is read in `gate.app.policy`."""
 
 from __future__ import annotations
 
-import functools
-import gc
 import sys
 from collections.abc import Callable
-from typing import Any, NoReturn, TypeVar, cast
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -17,29 +15,6 @@ from gate.model.errors import InputError
 from gate.report.common import inert
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def without_cyclic_gc(f: F) -> F:
-    """Run a batch command with the cyclic garbage collector paused, and resume it after.
-
-    A check builds tens of thousands of long-lived, acyclic objects (parsed bodies, identities)
-    and frees them at exit; each collection on the way walks all of them again, for nothing
-    (on 10,000 objects a side, about a tenth of the run). Reference counting still frees
-    everything that is dropped; the collector comes back on when the command returns, so an
-    in-process caller (a test) keeps its own.
-    """
-
-    @functools.wraps(f)
-    def run(*args: Any, **kwargs: Any) -> Any:
-        was_enabled = gc.isenabled()
-        gc.disable()
-        try:
-            return f(*args, **kwargs)
-        finally:
-            if was_enabled:
-                gc.enable()
-
-    return cast(F, run)
 
 
 def kube_options(f: F) -> F:

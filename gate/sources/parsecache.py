@@ -28,13 +28,7 @@ from typing import Any
 import yaml
 
 from gate.sources import yamlevents
-
-try:
-    # hashlib's own BLAKE2, without hashlib: importing it loads OpenSSL, 3 MiB of a check's
-    # memory and 8 ms of its start, for hashes it does not use.
-    from _blake2 import blake2b
-except ImportError:  # an interpreter built otherwise
-    from hashlib import blake2b
+from gate.speed import blake2b  # not hashlib's: gate.speed says why
 
 #: Files whose code decides what a text parses to: a change to one is a new cache.
 _READERS = (

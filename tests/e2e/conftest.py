@@ -4,7 +4,7 @@
 first when they are missing, and stops it at the end. With ``PRUNE_GATE_TEST_KUBECONFIG`` set it
 uses that cluster instead (e.g. one from ``scripts/dev-cluster up``) and starts nothing.
 
-In CI (``CI=true``) a cluster that cannot be had is a failure, never a skip.
+In CI (``tests.ci.ci()``: ``CI=true``) a cluster that cannot be had is a failure, never a skip.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
+from tests.ci import ci
+
 from . import kube as k
 from .flux import FLUX_APP, Flux, run_flux
 from .kube import Cluster
@@ -27,11 +29,6 @@ from .webhookserver import Webhook, cleanup_claims, serve_webhook
 REPO = Path(__file__).resolve().parents[2]
 DEV_CLUSTER = REPO / "scripts" / "dev-cluster"
 E2E_LABEL = "prune-gate.io/e2e"
-
-
-def in_ci() -> bool:
-    """True when running under CI (``CI`` set to anything but false/0/empty)."""
-    return os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
 
 
 def _start_cluster(state_dir: Path, pytestconfig: pytest.Config) -> str:
@@ -53,7 +50,7 @@ def _start_cluster(state_dir: Path, pytestconfig: pytest.Config) -> str:
         f"scripts/dev-cluster up failed (exit {result.returncode}); its output is above and the "
         f"component logs are in {state_dir / 'logs'}"
     )
-    if not in_ci() and shutil.which("go") is None and not os.environ.get("KUBEBUILDER_ASSETS"):
+    if not ci() and shutil.which("go") is None and not os.environ.get("KUBEBUILDER_ASSETS"):
         pytest.skip(
             "no control plane: Go is not installed to build it. Install Go, or set "
             "KUBEBUILDER_ASSETS or PRUNE_GATE_TEST_KUBECONFIG (see README, 'A local cluster')"
@@ -144,7 +141,7 @@ def flux(
         build = [str(k.BUILD_BINARIES), "build", "kustomize-controller"]
         built = subprocess.run(build, check=False)
     if built.returncode != 0:
-        if not in_ci() and shutil.which("go") is None:
+        if not ci() and shutil.which("go") is None:
             pytest.skip("no kustomize-controller: Go is not installed to build it (tools/flux)")
         pytest.fail(f"scripts/build-binaries kustomize-controller failed ({built.returncode})")
     with run_flux(kube, tmp_path_factory.mktemp("flux")) as running:

@@ -22,10 +22,10 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from tests.ci import ci
 from webhook import tls
 
 from . import kube as k
-from .conftest import in_ci
 from .kube import Cluster
 from .webhookserver import (
     Webhook,
@@ -50,7 +50,7 @@ def webhook(kube: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     server requires the API server's client certificate."""
     if kube.webhook_client is None:
         message = "the cluster presents no webhook client certificate (restart scripts/dev-cluster)"
-        if in_ci():
+        if ci():
             pytest.fail(message)
         pytest.skip(message)
     with serve_webhook(kube, tmp_path_factory.mktemp("webhook"), POLICY) as hook:

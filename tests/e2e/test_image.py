@@ -51,10 +51,10 @@ import pytest
 import yaml
 
 from tests import dockerfile as df
+from tests.ci import ci
 from webhook import tls
 
 from . import kube as k
-from .conftest import in_ci
 from .kube import Cluster
 from .webhookserver import DEPLOYER, free_port
 
@@ -166,7 +166,7 @@ print(json.dumps({
 
 def fail_or_skip(message: str) -> None:
     """What cannot be had: a failure in CI, a skip elsewhere (as the cluster fixture does)."""
-    if in_ci():
+    if ci():
         pytest.fail(message, pytrace=False)
     pytest.skip(message)
 

@@ -23,6 +23,7 @@ from click.testing import CliRunner
 from gate.cli import main
 from gate.model.errors import RenderError
 from gate.sources import render
+from tests.ci import needs_binaries
 from tests.unit.helpers import GitRepo
 
 NS = "app"
@@ -123,8 +124,8 @@ def _has_renderer() -> bool:
     return True
 
 
-needs_renderer = pytest.mark.skipif(
-    not _has_renderer() and os.environ.get("CI") != "true",
+needs_renderer = needs_binaries(
+    _has_renderer(),
     reason="no kustomize renderer on PATH (run `make test`, which puts the pinned one there)",
 )
 

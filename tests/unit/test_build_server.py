@@ -8,7 +8,6 @@ still a build error or a fallback, never a hang or a wrong build.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -19,13 +18,14 @@ import pytest
 from gate.model.errors import RenderError
 from gate.sources import render
 from gate.sources.buildserver import BuildServer
+from tests.ci import needs_binaries
 from tests.unit.helpers import GitRepo
 
 HELPER = shutil.which(render.HELPER)
 
 #: `make test` puts the confined renderer on PATH; a missing one is a failure in CI, not a skip.
-needs_helper = pytest.mark.skipif(
-    HELPER is None and os.environ.get("CI") != "true",
+needs_helper = needs_binaries(
+    HELPER is not None,
     reason="prune-gate-kustomize is not on PATH (run `make test`, which builds it)",
 )
 

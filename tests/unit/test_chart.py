@@ -24,6 +24,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from gate.sources.policyfile import policy_from_dict, policy_from_text
+from tests.ci import ci
 from webhook.arm import ANNOTATION, unarmed, wanted_policy
 from webhook.register import WEBHOOK_NAME, rules_for
 
@@ -36,9 +37,8 @@ HOST = f"{FULLNAME}.{NAMESPACE}.svc"
 
 Obj = dict[str, Any]
 
-
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
+#: helm is built from its Go module (two tests here read only the chart's files).
+pytestmark = pytest.mark.binaries
 
 
 @functools.cache
@@ -54,7 +54,7 @@ def helm() -> str:
     if result.returncode == 0 and path and Path(path).is_file():
         return path
     message = f"helm is not available (scripts/build-binaries path helm): {result.stderr.strip()}"
-    if _in_ci():
+    if ci():
         pytest.fail(message, pytrace=False)
     pytest.skip(message)
 

@@ -6,7 +6,6 @@ Each test builds a repository in tmp_path with real commits and runs the real CL
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from collections import Counter
 from collections.abc import Callable
@@ -21,6 +20,7 @@ from gate.engine.history import Commit, Revision, RevisionCache, summarize
 from gate.model.errors import InputError
 from gate.model.objects import RawObject
 from gate.sources import gitsource, render
+from tests.ci import needs_binaries
 from tests.unit.helpers import GitRepo, claim, cli_runner, deployment
 
 CONFIG = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: app\n"
@@ -216,8 +216,8 @@ def test_the_cache_reads_each_sha_once_and_keeps_errors() -> None:
 
 
 #: `make test` puts the confined renderer on PATH; a missing one is a failure in CI, not a skip.
-needs_helper = pytest.mark.skipif(
-    shutil.which(render.HELPER) is None and os.environ.get("CI") != "true",
+needs_helper = needs_binaries(
+    shutil.which(render.HELPER) is not None,
     reason="prune-gate-kustomize is not on PATH (run `make test`, which builds it)",
 )
 

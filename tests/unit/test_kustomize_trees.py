@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.ci import needs_binaries
 from tests.unit.helpers import GitRepo, claim, deployment, doc
 from tests.unit.test_cli import gate
 
-needs_renderer = pytest.mark.skipif(
-    shutil.which("prune-gate-kustomize") is None and shutil.which("kubectl") is None,
+needs_renderer = needs_binaries(
+    shutil.which("prune-gate-kustomize") is not None or shutil.which("kubectl") is not None,
     reason="needs prune-gate-kustomize or kubectl on PATH (README: Development)",
 )
 

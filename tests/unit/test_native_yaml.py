@@ -3,7 +3,8 @@
 Whatever the native reader accepts must read exactly as PyYAML's careful loader reads it, and
 exactly as the Python event reader does, types included; whatever it refuses is read the careful
 way. `make test` builds it (scripts/build-native) and sets PRUNE_GATE_REQUIRE_NATIVE=1, so there
-these tests run; elsewhere, without the module, they are skipped with the way to build it.
+these tests run, as they do in CI (`tests.ci.ci()`); elsewhere, without the module, they are
+skipped with the way to build it (marked `native`).
 """
 
 from __future__ import annotations
@@ -21,12 +22,15 @@ from hypothesis import strategies as st
 from gate.model.errors import InputError
 from gate.sources import yamlevents
 from gate.sources.manifests import MAX_DEPTH, parse_stream
+from tests.ci import ci
 from tests.unit.test_yamlevents import MARKER_LINES, TOKENS, _block_line, careful_or_error, typed
 
+pytestmark = pytest.mark.native
+
 if yamlevents._NATIVE is None:
-    if os.environ.get("PRUNE_GATE_REQUIRE_NATIVE") == "1":
+    if os.environ.get("PRUNE_GATE_REQUIRE_NATIVE") == "1" or ci():
         raise RuntimeError(
-            "PRUNE_GATE_REQUIRE_NATIVE=1 but prune_gate_yaml is not importable (or "
+            "PRUNE_GATE_REQUIRE_NATIVE=1 or CI, but prune_gate_yaml is not importable (or "
             "PRUNE_GATE_NATIVE_YAML=off): run scripts/build-native .venv/bin/python"
         )
     pytest.skip(

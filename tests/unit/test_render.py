@@ -6,7 +6,6 @@ Which binary is found is faked with a PATH that holds only what a test wants: `g
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -19,14 +18,15 @@ import yaml
 from gate.model.errors import GitError, RenderError
 from gate.model.objects import RawObject
 from gate.sources import render
+from tests.ci import needs_binaries
 from tests.unit.helpers import GitRepo
 
 KUBECTL = shutil.which("kubectl")
 GIT = shutil.which("git")
 
 # `make test` puts the pinned kubectl on PATH; in CI a missing kubectl is a failure, not a skip.
-needs_kubectl = pytest.mark.skipif(
-    KUBECTL is None and os.environ.get("CI") != "true",
+needs_kubectl = needs_binaries(
+    KUBECTL is not None,
     reason="kubectl is not installed (run `make test`, which builds the pinned one)",
 )
 

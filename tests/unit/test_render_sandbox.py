@@ -17,6 +17,7 @@ import pytest
 
 from gate.model.errors import RenderError
 from gate.sources import render
+from tests.ci import needs_binaries
 from tests.unit.helpers import GitRepo
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,8 +26,8 @@ GATE = [sys.executable, "-m", "gate"]
 ARGS = ["--base", "HEAD~1", "--head", "HEAD", "--path", "app", "--render", "kustomize"]
 
 #: `make test` puts the confined renderer on PATH; a missing one is a failure in CI, not a skip.
-needs_helper = pytest.mark.skipif(
-    HELPER is None and os.environ.get("CI") != "true",
+needs_helper = needs_binaries(
+    HELPER is not None,
     reason="prune-gate-kustomize is not on PATH (run `make test`, which builds it)",
 )
 

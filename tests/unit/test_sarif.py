@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import shutil
 import subprocess
 from dataclasses import replace
@@ -28,6 +27,7 @@ from gate.engine.verdict import Decision, Exempted, Verdict
 from gate.model.findings import Code, Finding, Severity
 from gate.model.objects import Source
 from gate.report.sarif import sarif_data
+from tests.ci import ci
 from tests.unit.test_cli import EXAMPLE, gate
 from tests.unit.test_packaging import CHECK_EXAMPLE
 from tests.unit.test_report import CASES, GOLDEN
@@ -35,10 +35,13 @@ from tests.unit.test_report import _finding as report_finding
 
 ROOT = Path(__file__).resolve().parents[2]
 
+#: the schema is fetched with Go (the unwritable-file test does not need it).
+pytestmark = pytest.mark.binaries
+
 
 @cache
 def sarif_schema() -> dict[str, Any]:
-    if shutil.which("go") is None and os.environ.get("CI", "").lower() in ("", "0", "false"):
+    if shutil.which("go") is None and not ci():
         pytest.skip("the SARIF schema is fetched with Go (scripts/sarif-schema); install Go")
     out = subprocess.run(
         [str(ROOT / "scripts" / "sarif-schema")], capture_output=True, text=True, check=False
