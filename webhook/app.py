@@ -32,9 +32,10 @@ from gate.engine.fence import fence_status
 from gate.engine.policy import Policy
 from gate.sources.clock import utc_date
 from webhook.cache import CacheView
-from webhook.decide import Outcome, decide_admission, ref_of_request
+from webhook.decide import decide_admission, ref_of_request
 from webhook.events import EventCounts, EventSink, RecordingSink
 from webhook.metrics import Metrics, StuckStats
+from webhook.outcome import Outcome
 from webhook.review import (
     DEFAULT_MAX_BYTES,
     AdmissionRequest,

@@ -30,6 +30,7 @@ from gate.model.findings import Code, Finding, FixAction, Runner, Severity, comm
 from gate.model.liveview import LiveView
 from gate.model.objects import Inventory, Manifest, Source
 from gate.model.refs import ObjectRef
+from gate.model.webhooks import GUARD_WEBHOOKS
 from gate.model.workloads import (
     POD_SPEC_PATHS,
     claim_names,
@@ -927,8 +928,6 @@ def _with_live_api_version(f: Finding, world: World) -> Finding:
     return replace(f, api_version=live.api_version) if live and live.api_version else f
 
 
-#: Names of prune-gate's webhook entries (webhook.register; gate does not import webhook).
-GUARD_WEBHOOKS = frozenset({"prune-gate.prune-gate.io", "fence.prune-gate.io"})
 #: The labels of the chart's webhook Deployment.
 GUARD_LABELS = {"app.kubernetes.io/part-of": "prune-gate"}
 _VWC = ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration")

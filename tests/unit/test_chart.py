@@ -23,9 +23,10 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
+from gate.model.webhooks import WEBHOOK_NAME
 from gate.sources.policyfile import policy_from_dict, policy_from_text
 from webhook.arm import ANNOTATION, unarmed, wanted_policy
-from webhook.register import WEBHOOK_NAME, rules_for
+from webhook.register import rules_for
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "prune-gate"
