@@ -446,6 +446,7 @@ def test_deployment_runs_the_webhook_in_cluster() -> None:
         "--handshake-timeout=5s",
         "--header-timeout=5s",
         "--idle-timeout=30s",
+        "--max-body-bytes=4194304",
         "--health-max-connections=32",
         "--health-header-timeout=3s",
         "--health-idle-timeout=10s",
