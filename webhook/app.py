@@ -25,8 +25,11 @@ from typing import Any
 from wsgiref.types import WSGIEnvironment
 
 from flask import Flask, Request, Response, request
+from flask import typing as ft
+from flask.globals import request_ctx
 from flask.json.provider import DefaultJSONProvider
 from flask.sessions import NullSession, SecureCookieSessionInterface
+from flask.signals import request_tearing_down
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from werkzeug.datastructures import Headers
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
@@ -101,12 +104,15 @@ class JSONResponse(Response):
     header lookup that raises and catches a KeyError when absent), and a copy of the headers to
     make a Location absolute, drop the length of a 1xx, 204 or 304, or count a length not set.
     A JSON answer has no Location, is never one of those statuses, and has its Content-Length
-    from its bytes (`set_data`), so its headers are served as they are."""
+    from its bytes (`set_data`), so its headers are served as they are, and its body as the one
+    bytes object it is."""
 
     default_mimetype = "application/json"
 
     def __init__(self, body: bytes, status: int) -> None:
-        super().__init__(body, status, content_type=self.default_mimetype)
+        # direct_passthrough: the body is one bytes object already, served as the list it is
+        # kept in, not re-encoded through a generator and a closing wrapper.
+        super().__init__(body, status, content_type=self.default_mimetype, direct_passthrough=True)
 
     def get_wsgi_headers(self, environ: WSGIEnvironment) -> Headers:
         return self.headers
@@ -156,6 +162,23 @@ class WebhookFlask(Flask):
 
     json_provider_class = _JSON
     session_interface = _NoSessions()
+
+    # The request hooks run Flask's loops over every blueprint's functions, and the teardown
+    # its signal, only when there is something registered to run: the webhook registers none.
+
+    def preprocess_request(self) -> ft.ResponseReturnValue | None:
+        if self.url_value_preprocessors or self.before_request_funcs:
+            return super().preprocess_request()
+        return None
+
+    def process_response(self, response: Response) -> Response:
+        if self.after_request_funcs or request_ctx._after_request_functions:
+            return super().process_response(response)
+        return response  # and no session to save
+
+    def do_teardown_request(self, *exc: BaseException | None) -> None:
+        if self.teardown_request_funcs or request_tearing_down.receivers:
+            super().do_teardown_request(*exc)  # none given: Flask reads sys.exc_info()
 
     def create_url_adapter(self, request: Request | None) -> MapAdapter | None:
         if request is None:
