@@ -223,8 +223,21 @@ def decide_admission(
         return decide_update(req, policy, fence, today)
     if req.operation == "CREATE":
         return decide_create(req, policy, fence, today)
-    if req.operation != "DELETE":
-        return allow_untouched(req)
+    if req.operation == "DELETE":
+        return decide_delete(req, policy, live, fence, today)
+    return allow_untouched(req)
+
+
+def decide_delete(
+    req: AdmissionRequest,
+    policy: Policy,
+    live: LiveView,
+    fence: FenceStatus,
+    today: dt.date,
+) -> Outcome:
+    """Decide a DELETE: the admission rules for everyone; for a deployer (or a cascade
+    controller), the deployer rules and the speculation fence too. A refusal may be overridden
+    by the allow-delete annotation (not on a deployer's own DELETE) or a break-glass group."""
     ref = ref_of_request(req)
     if (ref.group, ref.kind) not in policy.webhook.guarded_kinds:
         return allow_untouched(req)
@@ -233,7 +246,6 @@ def decide_admission(
     body = req.old_object or {"metadata": {"name": ref.name, "namespace": ref.namespace}}
     own = project_object(ref, body) if req.old_object is not None else None
     deployer = is_deployer(req, policy)
-    as_deployer = deployer or is_cascade_controller(req)
     change = Change(ref, Action.DELETE, Manifest(ref, req.api_version, body), None, cause(req))
     world = World(
         base=Inventory(),
@@ -242,40 +254,49 @@ def decide_admission(
         policy=policy,
         live=_Overlay(live, own),
     )
+    raw = _delete_findings(change, world, fence, deployer or is_cascade_controller(req))
+    labels = own.labels if own is not None else {}
+    decision, blocking, warnings, exempted = _judge(raw, policy, today, ref, labels)
+    events: list[EventSpec] = []
+    if fence.state is FenceState.EXPIRED and any(
+        f.code is Code.SPECULATION_FENCE for f in decision.findings
+    ):
+        events.append(_event(req, ref, FENCE_EXPIRED, f"not obeyed: {fence.describe()}"))
+    if not blocking:
+        return _let_through(req, ref, decision, warnings, exempted, events, deployer)
+    # A deployer's own DELETE does not honour the annotation: a manifest could carry it.
+    override = _override(req, policy, None if deployer else own)
+    if override is None:
+        hint = how_to_override(ref, policy)
+        return _refused(req, ref, decision, blocking, warnings, hint, events, deployer)
+    codes = ", ".join(dict.fromkeys(f.code.value for f in blocking))
+    note = f"allowed by override ({override}) despite {codes}: {blocking[0].message}"
+    events.append(_event(req, ref, PRUNE_OVERRIDDEN, f"{note}; requested by {req.user.username}"))
+    return Outcome(
+        allowed(req, (cut(f"prune-gate: {note}", MAX_WARNING), *warnings)),
+        decision.verdict,
+        decision.findings,
+        override,
+        tuple(events),
+        deployer,
+    )
+
+
+def _delete_findings(
+    change: Change, world: World, fence: FenceStatus, as_deployer: bool
+) -> list[Finding]:
+    """The raw findings of a DELETE: the admission rules, and for a deployer's (or a cascade
+    controller's) the deployer rules and the speculation fence."""
     raw: list[Finding] = []
     for rule in ADMISSION_RULES + (DEPLOYER_RULES if as_deployer else ()):
         raw.extend(rule(change, world))
     if as_deployer:
         raw.extend(check_speculation_fence(change, world, fence))
-    labels = own.labels if own is not None else {}
-    decision, blocking, warnings, exempted = _judge(raw, policy, today, ref, labels)
+    return raw
 
-    def event(reason: str, message: str) -> EventSpec:
-        return EventSpec(reason, message, ref, req.api_version, _uid(req))
 
-    events: list[EventSpec] = []
-    if fence.state is FenceState.EXPIRED and any(
-        f.code is Code.SPECULATION_FENCE for f in decision.findings
-    ):
-        events.append(event(FENCE_EXPIRED, f"not obeyed: {fence.describe()}"))
-    if not blocking:
-        return _let_through(req, ref, decision, warnings, exempted, events, deployer)
-    # A deployer's own DELETE does not honour the annotation: a manifest could carry it.
-    override = _override(req, policy, None if deployer else own)
-    hint = how_to_override(ref, policy)
-    if override is not None:
-        codes = ", ".join(dict.fromkeys(f.code.value for f in blocking))
-        note = f"allowed by override ({override}) despite {codes}: {blocking[0].message}"
-        events.append(event(PRUNE_OVERRIDDEN, f"{note}; requested by {req.user.username}"))
-        return Outcome(
-            allowed(req, (cut(f"prune-gate: {note}", MAX_WARNING), *warnings)),
-            decision.verdict,
-            decision.findings,
-            override,
-            tuple(events),
-            deployer,
-        )
-    return _refused(req, ref, decision, blocking, warnings, hint, events, deployer)
+def _event(req: AdmissionRequest, ref: ObjectRef, reason: str, message: str) -> EventSpec:
+    return EventSpec(reason, message, ref, req.api_version, _uid(req))
 
 
 def _judge(
