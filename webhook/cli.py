@@ -362,9 +362,6 @@ def _serve(options: ServeOptions) -> None:
 
     SIGTERM and SIGINT stop the server, which returns; the `finally` below then cleans up.
     Before the server runs, SIGTERM is an exit through the same `finally`."""
-    from webhook.serve import return_freed_buffers
-
-    return_freed_buffers()
     _exit_on_sigterm()
     made_dir: Path | None = None
     registering = False

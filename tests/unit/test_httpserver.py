@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import socket
 import ssl
 import threading
@@ -26,7 +27,7 @@ import pytest
 from tests.unit.test_webhook_app import claim, make_app, pod, review
 from webhook import tls
 from webhook.httpserver import HttpsServer, Limits
-from webhook.serve import CertReloader, health_only, listen_socket
+from webhook.serve import MALLOC_ENV, CertReloader, health_only, listen_socket
 
 #: A client's patience: far beyond any answer on a loaded machine, far below a hung test.
 PATIENCE = 30.0
@@ -378,9 +379,7 @@ _TLS_CHILD = """
 import sys, threading
 from pathlib import Path
 from webhook.httpserver import HttpsServer
-from webhook.serve import CertReloader, listen_socket, return_freed_buffers
-if sys.argv[3] == "tuned":
-    return_freed_buffers()
+from webhook.serve import CertReloader, listen_socket
 def app(environ, start_response):
     start_response("200 OK", [("Content-Type", "text/plain")])
     return [b"ok"]
@@ -398,8 +397,9 @@ def _rss_kib(pid: int) -> int:
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc")
 def test_a_burst_of_connections_gives_its_memory_back_once_they_close(tmp_path: Path) -> None:
     """asyncio gives every TLS connection a 256 KiB buffer; glibc kept a burst's worth of them
-    for good (800 connections: about 220 MiB that never came back). `return_freed_buffers`,
-    which `gate webhook serve` calls first, makes it give them back when they close."""
+    for good (800 connections: about 220 MiB that never came back). `MALLOC_ENV`, the
+    environment the image and the chart give `gate webhook serve`, makes it give them back when
+    they close."""
     import subprocess
     import sys
     import time
@@ -411,7 +411,10 @@ def test_a_burst_of_connections_gives_its_memory_back_once_they_close(tmp_path: 
 
     def grown_and_kept(mode: str) -> tuple[int, int]:
         argv = [sys.executable, "-c", _TLS_CHILD, str(cert), str(key), mode]
-        with subprocess.Popen(argv, stdout=subprocess.PIPE, text=True) as proc:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+        if mode == "tuned":
+            env.update(MALLOC_ENV)
+        with subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=env) as proc:
             try:
                 assert proc.stdout is not None
                 port = int(proc.stdout.readline())
