@@ -181,8 +181,8 @@ class WebhookFlask(Flask):
             super().do_teardown_request(*exc)  # none given: Flask reads sys.exc_info()
 
     def create_url_adapter(self, request: Request | None) -> MapAdapter | None:
-        if request is None:
-            return super().create_url_adapter(None)
+        if request is None or self.config["TRUSTED_HOSTS"] is not None:
+            return super().create_url_adapter(request)  # the host is checked, as Flask does
         return self.url_map.bind(
             "webhook",
             script_name=request.root_path or "/",
