@@ -158,7 +158,8 @@ class WebhookFlask(Flask):
 
     Its routes match by path and method alone (no host matching, no subdomains, no external
     URLs), so a request's URL adapter is bound to its path and method without Flask reading the
-    Host header twice (its trusted-host check, then `bind_to_environ`)."""
+    Host header twice (its trusted-host check, then `bind_to_environ`), and the adapters of the
+    last few (path, method) pairs are kept: the API server asks one of them (POST /validate)."""
 
     json_provider_class = _JSON
     session_interface = _NoSessions()
@@ -183,12 +184,17 @@ class WebhookFlask(Flask):
     def create_url_adapter(self, request: Request | None) -> MapAdapter | None:
         if request is None or self.config["TRUSTED_HOSTS"] is not None:
             return super().create_url_adapter(request)  # the host is checked, as Flask does
+        return self._bound(request.root_path, request.scheme, request.method, request.path)
+
+    # Kept across apps (a process has a few, the tests many): 64 adapters in all.
+    @functools.lru_cache(maxsize=64)  # noqa: B019
+    def _bound(self, root_path: str, scheme: str, method: str, path: str) -> MapAdapter:
         return self.url_map.bind(
             "webhook",
-            script_name=request.root_path or "/",
-            url_scheme=request.scheme,
-            default_method=request.method,
-            path_info=request.path,
+            script_name=root_path or "/",
+            url_scheme=scheme,
+            default_method=method,
+            path_info=path,
         )
 
 
