@@ -30,11 +30,15 @@ LABEL org.opencontainers.image.title="prune-gate" \
 COPY --from=build /rootfs/ /
 # Bytecode is compiled at build time; nothing writes outside $TMPDIR (the chart mounts an emptyDir
 # on /tmp), so the root filesystem can be read-only.
+# MALLOC_MMAP_THRESHOLD_: glibc hands a closed TLS connection's 256 KiB read buffer back at once
+# instead of keeping a burst's worth for good (400 connections opened and closed: RSS +12 MiB
+# kept, not +112 MiB; webhook.serve.MALLOC_ENV, which the chart sets too).
 ENV PATH=/opt/prune-gate/bin:$PATH \
     PYTHONPATH=/opt/prune-gate/lib \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
-    TMPDIR=/tmp
+    TMPDIR=/tmp \
+    MALLOC_MMAP_THRESHOLD_=131072
 USER 65532:65532
 # 8443: /validate over TLS; 8081: /healthz, /readyz and /metrics over plain HTTP.
 EXPOSE 8443 8081

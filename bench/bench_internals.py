@@ -13,7 +13,7 @@ Counted:
   `ls-tree`), the `ls-tree` for a path outside those listed, and the one kept `cat-file` process
   for single-file reads;
 - the cyclic collector's collections during an in-process `gate check` (`gate.speed` pauses it);
-- the webhook's RSS after a burst of TLS connections closes (`return_freed_buffers`): grown and
+- the webhook's RSS after a burst of TLS connections closes (`MALLOC_ENV`): grown and
   kept, with and without it.
 
 Run: `python -m bench.bench_internals`.
@@ -40,6 +40,7 @@ from click.testing import CliRunner
 from bench.bench_check import write_tree
 from gate.cli import main as gate_main
 from gate.sources import gitsource, manifests, parsecache
+from webhook.serve import MALLOC_ENV
 
 CM = "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: n}}\ndata: {{k: v}}\n"
 
@@ -270,15 +271,13 @@ def collections_during_a_check(tmp: Path) -> None:
     report("gate check: the collector is back on after it", gc.isenabled(), True, gc.isenabled())
 
 
-#: A TLS server answering "ok"; ARGV[3] "tuned" calls return_freed_buffers first (as `gate
-#: webhook serve` does), "plain" does not. Prints its port when it listens.
+#: A TLS server answering "ok", started with `MALLOC_ENV` (the environment the image and the
+#: chart give `gate webhook serve`) when "tuned", without when "plain". Prints its port when it
+#: listens.
 _TLS_CHILD = """
 import sys
 from webhook.httpserver import HttpsServer
 from webhook.serve import CertReloader, listen_socket
-if sys.argv[3] == "tuned":
-    from webhook.serve import return_freed_buffers
-    return_freed_buffers()
 def app(environ, start_response):
     start_response("200 OK", [("Content-Type", "text/plain")])
     return [b"ok"]
@@ -296,7 +295,10 @@ def _rss_kib(pid: int) -> int:
 def _grown_and_kept(cert: Path, key: Path, context: ssl.SSLContext, mode: str) -> tuple[int, int]:
     """KiB the server grew with 400 open TLS connections, and KiB it kept once they closed."""
     argv = [sys.executable, "-c", _TLS_CHILD, str(cert), str(key), mode]
-    with subprocess.Popen(argv, stdout=subprocess.PIPE, text=True) as proc:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    if mode == "tuned":
+        env.update(MALLOC_ENV)
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=env) as proc:
         try:
             assert proc.stdout is not None
             port = int(proc.stdout.readline())
@@ -338,10 +340,10 @@ def webhook_memory_after_a_burst(tmp: Path) -> None:
         grown, kept = _grown_and_kept(cert, key, context, mode)
         figure = f"grew {grown / 1024:.0f} MiB, kept {kept / 1024:.0f} MiB once closed"
         if mode == "plain":
-            print(f"webhook, 400 TLS connections, without return_freed_buffers: {figure}")
+            print(f"webhook, 400 TLS connections, without MALLOC_ENV: {figure}")
             continue
         report(
-            "webhook, 400 TLS connections, with return_freed_buffers (as served)",
+            "webhook, 400 TLS connections, with MALLOC_ENV (as served)",
             figure,
             "grew over 50 MiB (the burst is real), kept under half of it",
             grown > 50 * 1024 and kept < grown // 2,

@@ -63,6 +63,7 @@ from typing import Any, TypeVar
 
 from bench.bench_snapshot import BUILD_BINARIES, Raw, claim_body, cluster, kubectl_path, pod_body
 from bench.proctree import process_tree
+from webhook.serve import MALLOC_ENV
 
 REPO = Path(__file__).resolve().parents[1]
 KYVERNO_POLICY = Path(__file__).with_name("kyverno-claim-in-use.yaml")
@@ -450,8 +451,14 @@ def webhook_server(argv: list[str], tmp: Path, client: WebhookClientPair) -> Ite
     log = tmp / f"webhook-{port}.log"
     with log.open("wb") as out:
         started = time.monotonic()
+        # The malloc environment the image and the chart give it (webhook.serve.MALLOC_ENV).
         proc = subprocess.Popen(
-            argv, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            argv,
+            cwd=REPO,
+            env={**os.environ, **MALLOC_ENV},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     try:
 

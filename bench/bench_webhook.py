@@ -4,7 +4,9 @@ Four figures, on the same synthetic cluster (10,000 pods on 100 nodes in 200 nam
 mounting its own claim, pod JSON shaped like real API objects):
 
 1. the decision alone (`decide_admission` on the filled LiveState), p50/p99;
-2. the whole Flask handler in process (test client: parse, decide, render), p50/p99;
+2. the whole Flask handler in process (test client: parse, decide, render), p50/p99; the WSGI
+   call the server makes, and the same review parsed, decided and answered without the app
+   around it: their difference is what the Flask app costs per review;
 3. end to end over HTTPS to the real server (`webhook.httpserver.HttpsServer`, TLS) from a
    client on loopback, on one kept-alive connection as the API server uses, and
    with a new TLS connection per request; p50/p99;
@@ -28,6 +30,7 @@ import contextlib
 import datetime as dt
 import gc
 import http.client
+import io
 import itertools
 import json
 import logging
@@ -45,6 +48,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from flask import Flask
+
 from gate.engine.fence import FenceState, FenceStatus
 from gate.engine.livestate import LiveState
 from gate.engine.policy import Policy
@@ -53,7 +58,7 @@ from webhook import tls
 from webhook.app import Settings, create_app
 from webhook.cache import StaticCache
 from webhook.decide import decide_admission
-from webhook.review import parse_review
+from webhook.review import parse_review, render_response
 
 POLICY: dict[str, Any] = {
     "webhook": {"deployers": ["system:serviceaccount:flux-system:kustomize-controller"]}
@@ -157,6 +162,66 @@ def build_live(n: int, policy: Policy) -> LiveState:
     live = LiveState(policy.guarded_kinds)
     fill(live, [pod_json(i) for i in range(n)], [claim_json(i) for i in range(n)])
     return live
+
+
+def wsgi_environ(body: bytes) -> dict[str, Any]:
+    """POST /validate as `webhook.httpserver` hands it to the app."""
+    return {
+        "REQUEST_METHOD": "POST",
+        "SCRIPT_NAME": "",
+        "PATH_INFO": "/validate",
+        "QUERY_STRING": "",
+        "SERVER_NAME": "prune-gate",
+        "SERVER_PORT": "443",
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "REMOTE_ADDR": "127.0.0.1",
+        "wsgi.version": (1, 0),
+        "wsgi.url_scheme": "https",
+        "wsgi.input": io.BytesIO(body),
+        "wsgi.errors": sys.stderr,
+        "wsgi.multithread": False,
+        "wsgi.multiprocess": False,
+        "wsgi.run_once": False,
+        "CONTENT_TYPE": "application/json",
+        "HTTP_ACCEPT": "application/json, */*",
+        "HTTP_USER_AGENT": "kube-apiserver-admission",
+        "CONTENT_LENGTH": str(len(body)),
+    }
+
+
+def wsgi_figures(
+    app: Flask, bodies: list[bytes], policy: Policy, live: LiveState, requests: int
+) -> None:
+    """What the Flask app costs per review: the WSGI call the server makes, against the same
+    review parsed, decided and answered with no app around it (the difference is Flask's
+    request context, routing and response, and the app's metrics and log)."""
+    now = dt.datetime.now(dt.UTC)
+    free = FenceStatus(FenceState.FREE)
+    environs = itertools.cycle([wsgi_environ(b) for b in bodies])
+
+    def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+        return None
+
+    def call() -> None:
+        environ = next(environs)
+        environ["wsgi.input"].seek(0)
+        b"".join(app(environ, start_response))
+
+    def bare() -> None:
+        environ = next(environs)
+        environ["wsgi.input"].seek(0)
+        req = parse_review(environ["wsgi.input"].read(int(environ["CONTENT_LENGTH"])))
+        outcome = decide_admission(req, policy, live, free, now.date())
+        json.dumps(render_response(outcome.response), sort_keys=True, separators=(",", ":"))
+
+    for _ in range(50):
+        call()
+    wsgi_t = timed(call, requests)
+    bare_t = timed(bare, requests)
+    print(f"handler (WSGI call, as served): {percentiles(wsgi_t)}")
+    print(f"parse + decide + answer, no app: {percentiles(bare_t)}")
+    flask = statistics.median(wsgi_t) - statistics.median(bare_t)
+    print(f"the app around it (p50 difference): {flask * 1e6:.0f} us")
 
 
 def serve(port: int, cert_dir: str, n: int) -> None:
@@ -370,6 +435,7 @@ def main() -> None:
             post()
         handler_t = timed(post, args.requests)
     print(f"handler (Flask test client):    {percentiles(handler_t)}")
+    wsgi_figures(app, bodies, policy, live, args.requests)
 
     # 3. end to end over TLS to the real server
     https_figures(n, args.requests)

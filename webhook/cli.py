@@ -7,6 +7,7 @@ it does is also a function in `webhook.*`, so tests call those directly.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import shutil
@@ -15,18 +16,29 @@ import socket
 import tempfile
 import threading
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from gate.engine.policy import parse_duration
+from gate.engine.policy import Policy, parse_duration
 from gate.kube.client import load_configuration, new_api_client
 from gate.model.errors import GateError
 from gate.sources.policyfile import load_policy
 from webhook import jsonlog
 from webhook.review import DEFAULT_MAX_BYTES
+
+if TYPE_CHECKING:  # imported when serving starts, not for `gate webhook --help`
+    from flask import Flask
+
+    from gate.kube.client import KubeClient
+    from webhook.cache import WatchCache
+    from webhook.events import EventQueue
+    from webhook.httpserver import Limits
+    from webhook.selfwatch import SelfWatch
+    from webhook.serve import CertReloader
+    from webhook.stuck import StuckDetector
 
 log = logging.getLogger("prune_gate.webhook.cli")
 
@@ -199,283 +211,172 @@ def webhook() -> None:
     metavar="DURATION",
     help="A deletion counts as stuck once asked for this long ago.",
 )
-def serve(
-    listen: str,
-    cert_file: str | None,
-    key_file: str | None,
-    self_signed: bool,
-    cert_dir: str | None,
-    register: bool,
-    ca_file: str | None,
-    client_ca: str | None,
-    name: str,
-    failure_policy: str,
-    timeout_seconds: int,
-    namespace: str,
-    config_path: str | None,
-    kubeconfig: str | None,
-    watch_registration: str | None,
-    workers: int,
-    health_port: int,
-    max_body_bytes: int,
-    max_connections: int,
-    handshake_timeout: str,
-    header_timeout: str,
-    idle_timeout: str,
-    health_max_connections: int,
-    health_header_timeout: str,
-    health_idle_timeout: str,
-    stuck_interval: str,
-    stuck_older_than: str,
-) -> None:
+def serve(**given: Any) -> None:
     """Serve /validate over TLS; the watch cache fills from the API server."""
-    from webhook import register as reg
-    from webhook import tls
-    from webhook.httpserver import HttpsServer
-    from webhook.serve import (
-        CertReloader,
-        answers_tls,
-        health_only,
-        host_of,
-        listen_socket,
-        raise_descriptor_limit,
-        return_freed_buffers,
-    )
-    from webhook.tls import CertificateError
-
     jsonlog.configure()
-    return_freed_buffers()
+    _serve(_checked_options(given))
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """What `gate webhook serve` was asked, checked before anything starts."""
+
+    listen: str
+    host: str
+    port: int
+    policy: Policy
+    kubeconfig: str | None
+    client_ca: str | None
+    #: The TLS port's and the health port's `webhook.httpserver.Limits`.
+    limits: Limits
+    health_limits: Limits
+    max_body_bytes: int
+    workers: int
+    health_port: int
+    stuck_every: float
+    stuck_after: float
+    watch_registration: str | None
+    register: bool
+    name: str
+    failure_policy: str
+    timeout_seconds: int
+    namespace: str
+    self_signed: bool
+    cert_dir: str | None
+    cert_file: str | None
+    key_file: str | None
+    #: The CA for --register's caBundle (--ca-file), when given.
+    ca_pem: bytes | None
+
+
+#: The duration options of each port, as `_listener_limits` takes them.
+_TLS_DURATIONS = ("handshake_timeout", "header_timeout", "idle_timeout")
+_HEALTH_DURATIONS = ("health_header_timeout", "health_idle_timeout")
+
+
+def _checked_options(given: dict[str, Any]) -> ServeOptions:
+    """The command's options (by parameter name), checked: a policy, duration or certificate
+    choice that cannot serve is a usage error now, not a failed start later."""
+    from webhook.serve import host_of
+
+    def durations(names: tuple[str, ...]) -> dict[str, str]:
+        return {"--" + n.replace("_", "-"): given[n] for n in names}
+
     try:
-        policy = load_policy(config_path)
-        host, _port = host_of(listen)
+        policy = load_policy(given["config_path"])
+        host, port = host_of(given["listen"])
         limits, health_limits = _listener_limits(
-            max_body_bytes,
-            max_connections,
-            {
-                "--handshake-timeout": handshake_timeout,
-                "--header-timeout": header_timeout,
-                "--idle-timeout": idle_timeout,
-            },
-            health_max_connections,
-            {
-                "--health-header-timeout": health_header_timeout,
-                "--health-idle-timeout": health_idle_timeout,
-            },
+            given["max_body_bytes"],
+            given["max_connections"],
+            durations(_TLS_DURATIONS),
+            given["health_max_connections"],
+            durations(_HEALTH_DURATIONS),
         )
         # A missing kubeconfig is a usage error now, not a failed start later. Each use loads it
         # again: the client writes certificate data to temporary files, removed at exit.
-        kube_configuration(kubeconfig)
-        stuck_every = parse_duration(stuck_interval)
-        stuck_after = parse_duration(stuck_older_than)
+        kube_configuration(given["kubeconfig"])
+        stuck_every = parse_duration(given["stuck_interval"])
+        stuck_after = parse_duration(given["stuck_older_than"])
     except (GateError, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
-    ca_pem: bytes | None = Path(ca_file).read_bytes() if ca_file else None
+    ca_pem: bytes | None = Path(given["ca_file"]).read_bytes() if given["ca_file"] else None
+    _check_certificate_choice(given, ca_pem)
+    kept = {f.name for f in dataclasses.fields(ServeOptions)} & given.keys()
+    return ServeOptions(
+        **{k: given[k] for k in kept},
+        host=host,
+        port=port,
+        policy=policy,
+        limits=limits,
+        health_limits=health_limits,
+        stuck_every=stuck_every,
+        stuck_after=stuck_after,
+        ca_pem=ca_pem,
+    )
+
+
+def _check_certificate_choice(given: dict[str, Any], ca_pem: bytes | None) -> None:
+    """A serving pair, or --self-signed, not both; --register with a CA to register."""
+    self_signed, cert_file, key_file = given["self_signed"], given["cert_file"], given["key_file"]
     if self_signed and (cert_file or key_file):
         raise click.UsageError("--self-signed makes its own certificate: drop --cert-file")
     if not self_signed and (not cert_file or not key_file):
         raise click.UsageError("give --cert-file and --key-file, or --self-signed")
-    if register and ca_pem is None and not self_signed:
+    if given["register"] and ca_pem is None and not self_signed:
         raise click.UsageError("--register needs the CA: use --self-signed or --ca-file")
 
-    state: dict[str, Any] = {}
 
-    def build_app(primary: bool) -> Any:
-        """The app of one worker, around its own watch cache; the `primary` one (the only one
-        with --workers 1) also runs the registrar or the self-watch and the stuck detector."""
-        from webhook.app import Settings, create_app
-        from webhook.cache import WatchCache
-        from webhook.events import EventQueue
+@dataclass(frozen=True)
+class Certificates:
+    """The serving pair, the CA for --register, and the directory --self-signed made (removed on
+    exit) when it made one."""
 
-        api = api_client(kubeconfig)
-        events = EventQueue(api, instance=os.environ.get("HOSTNAME", "prune-gate"))
-        cache = WatchCache(api, policy, events=events)
-        state.update(api=api, cache=cache, events=events)
-        cache.start()
-        events.start()
-        stuck = None
-        if stuck_every > 0 and primary:
-            from gate.engine.doctor import Thresholds
-            from gate.kube.client import KubeClient
-            from webhook.stuck import StuckDetector
+    cert_file: str
+    key_file: str
+    ca_pem: bytes | None
+    made_dir: Path | None = None
 
-            lister = KubeClient(
-                kube_configuration(kubeconfig),
-                policy.live_timeout_seconds,
-                hint="the stuck-deletion detector lists pods, claims, volumes, nodes and "
-                "namespaces (the chart's ClusterRole grants it; --stuck-interval 0s turns it off)",
-            )
-            stuck = StuckDetector(
-                lister,
-                events,
-                policy,
-                stuck_every,
-                Thresholds(older_than=stuck_after),
-                ready=lambda: cache.ready()[0],
-            )
-            state.update(stuck=stuck, stuck_lister=lister)
-            stuck.start()
-        app = create_app(
-            Settings(
-                policy=policy,
-                cache=cache,
-                events=events,
-                max_body_bytes=max_body_bytes,
-                event_counts=events.counts,
-                serving_problem=reloader.problem,
-                certificate_expiry=reloader.not_after,
-                record_events=client_ca is not None,
-                stuck=stuck,
-            )
-        )
-        if not primary:
-            return app
-        if "registration" in state:  # registered once this worker serves, then watched
-            state["registrar"] = _Registrar(
-                api, state["registration"], cache, events, app, serving=state["serving"]
-            )
-            state["registrar"].start()
-        elif watch_registration:  # nothing can refuse its deletion; armed once this pod serves
-            from webhook.selfwatch import watch_and_arm
 
-            state["selfwatch"] = watch_and_arm(
-                api, events, app, watch_registration, lambda: cache.ready()[0], (host, _port)
-            )
-        return app
+@dataclass(frozen=True)
+class Registration:
+    """The configuration --register writes once a worker serves, and how that worker tells it
+    serves (a TLS handshake with the CA)."""
 
-    def stop_worker() -> None:
-        if "registrar" in state:
-            state["registrar"].stop()
-        if "selfwatch" in state:
-            state["selfwatch"].stop()
-        if "stuck" in state:
-            state["stuck"].stop()
-            state["stuck_lister"].close()
-        if "cache" in state:
-            state["events"].stop()
-            state["cache"].stop()
-            state["api"].close()
+    config: dict[str, Any]
+    serving: Callable[[], bool]
 
-    # SIGTERM and SIGINT stop the server, which returns; the `finally` below then removes the
-    # registration and the temporary certificate directory. Before the server runs, SIGTERM is
-    # an exit through the same `finally`.
+
+@dataclass
+class WorkerServices:
+    """What one worker runs beside its server, each stopped by `stop` (None: not started there).
+
+    The cache, its API client and the Event queue run in every worker; the stuck detector, the
+    registrar and the self-watch only in the primary one (the only one with --workers 1)."""
+
+    api: Any
+    cache: WatchCache
+    events: EventQueue
+    stuck: StuckDetector | None = None
+    stuck_lister: KubeClient | None = None
+    registrar: _Registrar | None = None
+    selfwatch: SelfWatch | None = None
+
+    def stop(self) -> None:
+        """Stop the registrar and the watches first, then the Event queue, cache and client."""
+        if self.registrar is not None:
+            self.registrar.stop()
+        if self.selfwatch is not None:
+            self.selfwatch.stop()
+        if self.stuck is not None:
+            self.stuck.stop()
+        if self.stuck_lister is not None:
+            self.stuck_lister.close()
+        self.events.stop()
+        self.cache.stop()
+        self.api.close()
+
+
+def _serve(options: ServeOptions) -> None:
+    """Serve until SIGTERM or SIGINT, then remove the registration and the temporary
+    certificate directory.
+
+    SIGTERM and SIGINT stop the server, which returns; the `finally` below then cleans up.
+    Before the server runs, SIGTERM is an exit through the same `finally`."""
     _exit_on_sigterm()
     made_dir: Path | None = None
     registering = False
     health: socket.socket | None = None
     try:
-        if self_signed:
-            if cert_dir:
-                out = Path(cert_dir)
-                out.mkdir(parents=True, exist_ok=True)
-            else:
-                out = made_dir = Path(tempfile.mkdtemp(prefix="prune-gate-certs-"))
-            ca = tls.make_ca()
-            (out / "ca.crt").write_bytes(ca.cert_pem)
-            cert_file, key_file = str(out / "tls.crt"), str(out / "tls.key")
-            tls.write_pair(tls.make_serving_cert(ca, [host]), Path(cert_file), Path(key_file))
-            ca_pem = ca.cert_pem
-            log.info("self-signed certificate written", extra={"dir": str(out), "host": host})
-        assert cert_file is not None and key_file is not None
+        certificates = _certificates(options)
+        made_dir = certificates.made_dir
+        reloader = _reloader(options, certificates)
+        health = _health_socket(options)
+        sock = _tls_socket(options)
+        registration = _registration(options, certificates.ca_pem)
+        registering = registration is not None
+        _raise_descriptor_limit(options, health is not None)
         try:
-            reloader = CertReloader(cert_file, key_file, client_ca_file=client_ca)
-        except CertificateError as exc:
-            raise ServeError(str(exc)) from None
-        if health_port:
-            try:
-                health = listen_socket(host, health_port)
-            except OSError as exc:
-                raise ServeError(
-                    f"cannot listen on {host}:{health_port} (--health-port): "
-                    f"{exc.strerror or exc}; choose another port, or 0 for none"
-                ) from None
-        try:
-            sock = listen_socket(host, _port)
-        except OSError as exc:
-            raise ServeError(
-                f"cannot listen on {listen} (--listen): {exc.strerror or exc}; stop what holds "
-                "it or choose another port"
-            ) from None
-        if register:
-            assert ca_pem is not None
-            url_host = f"[{host}]" if ":" in host else host
-            url = f"https://{url_host}:{_port}/validate"
-            api = api_client(kubeconfig)
-            try:
-                discovered = reg.discover_plurals(api, policy.webhook.guarded_kinds)
-                config = reg.with_fence(
-                    reg.build_configuration(
-                        name,
-                        url,
-                        ca_pem,
-                        policy,
-                        failure_policy,
-                        timeout_seconds,
-                        namespace,
-                        discovered,
-                    ),
-                    policy,
-                    failure_policy,
-                    timeout_seconds,
-                )
-            except GateError as exc:  # a kind it cannot name, an API server that refuses
-                raise ServeError(f"cannot register the webhook: {exc}") from None
-            finally:
-                api.close()
-            # Registered by the worker once it answers TLS with a ready cache, never before: a
-            # registration that points at nothing refuses every guarded DELETE (failurePolicy
-            # Fail). Removed by this process on exit, whoever wrote it.
-            registering = True
-            state["registration"] = config
-            state["serving"] = lambda: answers_tls(host, _port, ca_pem)
-        try:
-            raise_descriptor_limit(
-                _descriptors_needed(limits, health_limits if health is not None else None)
-            )
-        except OSError as exc:
-            raise ServeError(str(exc)) from None
-
-        def work(index: int, health_listener: socket.socket | None) -> None:
-            """Serve until SIGTERM or SIGINT: one worker, in this process or a fork."""
-            from webhook.httpserver import HEALTH_LIMITS
-            from webhook.metrics import ConnectionsCollector
-            from webhook.workers import stop_when_master_gone
-
-            app = build_app(primary=index == 0)
-            server = HttpsServer(app, reloader.context, limits)
-            if health_listener is not None:
-                # With workers, the master's Unix socket to this one, not the pod's port.
-                server.add_plain(
-                    health_listener,
-                    health_only(app),
-                    health_limits if workers == 1 else HEALTH_LIMITS,
-                    "health" if workers == 1 else "master",
-                )
-            app.extensions["prune_gate"]["metrics"].registry.register(
-                ConnectionsCollector(server.stats)
-            )
-            if workers > 1:
-                server.add_background(stop_when_master_gone)
-            fields = {"listen": listen, "worker": index, "pid": os.getpid()}
-            try:
-                server.run(sock, ready=lambda: log.info("serving", extra=fields))
-            finally:
-                _exit_on_sigterm()  # the loop's handlers are gone: cleaning up may not be cut short
-                stop_worker()
-
-        try:
-            if workers == 1:
-                work(0, health)
-            else:
-                from webhook.workers import Supervisor
-
-                Supervisor(
-                    workers,
-                    work,
-                    health,
-                    limits,
-                    health_limits,
-                    ready=lambda: log.info("workers started", extra={"workers": workers}),
-                ).run()
+            _run_workers(options, reloader, registration, sock, health)
         finally:
             _exit_on_sigterm()
             sock.close()
@@ -484,11 +385,274 @@ def serve(
             health.close()
         try:
             if registering:
-                _unregister(kubeconfig, name)
+                _unregister(options.kubeconfig, options.name)
         finally:
             if made_dir is not None:
                 shutil.rmtree(made_dir, ignore_errors=True)
                 log.info("self-signed certificate removed", extra={"dir": str(made_dir)})
+
+
+def _certificates(options: ServeOptions) -> Certificates:
+    """The serving pair given, or made by --self-signed (a CA and a certificate for the
+    --listen host, in --cert-dir or a temporary directory)."""
+    from webhook import tls
+
+    if not options.self_signed:
+        assert options.cert_file is not None and options.key_file is not None
+        return Certificates(options.cert_file, options.key_file, options.ca_pem)
+    made: Path | None = None
+    if options.cert_dir:
+        out = Path(options.cert_dir)
+        out.mkdir(parents=True, exist_ok=True)
+    else:
+        out = made = Path(tempfile.mkdtemp(prefix="prune-gate-certs-"))
+    ca = tls.make_ca()
+    (out / "ca.crt").write_bytes(ca.cert_pem)
+    cert_file, key_file = out / "tls.crt", out / "tls.key"
+    tls.write_pair(tls.make_serving_cert(ca, [options.host]), cert_file, key_file)
+    log.info("self-signed certificate written", extra={"dir": str(out), "host": options.host})
+    return Certificates(str(cert_file), str(key_file), ca.cert_pem, made)
+
+
+def _reloader(options: ServeOptions, certificates: Certificates) -> CertReloader:
+    from webhook.serve import CertReloader
+    from webhook.tls import CertificateError
+
+    try:
+        return CertReloader(
+            certificates.cert_file, certificates.key_file, client_ca_file=options.client_ca
+        )
+    except CertificateError as exc:
+        raise ServeError(str(exc)) from None
+
+
+def _health_socket(options: ServeOptions) -> socket.socket | None:
+    """The --health-port's listening socket, or None without one."""
+    from webhook.serve import listen_socket
+
+    if not options.health_port:
+        return None
+    try:
+        return listen_socket(options.host, options.health_port)
+    except OSError as exc:
+        raise ServeError(
+            f"cannot listen on {options.host}:{options.health_port} (--health-port): "
+            f"{exc.strerror or exc}; choose another port, or 0 for none"
+        ) from None
+
+
+def _tls_socket(options: ServeOptions) -> socket.socket:
+    from webhook.serve import listen_socket
+
+    try:
+        return listen_socket(options.host, options.port)
+    except OSError as exc:
+        raise ServeError(
+            f"cannot listen on {options.listen} (--listen): {exc.strerror or exc}; stop what "
+            "holds it or choose another port"
+        ) from None
+
+
+def _registration(options: ServeOptions, ca_pem: bytes | None) -> Registration | None:
+    """With --register, the configuration to write; None without.
+
+    Registered by the worker once it answers TLS with a ready cache, never before: a
+    registration that points at nothing refuses every guarded DELETE (failurePolicy Fail).
+    Removed by this process on exit, whoever wrote it."""
+    from webhook import register as reg
+    from webhook.serve import answers_tls
+
+    if not options.register:
+        return None
+    assert ca_pem is not None
+    host, port = options.host, options.port
+    url_host = f"[{host}]" if ":" in host else host
+    url = f"https://{url_host}:{port}/validate"
+    policy, failure, timeout = options.policy, options.failure_policy, options.timeout_seconds
+    api = api_client(options.kubeconfig)
+    try:
+        discovered = reg.discover_plurals(api, policy.webhook.guarded_kinds)
+        config = reg.with_fence(
+            reg.build_configuration(
+                options.name, url, ca_pem, policy, failure, timeout, options.namespace, discovered
+            ),
+            policy,
+            failure,
+            timeout,
+        )
+    except GateError as exc:  # a kind it cannot name, an API server that refuses
+        raise ServeError(f"cannot register the webhook: {exc}") from None
+    finally:
+        api.close()
+    return Registration(config, lambda: answers_tls(host, port, ca_pem))
+
+
+def _raise_descriptor_limit(options: ServeOptions, health: bool) -> None:
+    from webhook.serve import raise_descriptor_limit
+
+    try:
+        raise_descriptor_limit(
+            _descriptors_needed(options.limits, options.health_limits if health else None)
+        )
+    except OSError as exc:
+        raise ServeError(str(exc)) from None
+
+
+def _run_workers(
+    options: ServeOptions,
+    reloader: CertReloader,
+    registration: Registration | None,
+    sock: socket.socket,
+    health: socket.socket | None,
+) -> None:
+    """One worker in this process, or --workers of them forked under a supervisor."""
+
+    def work(index: int, health_listener: socket.socket | None) -> None:
+        _work(options, reloader, registration, sock, index, health_listener)
+
+    if options.workers == 1:
+        work(0, health)
+        return
+    from webhook.workers import Supervisor
+
+    workers = options.workers
+    Supervisor(
+        workers,
+        work,
+        health,
+        options.limits,
+        options.health_limits,
+        ready=lambda: log.info("workers started", extra={"workers": workers}),
+    ).run()
+
+
+def _work(
+    options: ServeOptions,
+    reloader: CertReloader,
+    registration: Registration | None,
+    sock: socket.socket,
+    index: int,
+    health_listener: socket.socket | None,
+) -> None:
+    """Serve until SIGTERM or SIGINT: one worker, in this process or a fork."""
+    from webhook.httpserver import HEALTH_LIMITS, HttpsServer
+    from webhook.metrics import ConnectionsCollector
+    from webhook.serve import health_only
+    from webhook.workers import stop_when_master_gone
+
+    services, app = _start_worker(options, reloader, registration, primary=index == 0)
+    try:
+        server = HttpsServer(app, reloader.context, options.limits)
+        if health_listener is not None:
+            # With workers, the master's Unix socket to this one, not the pod's port.
+            alone = options.workers == 1
+            server.add_plain(
+                health_listener,
+                health_only(app),
+                options.health_limits if alone else HEALTH_LIMITS,
+                "health" if alone else "master",
+            )
+        app.extensions["prune_gate"]["metrics"].registry.register(
+            ConnectionsCollector(server.stats)
+        )
+        if options.workers > 1:
+            server.add_background(stop_when_master_gone)
+        fields = {"listen": options.listen, "worker": index, "pid": os.getpid()}
+        server.run(sock, ready=lambda: log.info("serving", extra=fields))
+    finally:
+        _exit_on_sigterm()  # the loop's handlers are gone: cleaning up may not be cut short
+        services.stop()
+
+
+def _start_worker(
+    options: ServeOptions,
+    reloader: CertReloader,
+    registration: Registration | None,
+    primary: bool,
+) -> tuple[WorkerServices, Flask]:
+    """The app of one worker, around its own watch cache, with its services started; the
+    `primary` one also runs the stuck detector, and the registrar or the self-watch."""
+    from webhook.app import Settings, create_app
+    from webhook.cache import WatchCache
+    from webhook.events import EventQueue
+
+    api = api_client(options.kubeconfig)
+    events = EventQueue(api, instance=os.environ.get("HOSTNAME", "prune-gate"))
+    cache = WatchCache(api, options.policy, events=events)
+    services = WorkerServices(api, cache, events)
+    cache.start()
+    events.start()
+    if primary and options.stuck_every > 0:
+        _start_stuck(options, services)
+    app = create_app(
+        Settings(
+            policy=options.policy,
+            cache=cache,
+            events=events,
+            max_body_bytes=options.max_body_bytes,
+            event_counts=events.counts,
+            serving_problem=reloader.problem,
+            certificate_expiry=reloader.not_after,
+            record_events=options.client_ca is not None,
+            stuck=services.stuck,
+        )
+    )
+    if primary:
+        _start_registration_watch(options, registration, services, app)
+    return services, app
+
+
+def _start_stuck(options: ServeOptions, services: WorkerServices) -> None:
+    """Start the stuck-deletion detector, with a client of its own for its lists."""
+    from gate.engine.doctor import Thresholds
+    from gate.kube.client import KubeClient
+    from webhook.stuck import StuckDetector
+
+    lister = KubeClient(
+        kube_configuration(options.kubeconfig),
+        options.policy.live_timeout_seconds,
+        hint="the stuck-deletion detector lists pods, claims, volumes, nodes and "
+        "namespaces (the chart's ClusterRole grants it; --stuck-interval 0s turns it off)",
+    )
+    cache = services.cache
+    services.stuck_lister = lister
+    services.stuck = StuckDetector(
+        lister,
+        services.events,
+        options.policy,
+        options.stuck_every,
+        Thresholds(older_than=options.stuck_after),
+        ready=lambda: cache.ready()[0],
+    )
+    services.stuck.start()
+
+
+def _start_registration_watch(
+    options: ServeOptions,
+    registration: Registration | None,
+    services: WorkerServices,
+    app: Flask,
+) -> None:
+    """With --register, register once this worker serves, then watch; with
+    --watch-registration, watch the chart's (nothing can refuse its deletion) and arm it once
+    this pod serves."""
+    cache, api, events = services.cache, services.api, services.events
+    if registration is not None:
+        services.registrar = _Registrar(
+            api, registration.config, cache, events, app, serving=registration.serving
+        )
+        services.registrar.start()
+    elif options.watch_registration:
+        from webhook.selfwatch import watch_and_arm
+
+        services.selfwatch = watch_and_arm(
+            api,
+            events,
+            app,
+            options.watch_registration,
+            lambda: cache.ready()[0],
+            (options.host, options.port),
+        )
 
 
 def _listener_limits(

@@ -9,10 +9,11 @@ the configured deployer identities, since a person deleting by hand is not a pru
 exemption that turns a refusal into an allow is never silent (a warning, a `PruneExempted` Event).
 
 The garbage collector's and the StatefulSet controller's DELETEs are decided like a deployer's
-(see `is_cascade_controller`); a deployer's own DELETE does not honour the allow-delete annotation.
-UPDATEs are judged by `webhook.updates` (object against oldObject): a deployer's change that would
-make a controller delete a guarded object is refused, anyone else's is allowed and logged. A
-request whose object has no name anywhere is refused (UNIDENTIFIED_OBJECT), never allowed.
+(see `webhook.identity.is_cascade_controller`); a deployer's own DELETE does not honour the
+allow-delete annotation. UPDATEs are judged by `webhook.updates` (object against oldObject): a
+deployer's change that would make a controller delete a guarded object is refused, anyone else's
+is allowed and logged. A request whose object has no name anywhere is refused
+(UNIDENTIFIED_OBJECT), never allowed. Changes to the fence Lease are `webhook.guards`' to decide.
 
 Pure, like the engine: the cache's state, the fence's status, today and now are passed in. The
 result says what to answer, what to log, and which Events to record; the app does those.
@@ -21,7 +22,7 @@ result says what to answer, what to log, and which Events to record; the app doe
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from gate.engine.context import Context
@@ -36,7 +37,23 @@ from gate.model.findings import Code, Finding, Severity, command
 from gate.model.liveview import LiveObject, LiveView, PodUse, Volume
 from gate.model.objects import Inventory, Manifest
 from gate.model.refs import CLUSTER_SCOPED, ObjectRef
-from webhook.review import AdmissionRequest, AdmissionResponse, Status
+from webhook.guards import guard_outcome
+from webhook.identity import (
+    break_glass_group,
+    cause,
+    is_cascade_controller,
+    is_deployer,
+)
+from webhook.outcome import (
+    MAX_MESSAGE,
+    MAX_WARNING,
+    Outcome,
+    allow_untouched,
+    allowed,
+    cut,
+    refused,
+)
+from webhook.review import AdmissionRequest
 from webhook.updates import update_findings
 
 #: Rules that decide every guarded DELETE, whoever makes it (the registry's `admission` door).
@@ -44,16 +61,6 @@ ADMISSION_RULES = change_rules(Door.ADMISSION)
 #: Rules that decide only DELETEs by a deployer identity (a prune, not a person): NOT_RETIRED and
 #: the speculation fence (the registry's `deployer` door).
 DEPLOYER_RULES = change_rules(Door.DEPLOYER)
-
-#: The garbage collector: deletes objects whose owners are gone (cascades, ownerReferences).
-GARBAGE_COLLECTOR = "system:serviceaccount:kube-system:generic-garbage-collector"
-#: The StatefulSet controller: manages claims of `volumeClaimTemplates` by their retention policy.
-STATEFULSET_CONTROLLER = "system:serviceaccount:kube-system:statefulset-controller"
-#: Controllers whose DELETEs of guarded objects are decided like a deployer's.
-CASCADE_CONTROLLERS = frozenset({GARBAGE_COLLECTOR, STATEFULSET_CONTROLLER})
-
-#: `Outcome.code` when no finding decided.
-NO_CODE = "none"
 
 #: Event reasons (Kubernetes Event `reason`), Warning type.
 PRUNE_BLOCKED = "PruneBlocked"
@@ -65,36 +72,6 @@ FENCE_EXPIRED = "FenceExpired"
 #: Subresources whose UPDATEs change metadata as the object's own would (`webhook.register`
 #: `metadata_subresources` registers them): judged as UPDATEs, never let through unread.
 METADATA_SUBRESOURCES = frozenset({"status", "finalize"})
-
-#: The longest message we put in `status.message` (kubectl prints it whole).
-MAX_MESSAGE = 2000
-#: The API server may truncate a warning longer than this; we cut it ourselves, predictably.
-MAX_WARNING = 256
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """The decision for one request: the answer, and what to log and record."""
-
-    response: AdmissionResponse
-    verdict: Verdict
-    findings: tuple[Finding, ...] = ()
-    overridden_by: str | None = None
-    events: tuple[EventSpec, ...] = field(default=())
-    deployer: bool = False
-    #: Findings that would have refused and that a policy exemption let through (the answer
-    #: allowed them with a warning and a `PruneExempted` Event); empty otherwise.
-    exempted: tuple[Exempted, ...] = ()
-
-    @property
-    def code(self) -> str:
-        """The finding code that decided: the refusal's reason, else the overridden refusal's,
-        else the exempted refusal's, else a warning's, else `none`."""
-        if self.response.status is not None:
-            return self.response.status.reason
-        if self.exempted and self.overridden_by is None:
-            return self.exempted[0].finding.code.value
-        return self.findings[0].code.value if self.findings else NO_CODE
 
 
 class _Overlay:
@@ -172,38 +149,8 @@ def ref_of_request(req: AdmissionRequest) -> ObjectRef:
     return ObjectRef(group, kind, ns, name)
 
 
-def is_deployer(req: AdmissionRequest, policy: Policy) -> bool:
-    """True when the requester is one of the configured deployer identities."""
-    return req.user.username in policy.webhook.deployers
-
-
-def is_cascade_controller(req: AdmissionRequest) -> bool:
-    """True for the garbage collector and the StatefulSet controller.
-
-    Their DELETEs of guarded objects are decided like a deployer's (retired and unused, no held
-    fence), because the API server does not say who caused them: a GC delete may come from an
-    owner a deployer deleted, or from an ownerReference a deployer (or an operator) added. Being
-    strict here is the honest choice: a claim that was never retired is refused, the cascade stays
-    pending and visible (the GC retries it), and a person retires the claim or overrides with the
-    allow-delete annotation. In v1.34 the StatefulSet controller deletes no claim itself: for
-    `whenScaled: Delete` it adds a controller ownerReference from the claim to the condemned Pod
-    (for `whenDeleted: Delete`, to the StatefulSet) and the GC deletes the claim once the owner is
-    gone (pkg/controller/statefulset, `updateClaimOwnerRefForSetAndPod`). That UPDATE is allowed
-    and logged: refusing it would wedge the StatefulSet, and the DELETE it leads to is decided.
-    """
-    return req.user.username in CASCADE_CONTROLLERS
-
-
-def _allowed(req: AdmissionRequest, warnings: tuple[str, ...] = ()) -> AdmissionResponse:
-    return AdmissionResponse(req.uid, True, warnings=warnings)
-
-
 def _warning(f: Finding) -> str:
-    return _cut(f"{f.code}: {f.message}", MAX_WARNING)
-
-
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return cut(f"{f.code}: {f.message}", MAX_WARNING)
 
 
 def how_to_override(ref: ObjectRef, policy: Policy) -> str:
@@ -235,8 +182,8 @@ def refusal_message(
     body = lead + ". ".join(p.rstrip(".") for p in parts)
     tail = f". {override}" if override else ""
     if limit - len(tail) < limit // 2:
-        return _cut(body + tail, limit)  # an absurd tail: keep the reason first
-    return _cut(body, limit - len(tail)) + tail
+        return cut(body + tail, limit)  # an absurd tail: keep the reason first
+    return cut(body, limit - len(tail)) + tail
 
 
 def decide_admission(
@@ -249,14 +196,12 @@ def decide_admission(
     """Decide one AdmissionReview request: guarded DELETEs, the UPDATEs that would make a
     controller delete a guarded object, and changes to the fence Lease. Anything else is allowed
     untouched."""
-    from webhook.guards import guard_outcome  # the fence's own guard (imports this module)
-
     if (guarded := guard_outcome(req, policy, fence)) is not None:
         return guarded
     if req.sub_resource and not (
         req.operation == "UPDATE" and req.sub_resource in METADATA_SUBRESOURCES
     ):
-        return Outcome(_allowed(req), Verdict.ALLOW)
+        return allow_untouched(req)
     # A /status or a Namespace's /finalize UPDATE (registered for the guarded kinds) is judged
     # as the UPDATE it is: the API server keeps the spec, but labels, annotations and
     # ownerReferences change as they would.
@@ -264,18 +209,30 @@ def decide_admission(
         return decide_update(req, policy, fence, today)
     if req.operation == "CREATE":
         return decide_create(req, policy, fence, today)
-    if req.operation != "DELETE":
-        return Outcome(_allowed(req), Verdict.ALLOW)
+    if req.operation == "DELETE":
+        return decide_delete(req, policy, live, fence, today)
+    return allow_untouched(req)
+
+
+def decide_delete(
+    req: AdmissionRequest,
+    policy: Policy,
+    live: LiveView,
+    fence: FenceStatus,
+    today: dt.date,
+) -> Outcome:
+    """Decide a DELETE: the admission rules for everyone; for a deployer (or a cascade
+    controller), the deployer rules and the speculation fence too. A refusal may be overridden
+    by the allow-delete annotation (not on a deployer's own DELETE) or a break-glass group."""
     ref = ref_of_request(req)
     if (ref.group, ref.kind) not in policy.webhook.guarded_kinds:
-        return Outcome(_allowed(req), Verdict.ALLOW)
+        return allow_untouched(req)
     if not ref.name:
         return _unidentified(req, ref)
     body = req.old_object or {"metadata": {"name": ref.name, "namespace": ref.namespace}}
     own = project_object(ref, body) if req.old_object is not None else None
     deployer = is_deployer(req, policy)
-    as_deployer = deployer or is_cascade_controller(req)
-    change = Change(ref, Action.DELETE, Manifest(ref, req.api_version, body), None, _cause(req))
+    change = Change(ref, Action.DELETE, Manifest(ref, req.api_version, body), None, cause(req))
     world = World(
         base=Inventory(),
         head=Inventory(),
@@ -284,38 +241,45 @@ def decide_admission(
         live=_Overlay(live, own),
         fence=fence,
     )
-    raw: list[Finding] = []
-    for rule in ADMISSION_RULES + (DEPLOYER_RULES if as_deployer else ()):
-        raw.extend(rule.check(change, world))
+    raw = _delete_findings(change, world, deployer or is_cascade_controller(req))
     labels = own.labels if own is not None else {}
     decision, blocking, warnings, exempted = _judge(raw, policy, today, ref, labels)
-
-    def event(reason: str, message: str) -> EventSpec:
-        return EventSpec(reason, message, ref, req.api_version, _uid(req))
-
     events: list[EventSpec] = []
     if fence.state is FenceState.EXPIRED and any(
         f.code is Code.SPECULATION_FENCE for f in decision.findings
     ):
-        events.append(event(FENCE_EXPIRED, f"not obeyed: {fence.describe()}"))
+        events.append(_event(req, ref, FENCE_EXPIRED, f"not obeyed: {fence.describe()}"))
     if not blocking:
         return _let_through(req, ref, decision, warnings, exempted, events, deployer)
     # A deployer's own DELETE does not honour the annotation: a manifest could carry it.
     override = _override(req, policy, None if deployer else own)
-    hint = how_to_override(ref, policy)
-    if override is not None:
-        codes = ", ".join(dict.fromkeys(f.code.value for f in blocking))
-        note = f"allowed by override ({override}) despite {codes}: {blocking[0].message}"
-        events.append(event(PRUNE_OVERRIDDEN, f"{note}; requested by {req.user.username}"))
-        return Outcome(
-            _allowed(req, (_cut(f"prune-gate: {note}", MAX_WARNING), *warnings)),
-            decision.verdict,
-            decision.findings,
-            override,
-            tuple(events),
-            deployer,
-        )
-    return _refused(req, ref, decision, blocking, warnings, hint, events, deployer)
+    if override is None:
+        hint = how_to_override(ref, policy)
+        return _refused(req, ref, decision, blocking, warnings, hint, events, deployer)
+    codes = ", ".join(dict.fromkeys(f.code.value for f in blocking))
+    note = f"allowed by override ({override}) despite {codes}: {blocking[0].message}"
+    events.append(_event(req, ref, PRUNE_OVERRIDDEN, f"{note}; requested by {req.user.username}"))
+    return Outcome(
+        allowed(req, (cut(f"prune-gate: {note}", MAX_WARNING), *warnings)),
+        decision.verdict,
+        decision.findings,
+        override,
+        tuple(events),
+        deployer,
+    )
+
+
+def _delete_findings(change: Change, world: World, as_deployer: bool) -> list[Finding]:
+    """The raw findings of a DELETE: the admission rules, and for a deployer's (or a cascade
+    controller's) the deployer rules, the speculation fence among them (it reads `world.fence`)."""
+    raw: list[Finding] = []
+    for rule in ADMISSION_RULES + (DEPLOYER_RULES if as_deployer else ()):
+        raw.extend(rule.check(change, world))
+    return raw
+
+
+def _event(req: AdmissionRequest, ref: ObjectRef, reason: str, message: str) -> EventSpec:
+    return EventSpec(reason, message, ref, req.api_version, _uid(req))
 
 
 def _judge(
@@ -359,11 +323,11 @@ def _let_through(
     warns, and a `PruneExempted` Event records who was let through and by which exemption."""
     if exempted:
         note = exemption_note(exempted)
-        warnings = (_cut(f"prune-gate: {note}", MAX_WARNING), *warnings)
-        message = _cut(f"{note}; requested by {req.user.username}", MAX_EVENT_MESSAGE)
+        warnings = (cut(f"prune-gate: {note}", MAX_WARNING), *warnings)
+        message = cut(f"{note}; requested by {req.user.username}", MAX_EVENT_MESSAGE)
         events = [*events, EventSpec(PRUNE_EXEMPTED, message, ref, req.api_version, _uid(req))]
     return Outcome(
-        _allowed(req, warnings),
+        allowed(req, warnings),
         decision.verdict,
         decision.findings,
         None,
@@ -392,9 +356,9 @@ def _refused(
         req.api_version,
         _uid(req),
     )
-    status = Status(403, blocking[0].code.value, refusal_message(blocking, hint))
+    message = refusal_message(blocking, hint)
     return Outcome(
-        AdmissionResponse(req.uid, False, status, warnings),
+        refused(req, blocking[0].code.value, message, warnings),
         decision.verdict,
         decision.findings,
         None,
@@ -405,15 +369,6 @@ def _refused(
 
 def _uid(req: AdmissionRequest) -> str:
     return str(_metadata(req).get("uid") or "")
-
-
-def _cause(req: AdmissionRequest) -> str:
-    who = req.user.username or "an unknown user"
-    why = {
-        GARBAGE_COLLECTOR: " (a cascade: its owner is gone or being deleted)",
-        STATEFULSET_CONTROLLER: " (the StatefulSet's claim retention policy)",
-    }
-    return f"{req.operation} by {who}{why.get(who, '') if req.operation == 'DELETE' else ''}"
 
 
 def _unidentified(req: AdmissionRequest, ref: ObjectRef) -> Outcome:
@@ -437,8 +392,8 @@ def _unidentified(req: AdmissionRequest, ref: ObjectRef) -> Outcome:
         actions=(one_by_one,),
         api_version=req.api_version,
     )
-    status = Status(403, Code.UNIDENTIFIED_OBJECT.value, refusal_message([finding]))
-    return Outcome(AdmissionResponse(req.uid, False, status), Verdict.BLOCK, (finding,))
+    response = refused(req, Code.UNIDENTIFIED_OBJECT.value, refusal_message([finding]))
+    return Outcome(response, Verdict.BLOCK, (finding,))
 
 
 def decide_update(
@@ -454,8 +409,8 @@ def decide_update(
         judged = (ref.group, ref.kind) in policy.webhook.guarded_kinds | {("apps", "StatefulSet")}
         if judged and deployer:
             return _unidentified(req, ref)
-        return Outcome(_allowed(req), Verdict.ALLOW)
-    raw = update_findings(ref, req.old_object, req.new_object, policy, fence, _cause(req))
+        return allow_untouched(req)
+    raw = update_findings(ref, req.old_object, req.new_object, policy, fence, cause(req))
     return _judge_change(req, ref, raw, deployer, policy, today)
 
 
@@ -471,11 +426,11 @@ def decide_create(
     ref = ref_of_request(req)
     new = req.new_object
     if (ref.group, ref.kind) not in policy.webhook.guarded_kinds or new is None:
-        return Outcome(_allowed(req), Verdict.ALLOW)
+        return allow_untouched(req)
     if not ref.name:  # generateName: the API server names it after admission
         prefix = str(((new.get("metadata") or {}).get("generateName")) or "")
         ref = replace(ref, name=f"{prefix}<generated>")
-    raw = update_findings(ref, {}, new, policy, fence, _cause(req), created=True)
+    raw = update_findings(ref, {}, new, policy, fence, cause(req), created=True)
     return _judge_change(req, ref, raw, is_deployer(req, policy), policy, today)
 
 
@@ -492,7 +447,7 @@ def _judge_change(
     kept as warnings for the log."""
     if not deployer:
         noted = tuple(replace(f, severity=Severity.WARN) for f in raw)
-        return Outcome(_allowed(req), Verdict.ALLOW, noted)
+        return Outcome(allowed(req), Verdict.ALLOW, noted)
     labels = (_metadata(req).get("labels") or {}) if raw else {}
     decision, blocking, warnings, exempted = _judge(raw, policy, today, ref, labels)
     if not blocking:
@@ -510,8 +465,3 @@ def _override(req: AdmissionRequest, policy: Policy, own: LiveObject | None) -> 
     if group is not None:
         return f"{req.user.username} is in break-glass group {group}"
     return None
-
-
-def break_glass_group(req: AdmissionRequest, policy: Policy) -> str | None:
-    """The first break-glass group the requester is in, if any."""
-    return next((g for g in req.user.groups if g in policy.webhook.break_glass_groups), None)

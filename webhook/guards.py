@@ -49,13 +49,9 @@ from gate.engine.verdict import Verdict
 from gate.model.events import MAX_EVENT_MESSAGE, EventSpec
 from gate.model.findings import Code, Finding
 from gate.model.refs import ObjectRef
-from webhook.decide import (
-    MAX_WARNING,
-    Outcome,
-    break_glass_group,
-    is_deployer,
-)
-from webhook.review import AdmissionRequest, AdmissionResponse, Status
+from webhook.identity import break_glass_group, is_deployer
+from webhook.outcome import MAX_WARNING, Outcome, allowed, refused
+from webhook.review import AdmissionRequest
 
 #: How far the writer's clock (CI's, which sets renewTime) may run ahead of the webhook's before
 #: a fence of the longest duration is taken for one that holds too long.
@@ -297,10 +293,9 @@ def guard_outcome(req: AdmissionRequest, policy: Policy, fence: FenceStatus) -> 
     deployer = is_deployer(req, policy)
     if d.allowed:
         warnings = (d.message[:MAX_WARNING],) if d.message else ()
-        response = AdmissionResponse(req.uid, True, warnings=warnings)
+        response = allowed(req, warnings)
         override = d.message.partition(":")[0] if d.message else None
         return Outcome(response, Verdict.ALLOW, findings, override, events, deployer)
     message = f"prune-gate {Code.GUARD_TAMPERED}: {d.message}"
-    status = Status(403, Code.GUARD_TAMPERED.value, message)
-    response = AdmissionResponse(req.uid, False, status)
+    response = refused(req, Code.GUARD_TAMPERED.value, message)
     return Outcome(response, Verdict.BLOCK, findings, None, events, deployer)

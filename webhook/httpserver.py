@@ -53,6 +53,8 @@ from wsgiref.types import WSGIApplication
 
 import h11
 
+from webhook.review import DEFAULT_MAX_BYTES
+
 log = logging.getLogger("prune_gate.webhook.server")
 
 
@@ -78,8 +80,9 @@ class Limits:
     max_connections: int = 1024
     #: Request line and headers together.
     max_header_bytes: int = 16 * 1024
-    #: Body bytes read at most; one past the app's own limit, so the app can tell "too large".
-    max_body_bytes: int = 3 * 1024 * 1024 + 1
+    #: Body bytes read at most; one past the app's own limit (`webhook.review.DEFAULT_MAX_BYTES`
+    #: unless `--max-body-bytes` says otherwise), so the app can tell "too large".
+    max_body_bytes: int = DEFAULT_MAX_BYTES + 1
     #: After an answer that leaves a body unread, how long and how much more is read and
     #: dropped before the connection closes (see `HttpsServer._linger`).
     linger_seconds: float = 2.0

@@ -19,11 +19,9 @@ from gate.engine.policy import Policy
 from gate.kube.client import ApiStatusError, request_json
 from gate.kube.resources import RESOURCES
 from gate.model.errors import ConfigError
+from gate.model.webhooks import FENCE_WEBHOOK_NAME, WEBHOOK_NAME
 
 PATH = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
-WEBHOOK_NAME = "prune-gate.prune-gate.io"
-#: The entry for the fence Lease (`webhook.guards`), separate from the guarded kinds' entry.
-FENCE_WEBHOOK_NAME = "fence.prune-gate.io"
 
 #: Resource names of the kinds the webhook can guard: the same table `gate check --live` lists.
 PLURALS: dict[tuple[str, str], str] = {(r.group, r.kind): r.plural for r in RESOURCES}

@@ -17,8 +17,12 @@ from gate.model.shapes import shape_problem
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
 
-#: The API server takes request bodies up to 3 MiB and stores objects up to etcd's 1.5 MiB: an
-#: UPDATE's review carries both, so 4 MiB holds every real review and little else.
+#: The one body limit of /validate (`--max-body-bytes`): the review parser's, Flask's
+#: MAX_CONTENT_LENGTH (one more: `webhook.app`), the HTTPS server's `Limits.max_body_bytes`
+#: (one more, so the app can tell "too large") and the chart's `server.tls.maxBodyBytes` come
+#: from it or are checked against it (tests/unit/test_body_limit.py). The API server takes
+#: request bodies up to 3 MiB and stores objects up to etcd's 1.5 MiB: an UPDATE's review carries
+#: both, so 4 MiB holds every real review and little else.
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024
 #: How deeply objects and lists may nest in a review. Kubernetes objects nest about 10 levels
 #: (a pod template's volume source is 8); 100 leaves room for any custom resource and stops
@@ -102,6 +106,41 @@ def _require(mapping: dict[str, Any], key: str, kind: type, where: str) -> Any:
 
 def parse_review(body: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> AdmissionRequest:
     """Parse and validate an AdmissionReview v1 request body."""
+    req = _request_of(_document(body, max_bytes))
+    uid = _require(req, "uid", str, "request")
+    if not uid:
+        raise ReviewError("request.uid is empty")
+    gvk = _require(req, "kind", dict, "request")
+    resource = _mapping(req.get("resource"))
+    user = _mapping(req.get("userInfo"))
+    groups = user.get("groups") or []
+    if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
+        raise ReviewError("request.userInfo.groups must be a list of strings")
+    kind = (str(gvk.get("group") or ""), str(gvk.get("kind") or ""))
+    old = _object(req, "oldObject", kind)
+    new = _object(req, "object", kind)
+    dry_run = req.get("dryRun", False)
+    if not isinstance(dry_run, bool):
+        raise ReviewError("request.dryRun must be a boolean")
+    return AdmissionRequest(
+        uid=uid,
+        kind=GroupVersionKind(
+            kind[0], str(gvk.get("version") or ""), _require(gvk, "kind", str, "request.kind")
+        ),
+        resource=str(resource.get("resource") or ""),
+        operation=_require(req, "operation", str, "request"),
+        name=str(req.get("name") or ""),
+        namespace=str(req.get("namespace") or ""),
+        user=UserInfo(str(user.get("username") or ""), tuple(groups), str(user.get("uid") or "")),
+        old_object=old,
+        new_object=new,
+        dry_run=dry_run,
+        sub_resource=str(req.get("subResource") or ""),
+    )
+
+
+def _document(body: bytes, max_bytes: int) -> dict[str, Any]:
+    """The body as a JSON object no larger and no deeper than the limits."""
     if len(body) > max_bytes:
         raise ReviewError(f"body of {len(body)} bytes exceeds the limit of {max_bytes} bytes")
     if not body.strip():
@@ -116,58 +155,38 @@ def parse_review(body: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> AdmissionRe
         _check_depth(doc)
     if not isinstance(doc, dict):
         raise ReviewError(f"body must be a JSON object, not {type(doc).__name__}")
+    return doc
+
+
+def _request_of(doc: dict[str, Any]) -> dict[str, Any]:
+    """`request` of an AdmissionReview v1 document."""
     api_version, kind = doc.get("apiVersion"), doc.get("kind")
     if api_version != API_VERSION or kind != KIND:
         raise ReviewError(
             f"expected apiVersion {API_VERSION} kind {KIND}, got apiVersion {api_version!r} "
             f"kind {kind!r} (register the webhook with admissionReviewVersions: [v1])"
         )
-    req = _require(doc, "request", dict, "AdmissionReview")
-    uid = _require(req, "uid", str, "request")
-    if not uid:
-        raise ReviewError("request.uid is empty")
-    gvk = _require(req, "kind", dict, "request")
-    resource = req.get("resource") if isinstance(req.get("resource"), dict) else {}
-    assert isinstance(resource, dict)
-    user = req.get("userInfo") if isinstance(req.get("userInfo"), dict) else {}
-    assert isinstance(user, dict)
-    groups = user.get("groups") or []
-    if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
-        raise ReviewError("request.userInfo.groups must be a list of strings")
-    kind = (str(gvk.get("group") or ""), str(gvk.get("kind") or ""))
-    old = _object(req, "oldObject", kind)
-    new = _object(req, "object", kind)
-    dry_run = req.get("dryRun", False)
-    if not isinstance(dry_run, bool):
-        raise ReviewError("request.dryRun must be a boolean")
-    return AdmissionRequest(
-        uid=uid,
-        kind=GroupVersionKind(
-            str(gvk.get("group") or ""),
-            str(gvk.get("version") or ""),
-            _require(gvk, "kind", str, "request.kind"),
-        ),
-        resource=str(resource.get("resource") or ""),
-        operation=_require(req, "operation", str, "request"),
-        name=str(req.get("name") or ""),
-        namespace=str(req.get("namespace") or ""),
-        user=UserInfo(str(user.get("username") or ""), tuple(groups), str(user.get("uid") or "")),
-        old_object=old,
-        new_object=new,
-        dry_run=dry_run,
-        sub_resource=str(req.get("subResource") or ""),
-    )
+    request: dict[str, Any] = _require(doc, "request", dict, "AdmissionReview")
+    return request
 
 
-def _check_depth(doc: Any, limit: int = MAX_DEPTH) -> None:
-    """Refuse a document that nests deeper than `limit` (walked without recursion)."""
+def _mapping(value: Any) -> dict[str, Any]:
+    """`value` when it is an object, else an empty one (optional parts of the request)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _check_depth(doc: dict[str, Any] | list[Any], limit: int = MAX_DEPTH) -> None:
+    """Refuse a document that nests deeper than `limit` (walked without recursion). `json.loads`
+    makes plain dicts and lists, so their exact types are compared: this runs on every review."""
     stack: list[tuple[Any, int]] = [(doc, 1)]
+    pop, push = stack.pop, stack.append
     while stack:
-        value, depth = stack.pop()
+        value, depth = pop()
         if depth > limit:
             raise ReviewError(f"body nests deeper than {limit} levels")
-        children = value.values() if isinstance(value, dict) else value
-        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
+        for child in value.values() if type(value) is dict else value:
+            if type(child) is dict or type(child) is list:
+                push((child, depth + 1))
 
 
 def _object(req: dict[str, Any], key: str, kind: tuple[str, str]) -> dict[str, Any] | None:

@@ -18,7 +18,6 @@ serves only /healthz, /readyz and /metrics.
 
 from __future__ import annotations
 
-import ctypes
 import datetime as dt
 import hashlib
 import json
@@ -189,18 +188,19 @@ def health_only(app: WSGIApplication) -> WSGIApplication:
     return wsgi
 
 
-def return_freed_buffers() -> None:
-    """Have glibc hand large freed buffers back to the system at once. Each TLS connection gets
-    a 256 KiB read buffer (asyncio's), allocated with mmap; glibc's default raises its mmap
-    threshold after the first such buffer is freed, so later ones come from the heap, which a
-    burst of connections grows for good (about 170 KiB per connection seen under load). A fixed
-    threshold keeps the default's 128 KiB and turns that adjustment off. No-op off glibc."""
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return
-    m_mmap_threshold = -3  # <malloc.h>
-    mallopt(m_mmap_threshold, 128 * 1024)
+#: glibc's malloc settings for the webhook's processes, as the environment the image
+#: (Dockerfile `ENV`) and the chart (the Deployment's `env`) set; tests check both say this.
+#:
+#: Each TLS connection gets a 256 KiB read buffer (asyncio's), allocated with mmap; glibc's
+#: default raises its mmap threshold after the first such buffer is freed, so later ones come
+#: from the heap, which a burst of connections grows for good. A fixed threshold keeps the
+#: default's 128 KiB and turns that adjustment off, so a closed connection's buffer goes back to
+#: the system at once. Measured (glibc 2.36, a TLS server of `webhook.httpserver`, 400
+#: connections opened then closed): RSS +113 MiB while they are open; 2 s after they close, +112
+#: MiB kept without it, +12 MiB with it (the same as the `mallopt(M_MMAP_THRESHOLD)` call it
+#: replaces). glibc reads it at process start (an alias of the tunable
+#: `glibc.malloc.mmap_threshold`), so it is the environment's to say, not the program's.
+MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "131072"}
 
 
 def raise_descriptor_limit(need: int) -> None:

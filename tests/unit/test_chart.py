@@ -23,10 +23,11 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
+from gate.model.webhooks import WEBHOOK_NAME
 from gate.sources.policyfile import policy_from_dict, policy_from_text
 from tests.ci import ci
 from webhook.arm import ANNOTATION, unarmed, wanted_policy
-from webhook.register import WEBHOOK_NAME, rules_for
+from webhook.register import rules_for
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "prune-gate"
@@ -445,6 +446,7 @@ def test_deployment_runs_the_webhook_in_cluster() -> None:
         "--handshake-timeout=5s",
         "--header-timeout=5s",
         "--idle-timeout=30s",
+        "--max-body-bytes=4194304",
         "--health-max-connections=32",
         "--health-header-timeout=3s",
         "--health-idle-timeout=10s",

@@ -12,13 +12,9 @@ import pytest
 from gate.engine.fence import FenceStatus, Lease, fence_status
 from gate.engine.livestate import LiveState
 from gate.sources.policyfile import policy_from_dict
-from webhook.decide import (
-    GARBAGE_COLLECTOR,
-    STATEFULSET_CONTROLLER,
-    Outcome,
-    decide_admission,
-    ref_of_request,
-)
+from webhook.decide import decide_admission, ref_of_request
+from webhook.identity import GARBAGE_COLLECTOR, STATEFULSET_CONTROLLER
+from webhook.outcome import Outcome
 from webhook.review import parse_review
 
 NOW = dt.datetime(2026, 12, 3, 7, 0, tzinfo=dt.UTC)

@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from tests import dockerfile as df
+from webhook.serve import MALLOC_ENV
 
 CHART = df.REPO / "charts" / "prune-gate"
 DEPLOYMENT = (CHART / "templates" / "deployment.yaml").read_text(encoding="utf-8")
@@ -162,6 +163,18 @@ def test_ports_user_and_tmpdir_agree_with_the_chart(image: df.Dockerfile) -> Non
     mounts = re.findall(r"- name: (\S+)\s+mountPath: (\S+)", DEPLOYMENT)
     assert (volume := {p: n for n, p in mounts}.get(env["TMPDIR"])), mounts
     assert re.search(rf"- name: {volume}\s+emptyDir:", DEPLOYMENT), f"{volume}: not an emptyDir"
+
+
+def test_the_image_and_the_chart_set_the_malloc_environment(image: df.Dockerfile) -> None:
+    """glibc's fixed mmap threshold (`webhook.serve.MALLOC_ENV`, what the RSS test of
+    tests/unit/test_httpserver.py serves with) is set where the webhook runs: in the image, and
+    in the chart's Deployment for an image built elsewhere."""
+    _, final = build_and_final(image)
+    env = df.environment(final, {"PATH": df.DEFAULT_PATH})
+    for name, value in MALLOC_ENV.items():
+        assert env.get(name) == value, f"the Dockerfile's ENV {name}: {env.get(name)}"
+        chart = re.search(rf"- name: {name}\s+value: \"?(\w+)\"?", DEPLOYMENT)
+        assert chart and chart[1] == value, f"the Deployment's env {name}: {chart}"
 
 
 def test_python_and_version_agree_with_pyproject(image: df.Dockerfile) -> None:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from gate.model.webhooks import FENCE_WEBHOOK_NAME
 from gate.sources.policyfile import policy_from_dict
 from tests.unit.test_chart import NAMESPACE, one, render
-from webhook.register import FENCE_WEBHOOK_NAME, build_configuration, fence_webhook, with_fence
+from webhook.register import build_configuration, fence_webhook, with_fence
 
 FENCE = {"webhook": {"fence": {"namespace": NAMESPACE, "name": "speculation-fence"}}}
 

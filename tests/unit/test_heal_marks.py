@@ -32,7 +32,8 @@ from tests.unit.helpers import GitRepo, claim, run
 from tests.unit.stuckworld import T0, node, owner, pod, volume
 from tests.unit.stuckworld import claim as live_claim
 from tests.unit.test_cli import gate
-from webhook.decide import Outcome, decide_admission
+from webhook.decide import decide_admission
+from webhook.outcome import Outcome
 from webhook.review import parse_review
 
 DATA = "prune-gate.io/data"

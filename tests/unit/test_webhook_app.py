@@ -22,8 +22,9 @@ from gate.model.refs import ObjectRef
 from gate.sources.policyfile import policy_from_dict
 from webhook.app import Settings, create_app
 from webhook.cache import CacheStats, StaticCache
-from webhook.decide import MAX_MESSAGE, how_to_override, refusal_message
+from webhook.decide import how_to_override, refusal_message
 from webhook.events import RecordingSink
+from webhook.outcome import MAX_MESSAGE
 
 NOW = dt.datetime(2026, 12, 2, 12, 0, tzinfo=dt.UTC)
 FLUX = "system:serviceaccount:flux-system:kustomize-controller"

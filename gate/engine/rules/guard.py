@@ -16,9 +16,8 @@ from gate.engine.rules.common import finding
 from gate.engine.rules.world import NAMESPACE, World, is_guarded, kind_of
 from gate.model.findings import Code, Finding, Severity, edit
 from gate.model.objects import Inventory, Manifest
+from gate.model.webhooks import GUARD_WEBHOOKS
 
-#: Names of prune-gate's webhook entries (webhook.register; gate does not import webhook).
-GUARD_WEBHOOKS = frozenset({"prune-gate.prune-gate.io", "fence.prune-gate.io"})
 #: The labels of the chart's webhook Deployment.
 GUARD_LABELS = {"app.kubernetes.io/part-of": "prune-gate"}
 _VWC = ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration")
