@@ -40,6 +40,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/python scripts/check-complexity
 
 # The finding codes in the policy, report and chart schemas, written from the code table
 # (gate.model.findings.CODES); tests/unit/test_rule_registry.py fails when they drift.
