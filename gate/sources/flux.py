@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from gate.engine.deployers import flux, helm
-from gate.model.errors import GateError, GitError, InputError, RenderError
+from gate.model.errors import GitError, InputError, RenderError
 from gate.model.objects import RawObject
 from gate.model.refs import CLUSTER_SCOPED, crd_kind, group_of
 from gate.sources.manifests import parse_stream
@@ -197,8 +197,8 @@ def _not_followed(
     who = f"Kustomization {meta.get('namespace') or ''}/{meta.get('name', '')}"
     if (kind, ns, name) in skip:
         return [
-            f"{who} ({k.source}) skipped at {sha[:12]}: its source {kind}/{ns}/{name} is out of scope "
-            "(--flux-ignore-source); what it applies is not checked"
+            f"{who} ({k.source}) skipped at {sha[:12]}: its source {kind}/{ns}/{name} is out "
+            "of scope (--flux-ignore-source); what it applies is not checked"
         ]
     followed = ", ".join(f"{k}/{n}/{m}={d}" for (k, n, m), d in sorted(own.items()))
     follow = (
@@ -224,13 +224,14 @@ def _entry_job(
     objects are that Kustomization's (its prune decides their removal); when the candidate
     re-points it elsewhere, Flux applies the new path instead, and so does this."""
     plain = _Job(entry, entry, "", "", {}, (), None)
-    names = {(ns, name) for _, ns, name in sources}
     for k in found:
         job = _job_for(k, sources)
         if job is None:
             continue
         meta = _meta(k.body)
-        named = (str(meta.get("namespace") or ""), str(meta.get("name", ""))) in names
+        # flux-system: the Kustomization named as the source it reads (bootstrap's pair).
+        own = (str(meta.get("namespace") or ""), str(meta.get("name", "")))
+        named = own == _source_of(k.body)[1:]
         if job.path == entry or named:
             if job.path != entry and not tree.exists(job.path):
                 raise GitError(
@@ -278,20 +279,22 @@ def _roots_in(rel: str, fname: str, file: Path) -> list[tuple[str, str]]:
         return []
     if not (is_sync or is_ksail or "FluxInstance" in text):
         return []
+    import yaml  # a few small declaration files; ksail's has no metadata, so not a manifest
+
     try:
-        objects = parse_stream(text, rel)
-    except GateError:
+        bodies = [b for b in yaml.safe_load_all(text) if isinstance(b, dict)]
+    except yaml.YAMLError:
         return []
     out: list[tuple[str, str]] = []
-    for o in objects:
-        spec, kind = _spec(o.body), o.body.get("kind")
-        group = group_of(str(o.body.get("apiVersion", "")))
+    for body in bodies:
+        spec, kind = _spec(body), body.get("kind")
+        group = group_of(str(body.get("apiVersion", "")))
         if group == FLUX_OPERATOR_GROUP and kind == "FluxInstance":
             sync = spec.get("sync") if isinstance(spec.get("sync"), dict) else {}
             assert isinstance(sync, dict)
             if sync.get("path"):
                 out.append((_clean(str(sync["path"])), f"FluxInstance spec.sync.path in {rel}"))
-        elif is_sync and _is_kustomization(o.body) and spec.get("path"):
+        elif is_sync and _is_kustomization(body) and spec.get("path"):
             out.append((_clean(str(spec["path"])), f"Kustomization spec.path in {rel}"))
         elif is_ksail and kind == "Cluster" and "ksail" in group:
             workload = spec.get("workload") if isinstance(spec.get("workload"), dict) else {}
@@ -441,7 +444,8 @@ def _own_sources(kustomizations: Iterable[RawObject], entry: str) -> _Sources:
     spec.path is the entry. An OCIRepository or a Bucket holds a directory DIR that cannot be
     known without being told, except in one sound case: the entry's own Kustomization names a
     spec.path that the entry ends with (`k8s/clusters/prod` applied with `./clusters/prod`),
-    so the artifact is the directory above it (`k8s`)."""
+    so the artifact is the directory above it (`k8s`); or names the artifact's root (`./`), so
+    the artifact is the entry itself (ksail pushes its source directory so)."""
     for k in kustomizations:
         kind, ns, name = _source_of(k.body)
         path = _clean(str(_spec(k.body).get("path") or "."))
@@ -450,7 +454,9 @@ def _own_sources(kustomizations: Iterable[RawObject], entry: str) -> _Sources:
         if kind in SOURCE_KINDS and kind != "GitRepository":
             if path == entry:
                 return {(kind, ns, name): "."}
-            if path != "." and entry.endswith("/" + path):
+            if path == ".":  # the artifact's root applies the entry: the entry is the artifact
+                return {(kind, ns, name): entry}
+            if entry.endswith("/" + path):
                 return {(kind, ns, name): entry[: -len(path) - 1]}
     return {DEFAULT_SOURCE.key: DEFAULT_SOURCE.dir}
 
