@@ -246,7 +246,7 @@ def _reader(reading: GitReading, paths: Sequence[str]) -> Callable[[str], Revisi
             missing = [f"{p} does not exist at {sha[:12]}: read as empty" for p in missing]
         side = reading.side(sha, sha, [*auto, *present])
         objects = side.read() if auto or present or not wanted else []
-        notes = side.notes if isinstance(side, FluxSide) else []
-        return Revision(tuple(objects), (*missing, *notes))
+        notes = tuple(side.notes) if isinstance(side, FluxSide) else ()
+        return Revision(tuple(objects), tuple(missing), notes)
 
     return read

@@ -295,7 +295,8 @@ def _roots_in(rel: str, fname: str, file: Path) -> list[tuple[str, str]]:
             if sync.get("path"):
                 out.append((_clean(str(sync["path"])), f"FluxInstance spec.sync.path in {rel}"))
         elif is_sync and _is_kustomization(body) and spec.get("path"):
-            out.append((_clean(str(spec["path"])), f"Kustomization spec.path in {rel}"))
+            root = _holding(posixpath.dirname(rel), _clean(str(spec["path"])))
+            out.append((root, f"Kustomization spec.path in {rel}"))
         elif is_ksail and kind == "Cluster" and "ksail" in group:
             workload = spec.get("workload") if isinstance(spec.get("workload"), dict) else {}
             assert isinstance(workload, dict)
@@ -304,6 +305,18 @@ def _roots_in(rel: str, fname: str, file: Path) -> list[tuple[str, str]]:
             root = posixpath.join(where, str(directory or KSAIL_DEFAULT_SOURCE))
             out.append((_clean(root), f"ksail source directory in {rel}"))
     return out
+
+
+def _holding(directory: str, path: str) -> str:
+    """The entry point a `gotk-sync.yaml` in `directory` declares with spec.path `path`: the
+    directory holding it that is that path (bootstrap writes it in `<path>/flux-system`), also
+    when the path is relative to an artifact directory above (`k8s/clusters/prod` for
+    `./clusters/prod`); else the path as declared."""
+    while directory not in ("", "."):
+        if directory == path or directory.endswith("/" + path):
+            return directory
+        directory = posixpath.dirname(directory)
+    return path
 
 
 def _auto_root(tree: ExportedTree) -> tuple[str, str]:

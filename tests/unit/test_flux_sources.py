@@ -352,3 +352,33 @@ def test_per_side_entry_points_follow_a_repository_that_moves_its_own(tmp_path: 
     assert rc == 1 and codes(out) == ["NOT_RETIRED"], err
     rc, _, err = check(repo, "--base-flux-root", "clusters/prod")
     assert rc == 2 and "--base-flux-root and --head-flux-root go together" in err
+
+
+@needs_renderer
+def test_history_reads_the_same_sources_and_entry_points(tmp_path: Path) -> None:
+    """`gate history` reads Flux roots as `gate check` does: the OCI layout's claim removal is
+    a block (before: allow), `auto` and an ignored source are said in the row's notes."""
+    repo = oci_repo(tmp_path)
+    repo.write({"ksail.yaml": KSAIL.format(directory="k8s/clusters/prod")})
+    repo.commit(
+        {"k8s/clusters/prod/infra.yaml": apps(name="infra").replace("name: apps", "name: infra")},
+        "an infra Kustomization from another artifact",
+    )
+    result = gate(
+        "history", "--range", "HEAD~2..HEAD", "--flux-root", "auto", "-o", "json",
+        "--flux-ignore-source", IGNORE, cwd=repo.root,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)["commits"]
+    assert [r["verdict"] for r in rows] == ["block", "allow"], rows
+    assert rows[0]["codes"] == ["NOT_RETIRED"]
+    assert any(
+        "--flux-root auto at" in n and ": k8s/clusters/prod (" in n for n in rows[0]["notes"]
+    )
+    assert any("Kustomization flux-system/infra" in n and "skipped" in n for n in rows[1]["notes"])
+    unfollowed = gate(
+        "history", "--range", "HEAD~1..HEAD", "--flux-root", "auto", "-o", "json", cwd=repo.root
+    )
+    assert unfollowed.returncode == 0, unfollowed.stderr
+    (row,) = json.loads(unfollowed.stdout)["commits"]
+    assert row["verdict"] == "error" and "--flux-ignore-source " + IGNORE in row["error"]
