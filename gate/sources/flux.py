@@ -142,14 +142,7 @@ def render_flux(
     what is found and what is skipped is appended to `notes` (the reports say it)."""
     said = notes if notes is not None else []
     with ExportedTree(repo, rev, timeout=timeout) as tree:
-        if entry == AUTO_ROOT:
-            entry, where = _auto_root(tree)
-            said.append(f"--flux-root auto at {tree.sha[:12]}: {entry} ({where})")
-        entry = _clean(entry)
-        if not tree.exists(entry):
-            raise GitError(
-                f"--flux-root {entry} does not exist at revision {rev} ({tree.sha[:12]})"
-            )
+        entry = _resolve_entry(tree, entry, said)
         out: list[RawObject] = []
         found = [o for o in tree.build(entry) if _is_kustomization(o.body)]
         own = {s.key: s.dir for s in sources} or _own_sources(found, entry)
@@ -167,24 +160,40 @@ def render_flux(
                 job_for = _job_for(k, own)
                 if job_for is None:
                     said.extend(_not_followed(k, own, skip, tree.sha))
-                    continue
-                if job_for.root in seen:
-                    continue
-                seen.add(job_for.root)
-                if len(seen) > MAX_KUSTOMIZATIONS:
-                    raise InputError(
-                        f"more than {MAX_KUSTOMIZATIONS} Kustomizations reachable from "
-                        f"{entry}: a loop in spec.path?"
-                    )
-                if not tree.exists(job_for.path):
-                    raise GitError(
-                        f"Kustomization {job_for.root.removeprefix(ROOT_PREFIX)} names spec.path "
-                        f"{job_for.path}, which does not exist at revision {rev} "
-                        f"({tree.sha[:12]}): Flux would fail to build it",
-                        str(k.source),
-                    )
-                queue.append(job_for)
+                elif job_for.root not in seen:
+                    seen.add(job_for.root)
+                    _check_next(tree, k, job_for, len(seen), entry)
+                    queue.append(job_for)
         return out
+
+
+def _resolve_entry(tree: ExportedTree, entry: str, said: list[str]) -> str:
+    """The entry point to build: `auto` found (and said), the path cleaned and there."""
+    if entry == AUTO_ROOT:
+        entry, where = _auto_root(tree)
+        said.append(f"--flux-root auto at {tree.sha[:12]}: {entry} ({where})")
+    entry = _clean(entry)
+    if not tree.exists(entry):
+        raise GitError(
+            f"--flux-root {entry} does not exist at revision {tree.rev} ({tree.sha[:12]})"
+        )
+    return entry
+
+
+def _check_next(tree: ExportedTree, k: RawObject, job: _Job, count: int, entry: str) -> None:
+    """Refuse to follow a Kustomization past the loop limit, or to a path that is not there."""
+    if count > MAX_KUSTOMIZATIONS:
+        raise InputError(
+            f"more than {MAX_KUSTOMIZATIONS} Kustomizations reachable from "
+            f"{entry}: a loop in spec.path?"
+        )
+    if not tree.exists(job.path):
+        raise GitError(
+            f"Kustomization {job.root.removeprefix(ROOT_PREFIX)} names spec.path "
+            f"{job.path}, which does not exist at revision {tree.rev} "
+            f"({tree.sha[:12]}): Flux would fail to build it",
+            str(k.source),
+        )
 
 
 def _not_followed(
@@ -285,26 +294,30 @@ def _roots_in(rel: str, fname: str, file: Path) -> list[tuple[str, str]]:
         bodies = [b for b in yaml.safe_load_all(text) if isinstance(b, dict)]
     except yaml.YAMLError:
         return []
-    out: list[tuple[str, str]] = []
-    for body in bodies:
-        spec, kind = _spec(body), body.get("kind")
-        group = group_of(str(body.get("apiVersion", "")))
-        if group == FLUX_OPERATOR_GROUP and kind == "FluxInstance":
-            sync = spec.get("sync") if isinstance(spec.get("sync"), dict) else {}
-            assert isinstance(sync, dict)
-            if sync.get("path"):
-                out.append((_clean(str(sync["path"])), f"FluxInstance spec.sync.path in {rel}"))
-        elif is_sync and _is_kustomization(body) and spec.get("path"):
-            root = _holding(posixpath.dirname(rel), _clean(str(spec["path"])))
-            out.append((root, f"Kustomization spec.path in {rel}"))
-        elif is_ksail and kind == "Cluster" and "ksail" in group:
-            workload = spec.get("workload") if isinstance(spec.get("workload"), dict) else {}
-            assert isinstance(workload, dict)
-            directory = workload.get("sourceDirectory") or spec.get("sourceDirectory")
-            where = posixpath.dirname(rel)
-            root = posixpath.join(where, str(directory or KSAIL_DEFAULT_SOURCE))
-            out.append((_clean(root), f"ksail source directory in {rel}"))
-    return out
+    found = (_declared_root(b, rel, is_sync=is_sync, is_ksail=is_ksail) for b in bodies)
+    return [r for r in found if r is not None]
+
+
+def _declared_root(
+    body: dict[str, Any], rel: str, *, is_sync: bool, is_ksail: bool
+) -> tuple[str, str] | None:
+    """The entry point one object of file `rel` declares, with where, or None."""
+    spec, kind = _spec(body), body.get("kind")
+    group = group_of(str(body.get("apiVersion", "")))
+    if group == FLUX_OPERATOR_GROUP and kind == "FluxInstance":
+        sync = spec.get("sync")
+        if isinstance(sync, dict) and sync.get("path"):
+            return _clean(str(sync["path"])), f"FluxInstance spec.sync.path in {rel}"
+    elif is_sync and _is_kustomization(body) and spec.get("path"):
+        root = _holding(posixpath.dirname(rel), _clean(str(spec["path"])))
+        return root, f"Kustomization spec.path in {rel}"
+    elif is_ksail and kind == "Cluster" and "ksail" in group:
+        workload = spec.get("workload")
+        directory = (workload if isinstance(workload, dict) else {}).get("sourceDirectory")
+        directory = directory or spec.get("sourceDirectory") or KSAIL_DEFAULT_SOURCE
+        root = posixpath.join(posixpath.dirname(rel), str(directory))
+        return _clean(root), f"ksail source directory in {rel}"
+    return None
 
 
 def _holding(directory: str, path: str) -> str:

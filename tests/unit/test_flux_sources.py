@@ -382,3 +382,23 @@ def test_history_reads_the_same_sources_and_entry_points(tmp_path: Path) -> None
     assert unfollowed.returncode == 0, unfollowed.stderr
     (row,) = json.loads(unfollowed.stdout)["commits"]
     assert row["verdict"] == "error" and "--flux-ignore-source " + IGNORE in row["error"]
+
+
+@needs_renderer
+def test_doctor_and_retire_read_sources_and_auto_as_check_does(tmp_path: Path) -> None:
+    """`gate doctor --rev` and `gate retire status --base` take the same options: the OCI
+    layout's claim is found through `auto` and the artifact directory (before: `auto` was a
+    missing directory, and the OCIRepository's Kustomization was skipped)."""
+    from gate.cli.doctor import declared_lookup
+    from gate.model.refs import ObjectRef
+
+    repo = oci_repo(tmp_path)
+    flux = (("auto",), ("OCIRepository/flux-system/flux-system=k8s",), ())
+    declared = declared_lookup(None, "HEAD~1", str(repo.root), (), None, flux=flux)
+    claim = ObjectRef("", "PersistentVolumeClaim", "shop", "web-data")
+    assert declared(claim) == "k8s/apps/prod/claim.yaml:1"
+    bad = gate(
+        "retire", "status", "--base", "HEAD", "--flux-root", "auto",
+        "--flux-ignore-source", "flux-system/x=k8s", cwd=repo.root,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "--flux-ignore-source 'flux-system/x=k8s'" in bad.stderr
