@@ -146,6 +146,7 @@ def render_flux(
         out: list[RawObject] = []
         found = [o for o in tree.build(entry) if _is_kustomization(o.body)]
         own = {s.key: s.dir for s in sources} or _own_sources(found, entry)
+        said.extend(_inferred(own, sources, entry))
         skip = {s.key for s in ignore}
         first = _entry_job(tree, entry, found, own)
         queue, seen = [first], {first.root}
@@ -485,6 +486,20 @@ def _own_sources(kustomizations: Iterable[RawObject], entry: str) -> _Sources:
             if entry.endswith("/" + path):
                 return {(kind, ns, name): entry[: -len(path) - 1]}
     return {DEFAULT_SOURCE.key: DEFAULT_SOURCE.dir}
+
+
+def _inferred(own: _Sources, given: Sequence[FluxSource], entry: str) -> list[str]:
+    """A note when the directory of an OCIRepository or Bucket was taken from the entry's
+    place (not told with --flux-source): the reports say what was assumed."""
+    if given:
+        return []
+    return [
+        f"{kind}/{ns}/{name} read as directory {directory} of this repository (the entry point "
+        f"{entry}'s own Kustomization applies it from that artifact; --flux-source "
+        f"{kind}/{ns}/{name}=DIR says otherwise)"
+        for (kind, ns, name), directory in own.items()
+        if kind != "GitRepository"
+    ]
 
 
 def _inside(directory: str, path: str) -> str:

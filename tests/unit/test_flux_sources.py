@@ -121,10 +121,12 @@ def test_an_oci_source_with_an_artifact_directory_is_followed(tmp_path: Path) ->
     rc, out, err = check(repo, "--flux-root", "k8s/clusters/prod")
     assert rc == 1, (out, err)
     assert codes(out) == ["NOT_RETIRED"]
+    assumed = "OCIRepository/flux-system/flux-system read as directory k8s of this repository"
+    assert assumed in json.loads(out)["head"]
     told = ("--flux-source", "OCIRepository/flux-system/flux-system=k8s")
     rc, out, err = check(repo, "--flux-root", "k8s/clusters/prod", *told)
     assert rc == 1, (out, err)
-    assert codes(out) == ["NOT_RETIRED"]
+    assert codes(out) == ["NOT_RETIRED"] and assumed not in out
     # Told the wrong directory (the root): spec.path ./clusters/prod is read inside it, and
     # does not exist there.
     wrong = ("--flux-source", "OCIRepository/flux-system/flux-system")
