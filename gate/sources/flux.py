@@ -170,13 +170,19 @@ def render_flux(
 
 def _resolve_entry(tree: ExportedTree, entry: str, said: list[str]) -> str:
     """The entry point to build: `auto` found (and said), the path cleaned and there."""
+    found = ""
     if entry == AUTO_ROOT:
         entry, where = _auto_root(tree)
-        said.append(f"--flux-root auto at {tree.sha[:12]}: {entry} ({where})")
+        found = f"--flux-root auto at {tree.sha[:12]}: {entry} ({where})"
+        said.append(found)
     entry = _clean(entry)
     if not tree.exists(entry):
+        # A FluxInstance that syncs an OCIRepository names a path inside the pushed artifact.
+        why = (
+            f" (found as {found}; a path inside an artifact needs --flux-root DIR)" if found else ""
+        )
         raise GitError(
-            f"--flux-root {entry} does not exist at revision {tree.rev} ({tree.sha[:12]})"
+            f"--flux-root {entry} does not exist at revision {tree.rev} ({tree.sha[:12]}){why}"
         )
     return entry
 

@@ -404,3 +404,15 @@ def test_doctor_and_retire_read_sources_and_auto_as_check_does(tmp_path: Path) -
         "--flux-ignore-source", "flux-system/x=k8s", cwd=repo.root,
     )  # fmt: skip
     assert bad.returncode == 2 and "--flux-ignore-source 'flux-system/x=k8s'" in bad.stderr
+
+
+@needs_renderer
+def test_auto_names_where_it_found_a_root_that_is_not_there(tmp_path: Path) -> None:
+    """A FluxInstance syncing an OCIRepository names a path inside the artifact: not a
+    directory of the repository, so exit 2 says where the root came from and what to give."""
+    repo = oci_repo(tmp_path)
+    instance = FLUX_INSTANCE.replace("kind: GitRepository", "kind: OCIRepository")
+    repo.commit({"k8s/clusters/prod/flux-system/gotk-sync.yaml": None, "flux.yaml": instance})
+    rc, _, err = check(repo, "--flux-root", "auto")
+    assert rc == 2 and "--flux-root clusters/prod does not exist" in err
+    assert "FluxInstance spec.sync.path in flux.yaml" in err and "needs --flux-root DIR" in err
