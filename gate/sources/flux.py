@@ -142,10 +142,11 @@ def render_flux(
     what is found and what is skipped is appended to `notes` (the reports say it)."""
     said = notes if notes is not None else []
     with ExportedTree(repo, rev, timeout=timeout) as tree:
-        entry = _resolve_entry(tree, entry, said)
+        entry, declared = _resolve_entry(tree, entry, said)
         out: list[RawObject] = []
         found = [o for o in tree.build(entry) if _is_kustomization(o.body)]
-        own = {s.key: s.dir for s in sources} or _own_sources(found, entry)
+        given = sources or ([declared] if declared else [])
+        own = {s.key: s.dir for s in given} or _own_sources(found, entry)
         said.extend(_inferred(own, sources, entry))
         skip = {s.key for s in ignore}
         first = _entry_job(tree, entry, found, own)
@@ -168,11 +169,14 @@ def render_flux(
         return out
 
 
-def _resolve_entry(tree: ExportedTree, entry: str, said: list[str]) -> str:
-    """The entry point to build: `auto` found (and said), the path cleaned and there."""
-    found = ""
+def _resolve_entry(
+    tree: ExportedTree, entry: str, said: list[str]
+) -> tuple[str, FluxSource | None]:
+    """The entry point to build (`auto` found, and said; the path cleaned and there), and the
+    source that applies it when its declaration says so."""
+    found, source = "", None
     if entry == AUTO_ROOT:
-        entry, where = _auto_root(tree)
+        entry, where, source = _auto_root(tree)
         found = f"--flux-root auto at {tree.sha[:12]}: {entry} ({where})"
         said.append(found)
     entry = _clean(entry)
@@ -184,7 +188,7 @@ def _resolve_entry(tree: ExportedTree, entry: str, said: list[str]) -> str:
         raise GitError(
             f"--flux-root {entry} does not exist at revision {tree.rev} ({tree.sha[:12]}){why}"
         )
-    return entry
+    return entry, source
 
 
 def _check_next(tree: ExportedTree, k: RawObject, job: _Job, count: int, entry: str) -> None:
@@ -273,7 +277,19 @@ def find_roots(tree: Path) -> list[tuple[str, str]]:
     """The entry points a checked-out tree declares, as (root, where it was found), one per
     distinct root: a FluxInstance's `spec.sync.path`, the Kustomization of a `gotk-sync.yaml`
     (its spec.path), a `ksail*.yaml`'s source directory."""
-    found: dict[str, str] = {}
+    return [(d.root, d.where) for d in _declarations(tree)]
+
+
+class _Declared(NamedTuple):
+    root: str
+    where: str
+    #: The source that applies the root, when the declaration says it (a FluxInstance's
+    #: GitRepository sync: named after its namespace, the repository root).
+    source: FluxSource | None = None
+
+
+def _declarations(tree: Path) -> list[_Declared]:
+    found: dict[str, _Declared] = {}
     for dirpath, dirnames, filenames in os.walk(tree):
         dirnames[:] = sorted(d for d in dirnames if d != ".git")
         for fname in sorted(filenames):
@@ -281,12 +297,12 @@ def find_roots(tree: Path) -> list[tuple[str, str]]:
                 continue
             file = Path(dirpath) / fname
             rel = file.relative_to(tree).as_posix()
-            for root, why in _roots_in(rel, fname, file):
-                found.setdefault(root, why)
-    return sorted(found.items())
+            for declared in _roots_in(rel, fname, file):
+                found.setdefault(declared.root, declared)
+    return [found[r] for r in sorted(found)]
 
 
-def _roots_in(rel: str, fname: str, file: Path) -> list[tuple[str, str]]:
+def _roots_in(rel: str, fname: str, file: Path) -> list[_Declared]:
     """The entry points one file declares."""
     is_sync, is_ksail = fname == GOTK_SYNC, fname.startswith("ksail")
     try:
@@ -307,23 +323,28 @@ def _roots_in(rel: str, fname: str, file: Path) -> list[tuple[str, str]]:
 
 def _declared_root(
     body: dict[str, Any], rel: str, *, is_sync: bool, is_ksail: bool
-) -> tuple[str, str] | None:
+) -> _Declared | None:
     """The entry point one object of file `rel` declares, with where, or None."""
     spec, kind = _spec(body), body.get("kind")
     group = group_of(str(body.get("apiVersion", "")))
     if group == FLUX_OPERATOR_GROUP and kind == "FluxInstance":
         sync = spec.get("sync")
         if isinstance(sync, dict) and sync.get("path"):
-            return _clean(str(sync["path"])), f"FluxInstance spec.sync.path in {rel}"
+            # flux-operator names the source after the FluxInstance's namespace.
+            ns = str(_meta(body).get("namespace") or DEFAULT_SOURCE.namespace)
+            git = str(sync.get("kind") or "GitRepository") == "GitRepository"
+            source = FluxSource("GitRepository", ns, ns) if git else None
+            where = f"FluxInstance spec.sync.path in {rel}"
+            return _Declared(_clean(str(sync["path"])), where, source)
     elif is_sync and _is_kustomization(body) and spec.get("path"):
         root = _holding(posixpath.dirname(rel), _clean(str(spec["path"])))
-        return root, f"Kustomization spec.path in {rel}"
+        return _Declared(root, f"Kustomization spec.path in {rel}")
     elif is_ksail and kind == "Cluster" and "ksail" in group:
         workload = spec.get("workload")
         directory = (workload if isinstance(workload, dict) else {}).get("sourceDirectory")
         directory = directory or spec.get("sourceDirectory") or KSAIL_DEFAULT_SOURCE
         root = posixpath.join(posixpath.dirname(rel), str(directory))
-        return _clean(root), f"ksail source directory in {rel}"
+        return _Declared(_clean(root), f"ksail source directory in {rel}")
     return None
 
 
@@ -339,10 +360,10 @@ def _holding(directory: str, path: str) -> str:
     return path
 
 
-def _auto_root(tree: ExportedTree) -> tuple[str, str]:
+def _auto_root(tree: ExportedTree) -> _Declared:
     """`--flux-root auto`: the one entry point the revision declares (an `InputError` when it
     declares none, or several)."""
-    roots = find_roots(tree.tree)
+    roots = _declarations(tree.tree)
     if len(roots) == 1:
         return roots[0]
     if not roots:
@@ -350,7 +371,7 @@ def _auto_root(tree: ExportedTree) -> tuple[str, str]:
             f"--flux-root auto: no entry point declared at {tree.sha[:12]} (no FluxInstance "
             f"spec.sync.path, no {GOTK_SYNC}, no ksail*.yaml): give --flux-root DIR"
         )
-    listed = "; ".join(f"{root} ({why})" for root, why in roots)
+    listed = "; ".join(f"{d.root} ({d.where})" for d in roots)
     raise InputError(
         f"--flux-root auto: {len(roots)} entry points declared at {tree.sha[:12]}: {listed}. "
         "Give the one(s) to check with --flux-root DIR (repeatable)"

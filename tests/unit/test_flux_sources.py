@@ -416,3 +416,28 @@ def test_auto_names_where_it_found_a_root_that_is_not_there(tmp_path: Path) -> N
     rc, _, err = check(repo, "--flux-root", "auto")
     assert rc == 2 and "--flux-root clusters/prod does not exist" in err
     assert "FluxInstance spec.sync.path in flux.yaml" in err and "needs --flux-root DIR" in err
+
+
+@needs_renderer
+def test_auto_follows_the_source_a_flux_instance_generates(tmp_path: Path) -> None:
+    """flux-operator names the GitRepository it generates after the FluxInstance's namespace:
+    with `auto`, Kustomizations reading that one are this repository (no --flux-source)."""
+    repo = GitRepo(tmp_path / "repo")
+    instance = FLUX_INSTANCE.replace("namespace: flux-system", "namespace: flux-cd")
+    ks = apps(kind="GitRepository", name="flux-cd").replace(
+        "namespace: flux-system", "namespace: flux-cd"
+    )
+    repo.commit(
+        {
+            "flux/instance.yaml": instance,
+            "clusters/prod/apps.yaml": ks,
+            "apps/prod/claim.yaml": CLAIM,
+            "apps/prod/settings.yaml": KEEP,
+        },
+        "base",
+    )
+    repo.commit({"apps/prod/claim.yaml": None}, "drop the claim")
+    rc, out, err = check(repo, "--flux-root", "auto")
+    assert rc == 1 and codes(out) == ["NOT_RETIRED"], err
+    rc, _, err = check(repo, "--flux-root", "clusters/prod")
+    assert rc == 2 and "--flux-source GitRepository/flux-cd/flux-cd=DIR" in err
