@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gate.app.policy import Say, guard_setting_findings, policy_at, rendered_policy, to_stderr
 from gate.app.sides import (
@@ -36,6 +37,9 @@ from gate.report.common import count
 from gate.sources.clock import utc_today
 from gate.sources.github import CIContext
 from gate.sources.placement import GitFiles, SideFiles, place_findings, rendered_files
+
+if TYPE_CHECKING:
+    from gate.sources.flux import FluxSource  # loaded when a Flux side is read
 
 
 @dataclass(frozen=True)
@@ -64,15 +68,31 @@ class GitInputs:
     head_paths: tuple[str, ...] = ()
     render: str | None = None
     flux_roots: tuple[str, ...] = ()
-    flux_sources: tuple[tuple[str, str], ...] = ()
+    flux_sources: tuple[FluxSource, ...] = ()
     from_merge_base: bool = False
+    #: Entry points of one side only (`--base-flux-root`, `--head-flux-root`: a repository
+    #: that moves its own), read besides `flux_roots`.
+    base_flux_roots: tuple[str, ...] = ()
+    head_flux_roots: tuple[str, ...] = ()
+    flux_ignore: tuple[FluxSource, ...] = ()
+
+    @property
+    def roots(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """Each side's Flux entry points."""
+        return self.flux_roots + self.base_flux_roots, self.flux_roots + self.head_flux_roots
 
     def __post_init__(self) -> None:
         """The refusals of option combinations that cannot be read, before anything is."""
-        if self.flux_roots and (self.base_paths or self.head_paths or self.render == "none"):
+        base_roots, head_roots = self.roots
+        if bool(base_roots) != bool(head_roots):
+            raise InputError(
+                "--base-flux-root and --head-flux-root go together (or --flux-root for both "
+                "sides): each side needs an entry point"
+            )
+        if base_roots and (self.base_paths or self.head_paths or self.render == "none"):
             raise InputError(FLUX_ROOT_ALONE)
         if (
-            not self.flux_roots
+            not base_roots
             and self.render == "kustomize"
             and (not self.base_paths or not self.head_paths)
         ):
@@ -183,16 +203,19 @@ def _git_sides(
     )
     guard = guard_setting_findings(repo, config_path, base_sha, head_sha)
     refuse_changed_submodules(repo, (base_sha, inputs.base_paths), (head_sha, inputs.head_paths))
-    reading = GitReading(repo, inputs.render, inputs.flux_roots, inputs.flux_sources)
+    base_roots, head_roots = inputs.roots
+    reading = GitReading(
+        repo, inputs.render, base_roots + head_roots, inputs.flux_sources, inputs.flux_ignore
+    )
     base_label = (
         f"merge base {base_sha[:12]} of {rev_label(inputs.base_rev, target_sha)} and head"
         if inputs.from_merge_base
         else rev_label(inputs.base_rev, base_sha)
     )
     sides = (
-        reading.side(base_sha, base_label, inputs.flux_roots or inputs.base_paths),
+        reading.side(base_sha, base_label, base_roots or inputs.base_paths),
         reading.side(
-            head_sha, rev_label(inputs.head_rev, head_sha), inputs.flux_roots or inputs.head_paths
+            head_sha, rev_label(inputs.head_rev, head_sha), head_roots or inputs.head_paths
         ),
     )
     return policy, guard, sides, GitFiles(repo, base_sha, head_sha)

@@ -11,7 +11,7 @@ through `GitReading.side`, so they read a revision the same way, with the same r
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
@@ -23,6 +23,7 @@ from gate.sources.manifests import read_path
 # load the artifact writer (its YAML emitter).
 if TYPE_CHECKING:
     from gate.sources.deferral import Placer
+    from gate.sources.flux import FluxSource
 
 _T = TypeVar("_T")
 
@@ -123,13 +124,22 @@ class KustomizeSide:
 
 @dataclass(frozen=True)
 class FluxSide:
-    """A revision as its Flux Kustomizations apply it, from each entry point (`--flux-root`)."""
+    """A revision as its Flux Kustomizations apply it, from each entry point (`--flux-root`;
+    "auto": the one the revision declares). What the reading had to say (the entry point
+    `auto` found, the Kustomizations `--flux-ignore-source` skipped) is appended to the label
+    once read, so every report format carries it."""
 
     repo: str
     sha: str
-    label: str
+    title: str
     roots: tuple[str, ...]
-    sources: tuple[tuple[str, str], ...] = ()
+    sources: tuple[FluxSource, ...] = ()
+    ignore: tuple[FluxSource, ...] = ()
+    notes: list[str] = field(default_factory=list, compare=False)
+
+    @property
+    def label(self) -> str:
+        return "; ".join([self.title, *self.notes])
 
     @property
     def layout(self) -> Placer:
@@ -140,10 +150,13 @@ class FluxSide:
     def read(self) -> list[RawObject]:
         from gate.sources.flux import render_flux
 
+        self.notes.clear()
         return [
             o
             for r in self.roots
-            for o in render_flux(self.repo, self.sha, r, sources=list(self.sources))
+            for o in render_flux(
+                self.repo, self.sha, r, sources=self.sources, ignore=self.ignore, notes=self.notes
+            )
         ]
 
 
@@ -155,7 +168,10 @@ class GitReading:
     repo: str
     render: str | None = None
     flux_roots: tuple[str, ...] = ()
-    flux_sources: tuple[tuple[str, str], ...] = ()
+    flux_sources: tuple[FluxSource, ...] = ()
+    #: Sources deliberately out of scope (`--flux-ignore-source`): their Kustomizations are
+    #: skipped, and the side's label says so.
+    flux_ignore: tuple[FluxSource, ...] = ()
 
     @property
     def builds(self) -> bool:
@@ -166,11 +182,17 @@ class GitReading:
         """The reader of revision `sha` under `paths`; with Flux, `paths` are the entry points
         to build (`flux_roots`, or those of them the revision has)."""
         if self.flux_roots:
-            return FluxSide(self.repo, sha, label, tuple(paths), self.flux_sources)
+            return FluxSide(
+                self.repo, sha, label, tuple(paths), self.flux_sources, self.flux_ignore
+            )
         if self.render == "kustomize":
             return KustomizeSide(self.repo, sha, label, tuple(paths))
         return TreeSide(self.repo, sha, label, tuple(paths), strict=self.render is None)
 
+
+#: `--flux-root auto` (as `gate.sources.flux.AUTO_ROOT`, without loading it): the entry point
+#: the revision declares.
+AUTO_ROOT = "auto"
 
 #: The refusal of `--flux-root` beside `--path` or `--render` (Flux says what it builds).
 FLUX_ROOT_ALONE = "--flux-root builds what Flux applies: leave out --path and --render"

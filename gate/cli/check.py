@@ -18,7 +18,15 @@ from gate.app.check import (
     run_check,
     write_deferral,
 )
-from gate.cli.common import fail, kube_options, parse_flux_source, say
+from gate.cli.common import (
+    FLUX_IGNORE_HELP,
+    FLUX_SOURCE_HELP,
+    fail,
+    kube_options,
+    parse_flux_ignore,
+    parse_flux_source,
+    say,
+)
 from gate.engine.check import CheckResult
 from gate.engine.context import Context
 from gate.engine.scope import parse_scope
@@ -68,15 +76,38 @@ from gate.speed import without_cyclic_gc
     metavar="DIR",
     help="A Flux cluster entry point (e.g. clusters/prod; repeatable): at each revision, build "
     "it and every Kustomization it reaches in this repository, as Flux would apply them "
-    "(instead of --path; implies --render kustomize).",
+    "(instead of --path; implies --render kustomize). auto: the one the revision declares (a "
+    "FluxInstance's spec.sync.path, a gotk-sync.yaml's Kustomization, a ksail*.yaml's source "
+    "directory), said in the report.",
+)
+@click.option(
+    "--base-flux-root",
+    "base_flux_roots",
+    multiple=True,
+    metavar="DIR",
+    help="A Flux entry point of the base revision only (repeatable; with --head-flux-root, for "
+    "a repository that moves its own; auto as in --flux-root).",
+)
+@click.option(
+    "--head-flux-root",
+    "head_flux_roots",
+    multiple=True,
+    metavar="DIR",
+    help="A Flux entry point of the head revision only (repeatable; see --base-flux-root).",
 )
 @click.option(
     "--flux-source",
     "flux_sources",
     multiple=True,
-    metavar="NAMESPACE/NAME",
-    help="A GitRepository that is this repository, for --flux-root (repeatable; default: the one "
-    "the entry point's own Kustomization reads, else flux-system/flux-system).",
+    metavar="[KIND/]NS/NAME[=DIR]",
+    help=FLUX_SOURCE_HELP,
+)
+@click.option(
+    "--flux-ignore-source",
+    "flux_ignores",
+    multiple=True,
+    metavar="[KIND/]NS/NAME",
+    help=FLUX_IGNORE_HELP,
 )
 @click.option(
     "--repo",
@@ -208,7 +239,10 @@ def check_request(options: dict[str, Any], *, quiet: bool = False) -> CheckReque
 def _inputs(options: dict[str, Any], ci: CIContext) -> RenderedInputs | GitInputs:
     """Rendered or git mode, as the options say; the revisions default to the CI event's."""
     base, head = options["base_manifests"], options["head_manifests"]
-    git = ("base_rev", "head_rev", "paths", "base_paths", "head_paths", "flux_roots", "render")
+    git = (
+        *("base_rev", "head_rev", "paths", "base_paths", "head_paths", "render"),
+        *("flux_roots", "base_flux_roots", "head_flux_roots"),
+    )
     if base is not None or head is not None:
         if any(options[o] for o in git):
             raise InputError(
@@ -233,6 +267,9 @@ def _inputs(options: dict[str, Any], ci: CIContext) -> RenderedInputs | GitInput
         render=options["render"],
         flux_roots=tuple(options["flux_roots"]),
         flux_sources=tuple(parse_flux_source(s) for s in options["flux_sources"]),
+        flux_ignore=tuple(parse_flux_ignore(s) for s in options["flux_ignores"]),
+        base_flux_roots=tuple(options["base_flux_roots"]),
+        head_flux_roots=tuple(options["head_flux_roots"]),
         # A pull request's own changes: from where it forked, unless --base says otherwise.
         from_merge_base=ci.from_merge_base and options["base_rev"] is None,
     )

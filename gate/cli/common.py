@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
 from gate.engine.verdict import EXIT_UNDECIDED
-from gate.model.errors import InputError
 from gate.report.common import inert
+
+if TYPE_CHECKING:
+    from gate.sources.flux import FluxSource
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -43,9 +45,32 @@ def say(message: str) -> None:
     click.echo(message, err=True)
 
 
-def parse_flux_source(text: str) -> tuple[str, str]:
-    """`--flux-source NAMESPACE/NAME` as (namespace, name); anything else is an `InputError`."""
-    ns, slash, name = text.partition("/")
-    if not slash or not ns or not name or "/" in name:
-        raise InputError(f"--flux-source {text!r}: give NAMESPACE/NAME of a GitRepository")
-    return ns, name
+def parse_flux_source(text: str) -> FluxSource:
+    """`--flux-source [KIND/]NAMESPACE/NAME[=DIR]`; anything else is an `InputError`."""
+    from gate.sources.flux import parse_source
+
+    return parse_source(text)
+
+
+def parse_flux_ignore(text: str) -> FluxSource:
+    """`--flux-ignore-source [KIND/]NAMESPACE/NAME`; anything else is an `InputError`."""
+    from gate.sources.flux import parse_source
+
+    return parse_source(text, "--flux-ignore-source", with_dir=False)
+
+
+#: `--flux-source`'s help, the same on every command that reads Flux roots.
+FLUX_SOURCE_HELP = (
+    "A Flux source that is this repository, for --flux-root: [KIND/]NAMESPACE/NAME[=DIR], KIND "
+    "GitRepository (default), OCIRepository or Bucket, DIR the directory of this repository its "
+    "artifact holds (default: the root; `flux push artifact --path k8s` is =k8s); spec.path is "
+    "resolved inside DIR. Repeatable; default: the source the entry point's own Kustomization "
+    "reads (an OCIRepository's DIR taken from the entry's place: k8s/clusters/prod applied "
+    "with ./clusters/prod is k8s), else GitRepository flux-system/flux-system."
+)
+#: `--flux-ignore-source`'s help.
+FLUX_IGNORE_HELP = (
+    "A Flux source deliberately out of scope ([KIND/]NAMESPACE/NAME; repeatable): the "
+    "Kustomizations reading it are skipped, and every report says so. Without it, a "
+    "Kustomization whose source is not followed stops the check (exit 2)."
+)

@@ -16,7 +16,16 @@ import click
 
 from gate.app.policy import policy_at
 from gate.app.sides import FLUX_ROOT_ALONE, GitReading, read_revision
-from gate.cli.common import F, fail, kube_options, parse_flux_source, say
+from gate.cli.common import (
+    FLUX_IGNORE_HELP,
+    FLUX_SOURCE_HELP,
+    F,
+    fail,
+    kube_options,
+    parse_flux_ignore,
+    parse_flux_source,
+    say,
+)
 from gate.engine.doctor import Diagnosis, Doctor, Thresholds
 from gate.engine.ledger import Ledger, Meta
 from gate.engine.marks import MarkReader
@@ -155,8 +164,15 @@ def scope_options(f: F) -> F:
             "--flux-source",
             "flux_sources",
             multiple=True,
-            metavar="NAMESPACE/NAME",
-            help="A GitRepository that is this repository, for --flux-root (repeatable).",
+            metavar="[KIND/]NS/NAME[=DIR]",
+            help=FLUX_SOURCE_HELP,
+        ),
+        click.option(
+            "--flux-ignore-source",
+            "flux_ignores",
+            multiple=True,
+            metavar="[KIND/]NS/NAME",
+            help=FLUX_IGNORE_HELP,
         ),
         kube_options,
         click.option(
@@ -204,6 +220,7 @@ class Inputs:
     render: str | None
     flux_roots: tuple[str, ...]
     flux_sources: tuple[str, ...]
+    flux_ignores: tuple[str, ...]
     kubeconfig: str | None
     kube_context: str | None
     config_path: str | None
@@ -233,7 +250,7 @@ class Inputs:
             self.paths,
             self.render,
             scope.namespace or "default",
-            flux=(self.flux_roots, self.flux_sources),
+            flux=(self.flux_roots, self.flux_sources, self.flux_ignores),
         )
         return scope, policy, declared
 
@@ -281,7 +298,7 @@ def declared_lookup(
     render: str | None,
     default_namespace: str = "default",
     *,
-    flux: tuple[Sequence[str], Sequence[str]] = ((), ()),
+    flux: tuple[Sequence[str], Sequence[str], Sequence[str]] = ((), (), ()),
 ) -> Callable[[ObjectRef], str | None]:
     """Where git declares an object (`path:line`), from --manifests or --rev (read as `gate
     check` reads a revision: files, kustomize builds or Flux entry points); nothing given:
@@ -319,17 +336,18 @@ def _reading(
     repo: str,
     paths: Sequence[str],
     render: str | None,
-    flux: tuple[Sequence[str], Sequence[str]],
+    flux: tuple[Sequence[str], Sequence[str], Sequence[str]],
 ) -> GitReading:
     """How --rev is read. Its files are read even beside a kustomization (`--render none`):
     what git declares is a hint here, not a verdict."""
-    flux_roots, flux_sources = flux
+    flux_roots, flux_sources, flux_ignores = flux
     if flux_roots and (paths or render):
         raise InputError(FLUX_ROOT_ALONE)
     if render == "kustomize" and not paths and not flux_roots:
         raise InputError("--render kustomize needs at least one --path to build")
     sources = tuple(parse_flux_source(s) for s in flux_sources)
-    return GitReading(repo, render or "none", tuple(flux_roots), sources)
+    ignores = tuple(parse_flux_ignore(s) for s in flux_ignores)
+    return GitReading(repo, render or "none", tuple(flux_roots), sources, ignores)
 
 
 def read_cluster(

@@ -14,8 +14,15 @@ from collections.abc import Callable, Sequence
 import click
 
 from gate.app.policy import policy_at
-from gate.app.sides import FLUX_ROOT_ALONE, GitReading, existing_paths
-from gate.cli.common import fail, parse_flux_source, say
+from gate.app.sides import AUTO_ROOT, FLUX_ROOT_ALONE, FluxSide, GitReading, existing_paths
+from gate.cli.common import (
+    FLUX_IGNORE_HELP,
+    FLUX_SOURCE_HELP,
+    fail,
+    parse_flux_ignore,
+    parse_flux_source,
+    say,
+)
 from gate.engine.history import (
     Commit,
     HistoryRow,
@@ -65,15 +72,23 @@ from gate.sources.policyfile import POLICY_FILE
     "flux_roots",
     multiple=True,
     metavar="DIR",
-    help="A Flux cluster entry point (repeatable): each revision is what its Kustomizations "
-    "apply, as in `gate check --flux-root` (instead of --path and --render).",
+    help="A Flux cluster entry point (repeatable; auto: the one each revision declares): each "
+    "revision is what its Kustomizations apply, as in `gate check --flux-root` (instead of "
+    "--path and --render).",
 )
 @click.option(
     "--flux-source",
     "flux_sources",
     multiple=True,
-    metavar="NAMESPACE/NAME",
-    help="A GitRepository that is this repository, for --flux-root (repeatable).",
+    metavar="[KIND/]NS/NAME[=DIR]",
+    help=FLUX_SOURCE_HELP,
+)
+@click.option(
+    "--flux-ignore-source",
+    "flux_ignores",
+    multiple=True,
+    metavar="[KIND/]NS/NAME",
+    help=FLUX_IGNORE_HELP,
 )
 @click.option(
     "--config",
@@ -117,6 +132,7 @@ def history_command(
     render: str,
     flux_roots: Sequence[str],
     flux_sources: Sequence[str],
+    flux_ignores: Sequence[str],
     config_path: str | None,
     namespace: str,
     fmt: str,
@@ -142,14 +158,16 @@ def history_command(
         if flux_roots and (paths or render != "none"):
             raise InputError(FLUX_ROOT_ALONE)
         sources = [parse_flux_source(s) for s in flux_sources]
+        ignores = tuple(parse_flux_ignore(s) for s in flux_ignores)
         commits, end_sha = _commits(repo, start, end)
         if not commits:
             raise GitError(f"no commits in {range_}: is {start} an ancestor of {end}?")
-        _require_paths(repo, [*paths, *flux_roots], commits)
+        _require_paths(repo, [*paths, *(r for r in flux_roots if r != AUTO_ROOT)], commits)
         policy = policy_at(repo, end_sha, config_path, say)
     except GateError as exc:
         fail(str(exc))
-    reader = _reader(GitReading(repo, render, tuple(flux_roots), tuple(sources)), paths)
+    reading = GitReading(repo, render, tuple(flux_roots), tuple(sources), ignores)
+    reader = _reader(reading, paths)
     show = sys.stderr.isatty() if progress is None else progress
     rows: list[HistoryRow] = []
     rows_iter = replay(
@@ -222,11 +240,13 @@ def _reader(reading: GitReading, paths: Sequence[str]) -> Callable[[str], Revisi
     wanted = reading.flux_roots or tuple(paths)
 
     def read(sha: str) -> Revision:
-        present, missing = existing_paths(reading.repo, sha, wanted)
+        auto = [p for p in wanted if reading.flux_roots and p == AUTO_ROOT]
+        present, missing = existing_paths(reading.repo, sha, [p for p in wanted if p not in auto])
         if reading.flux_roots:
             missing = [f"{p} does not exist at {sha[:12]}: read as empty" for p in missing]
-        side = reading.side(sha, sha, present)
-        objects = side.read() if present or not wanted else []
-        return Revision(tuple(objects), tuple(missing))
+        side = reading.side(sha, sha, [*auto, *present])
+        objects = side.read() if auto or present or not wanted else []
+        notes = tuple(side.notes) if isinstance(side, FluxSide) else ()
+        return Revision(tuple(objects), tuple(missing), notes)
 
     return read

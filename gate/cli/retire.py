@@ -8,7 +8,15 @@ import click
 
 from gate.app.policy import policy_at
 from gate.app.sides import FLUX_ROOT_ALONE, GitReading, read_revision
-from gate.cli.common import fail, kube_options, parse_flux_source, say
+from gate.cli.common import (
+    FLUX_IGNORE_HELP,
+    FLUX_SOURCE_HELP,
+    fail,
+    kube_options,
+    parse_flux_ignore,
+    parse_flux_source,
+    say,
+)
 from gate.engine.check import build_sides
 from gate.model.errors import GateError, InputError
 from gate.model.objects import Inventory
@@ -81,8 +89,15 @@ def retire_group() -> None:
     "--flux-source",
     "flux_sources",
     multiple=True,
-    metavar="NAMESPACE/NAME",
-    help="A GitRepository that is this repository, for --flux-root (repeatable).",
+    metavar="[KIND/]NS/NAME[=DIR]",
+    help=FLUX_SOURCE_HELP,
+)
+@click.option(
+    "--flux-ignore-source",
+    "flux_ignores",
+    multiple=True,
+    metavar="[KIND/]NS/NAME",
+    help=FLUX_IGNORE_HELP,
 )
 def retire_status_command(
     namespace: str | None,
@@ -97,6 +112,7 @@ def retire_status_command(
     render: str,
     flux_roots: tuple[str, ...],
     flux_sources: tuple[str, ...],
+    flux_ignores: tuple[str, ...],
 ) -> None:
     """For every live claim marked for retirement: its stage, what it still waits on (which pod
     on which node, which workload), and whether removing its manifest is safe now.
@@ -114,7 +130,7 @@ def retire_status_command(
     try:
         # The operator's own policy, from the files: --base says which marks are merged.
         policy = policy_at(repo, None, config_path, say)
-        reading = _reading(repo, paths, render, (flux_roots, flux_sources), base_rev)
+        reading = _reading(repo, paths, render, (flux_roots, flux_sources, flux_ignores), base_rev)
         base = _base_inventory(reading, base_rev, paths) if base_rev else None
         with ApiLister.from_kubeconfig(
             kubeconfig, kube_context, policy.live_timeout_seconds
@@ -150,11 +166,11 @@ def _reading(
     repo: str,
     paths: Sequence[str],
     render: str,
-    flux: tuple[Sequence[str], Sequence[str]],
+    flux: tuple[Sequence[str], Sequence[str], Sequence[str]],
     base_rev: str | None,
 ) -> GitReading:
     """How --base is read (as `gate check` reads a revision); its options need --base."""
-    flux_roots, flux_sources = flux
+    flux_roots, flux_sources, flux_ignores = flux
     if (render != "none" or flux_roots) and not base_rev:  # --path alone: ignored, as before
         raise InputError("--render and --flux-root read --base: give --base too")
     if flux_roots and (paths or render != "none"):
@@ -162,7 +178,8 @@ def _reading(
     if render == "kustomize" and not paths:
         raise InputError("--render kustomize needs at least one --path to build")
     sources = tuple(parse_flux_source(s) for s in flux_sources)
-    return GitReading(repo, render, tuple(flux_roots), sources)
+    ignores = tuple(parse_flux_ignore(s) for s in flux_ignores)
+    return GitReading(repo, render, tuple(flux_roots), sources, ignores)
 
 
 def _base_inventory(reading: GitReading, base_rev: str, paths: Sequence[str]) -> Inventory:

@@ -51,6 +51,9 @@ class Revision:
 
     objects: tuple[RawObject, ...]
     missing: tuple[str, ...] = ()
+    #: What reading it had to say (the root `--flux-root auto` found, Kustomizations skipped
+    #: by `--flux-ignore-source`): the commit's row carries its head's.
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -162,6 +165,7 @@ def replay(
             else:
                 base = _base(cache, commit.parent)
             notes.extend(path_notes(base, head, commit.sha))
+            notes.extend(head.notes)
             result = check_commit(
                 base.objects,
                 head.objects,

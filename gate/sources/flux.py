@@ -15,10 +15,16 @@ variable with no known value keeps its `${VAR}` text, so identities stay stable 
 revisions). Every object is tagged with the Kustomization that applies it (`flux:NS/NAME`), which
 the engine reads (`gate.engine.flux`) to tell a prune from an orphaning.
 
-Only Kustomizations whose `sourceRef` is this repository are followed: the GitRepository the
-entry point's own Kustomization reads (else `flux-system/flux-system`), or those named with
-`--flux-source`. Others read a source prune-gate does not have; what they apply is unknown and
-stays out of both sides (a Kustomization re-pointed to one is a change the engine names).
+Only Kustomizations whose `sourceRef` is this repository are followed: the source the entry
+point's own Kustomization reads (else the GitRepository `flux-system/flux-system`), or those
+named with `--flux-source [KIND/]NS/NAME[=DIR]`. A source is a directory of the repository (an
+OCIRepository pushed with `flux push artifact --path k8s` is `k8s`); a Kustomization's
+`spec.path` is resolved inside it, as Flux resolves it inside the artifact. A Kustomization
+whose source is none of them is an error naming the option that would follow it (what it
+applies is unknown: never an allow on what happens to be readable), unless
+`--flux-ignore-source` puts its source out of scope: then it is skipped, and said so in a note.
+
+`--flux-root auto` finds the entry point from what the repository declares (`find_roots`).
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from gate.engine.deployers import flux, helm
 from gate.model.errors import GitError, InputError, RenderError
@@ -50,7 +56,10 @@ HELM_PREFIX = "helm:"
 HELM_ENV = "PRUNE_GATE_HELM"
 #: The root tag of the objects a Kustomization applies; the entry point's are tagged with its path.
 ROOT_PREFIX = "flux:"
-DEFAULT_SOURCE = ("flux-system", "flux-system")
+#: The kinds of source a Kustomization can read that can be a directory of this repository.
+SOURCE_KINDS = ("GitRepository", "OCIRepository", "Bucket")
+#: `--flux-root auto`: the entry point is found from what the repository declares.
+AUTO_ROOT = "auto"
 #: An object that opts out of substitution (kustomize-controller honours it).
 SUBSTITUTE_ANNOTATION = flux.SUBSTITUTE
 #: Fields of a Flux Kustomization that change what its path builds; a `$patch: delete` in
@@ -60,6 +69,39 @@ BUILD_FIELDS = ("patches", "images", "components", "namePrefix", "nameSuffix")
 MAX_KUSTOMIZATIONS = 2000
 
 _VAR_BODY = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:(:?=|:?-)(.*))?\Z", re.DOTALL)
+
+
+class FluxSource(NamedTuple):
+    """A Flux source that is a directory of this repository (`--flux-source`)."""
+
+    kind: str
+    namespace: str
+    name: str
+    #: The directory of the repository the source's artifact holds ("." for the root).
+    dir: str = "."
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return self.kind, self.namespace, self.name
+
+
+DEFAULT_SOURCE = FluxSource("GitRepository", "flux-system", "flux-system")
+
+
+def parse_source(text: str, option: str = "--flux-source", *, with_dir: bool = True) -> FluxSource:
+    """`[KIND/]NS/NAME[=DIR]` (KIND defaults to GitRepository); an `InputError` otherwise."""
+    ref, eq, directory = text.partition("=")
+    parts = ref.split("/")
+    if len(parts) == 2:
+        parts.insert(0, "GitRepository")
+    kind = next((k for k in SOURCE_KINDS if k.lower() == parts[0].lower()), "")
+    if len(parts) != 3 or not kind or not all(parts[1:]) or (eq and not with_dir):
+        shape = "[KIND/]NAMESPACE/NAME" + ("[=DIR]" if with_dir else "")
+        raise InputError(
+            f"{option} {text!r}: give {shape}, KIND one of {', '.join(SOURCE_KINDS)} "
+            "(e.g. OCIRepository/flux-system/flux-system" + ("=k8s)" if with_dir else ")")
+        )
+    return FluxSource(kind, parts[1], parts[2], _clean(directory) if eq else ".")
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,69 +121,137 @@ def root_of(namespace: str, name: str) -> str:
     return f"{ROOT_PREFIX}{namespace}/{name}"
 
 
+#: What `render_flux` follows: each source key -> the repository directory it holds.
+_Sources = dict[tuple[str, str, str], str]
+
+
 def render_flux(
     repo: str | Path,
     rev: str,
     entry: str,
     *,
-    sources: Sequence[tuple[str, str]] = (),
+    sources: Sequence[FluxSource] = (),
+    ignore: Sequence[FluxSource] = (),
+    notes: list[str] | None = None,
     timeout: float = DEFAULT_TIMEOUT,
 ) -> list[RawObject]:
-    """Every object the Kustomizations reachable from `entry` apply at `rev`, tagged by root."""
+    """Every object the Kustomizations reachable from `entry` apply at `rev`, tagged by root.
+
+    `entry` "auto" is found from what the revision declares (`find_roots`). A Kustomization
+    whose source is neither in `sources` (or the default) nor in `ignore` is an `InputError`;
+    what is found and what is skipped is appended to `notes` (the reports say it)."""
+    said = notes if notes is not None else []
     with ExportedTree(repo, rev, timeout=timeout) as tree:
-        entry = _clean(entry)
-        if not tree.exists(entry):
-            raise GitError(
-                f"--flux-root {entry} does not exist at revision {rev} ({tree.sha[:12]})"
-            )
+        entry, declared = _resolve_entry(tree, entry, said)
         out: list[RawObject] = []
-        own = set(sources)
-        first = _entry_job(tree, entry, own)
+        found = [o for o in tree.build(entry) if _is_kustomization(o.body)]
+        given = sources or ([declared] if declared else [])
+        own = {s.key: s.dir for s in given} or _own_sources(found, entry)
+        said.extend(_inferred(own, sources, entry))
+        skip = {s.key for s in ignore}
+        first = _entry_job(tree, entry, found, own)
         queue, seen = [first], {first.root}
         while queue:
             job = queue.pop(0)
             objects = [_finish(o, job, out) for o in tree.build(job.path, job.root, job.extra)]
             out.extend(objects)
             kustomizations = [o for o in objects if _is_kustomization(o.body)]
-            if not own:
-                own = _own_sources(kustomizations, entry)
             for hr in (o for o in objects if _is_helm_release(o.body)):
                 out.extend(render_helm_release(tree, hr, own, timeout))
             for k in kustomizations:
                 job_for = _job_for(k, own)
-                if job_for is None or job_for.root in seen:
-                    continue
-                seen.add(job_for.root)
-                if len(seen) > MAX_KUSTOMIZATIONS:
-                    raise InputError(
-                        f"more than {MAX_KUSTOMIZATIONS} Kustomizations reachable from "
-                        f"{entry}: a loop in spec.path?"
-                    )
-                if not tree.exists(job_for.path):
-                    raise GitError(
-                        f"Kustomization {job_for.root.removeprefix(ROOT_PREFIX)} names spec.path "
-                        f"{job_for.path}, which does not exist at revision {rev} "
-                        f"({tree.sha[:12]}): Flux would fail to build it",
-                        str(k.source),
-                    )
-                queue.append(job_for)
+                if job_for is None:
+                    said.extend(_not_followed(k, own, skip, tree.sha))
+                elif job_for.root not in seen:
+                    seen.add(job_for.root)
+                    _check_next(tree, k, job_for, len(seen), entry)
+                    queue.append(job_for)
         return out
 
 
-def _entry_job(tree: ExportedTree, entry: str, own: set[tuple[str, str]]) -> _Job:
+def _resolve_entry(
+    tree: ExportedTree, entry: str, said: list[str]
+) -> tuple[str, FluxSource | None]:
+    """The entry point to build (`auto` found, and said; the path cleaned and there), and the
+    source that applies it when its declaration says so."""
+    found, source = "", None
+    if entry == AUTO_ROOT:
+        entry, where, source = _auto_root(tree)
+        found = f"--flux-root auto at {tree.sha[:12]}: {entry} ({where})"
+        said.append(found)
+    entry = _clean(entry)
+    if not tree.exists(entry):
+        # A FluxInstance that syncs an OCIRepository names a path inside the pushed artifact.
+        why = (
+            f" (found as {found}; a path inside an artifact needs --flux-root DIR)" if found else ""
+        )
+        raise GitError(
+            f"--flux-root {entry} does not exist at revision {tree.rev} ({tree.sha[:12]}){why}"
+        )
+    return entry, source
+
+
+def _check_next(tree: ExportedTree, k: RawObject, job: _Job, count: int, entry: str) -> None:
+    """Refuse to follow a Kustomization past the loop limit, or to a path that is not there."""
+    if count > MAX_KUSTOMIZATIONS:
+        raise InputError(
+            f"more than {MAX_KUSTOMIZATIONS} Kustomizations reachable from "
+            f"{entry}: a loop in spec.path?"
+        )
+    if not tree.exists(job.path):
+        raise GitError(
+            f"Kustomization {job.root.removeprefix(ROOT_PREFIX)} names spec.path "
+            f"{job.path}, which does not exist at revision {tree.rev} "
+            f"({tree.sha[:12]}): Flux would fail to build it",
+            str(k.source),
+        )
+
+
+def _not_followed(
+    k: RawObject, own: _Sources, skip: set[tuple[str, str, str]], sha: str
+) -> list[str]:
+    """A Kustomization whose source is not followed: a note when the source is ignored on
+    purpose, else the error that names the option that would follow it."""
+    kind, ns, name = _source_of(k.body)
+    meta = _meta(k.body)
+    who = f"Kustomization {meta.get('namespace') or ''}/{meta.get('name', '')}"
+    if (kind, ns, name) in skip:
+        return [
+            f"{who} ({k.source}) skipped at {sha[:12]}: its source {kind}/{ns}/{name} is out "
+            "of scope (--flux-ignore-source); what it applies is not checked"
+        ]
+    followed = ", ".join(f"{k}/{n}/{m}={d}" for (k, n, m), d in sorted(own.items()))
+    follow = (
+        f"--flux-source {kind}/{ns}/{name}=DIR (DIR: the directory of this repository the "
+        "source holds, e.g. the --path given to `flux push artifact`)"
+        if kind in SOURCE_KINDS
+        else "(a source of this kind is not a directory of the repository)"
+    )
+    raise InputError(
+        f"{who} reads {kind or 'no source kind'}/{ns}/{name}, which is not a source prune-gate "
+        f"follows here (followed: {followed}): what it applies is unknown, so nothing can be "
+        f"allowed on what happens to be readable. Follow it with {follow}; or, if that source "
+        f"is deliberately out of scope, --flux-ignore-source {kind}/{ns}/{name}",
+        str(k.source),
+    )
+
+
+def _entry_job(
+    tree: ExportedTree, entry: str, found: Sequence[RawObject], sources: _Sources
+) -> _Job:
     """How the entry point is applied: by the Kustomization in it that applies it (flux-system,
-    whose spec.path names the entry, or which is named as this repository's GitRepository), so
-    its objects are that Kustomization's (its prune decides their removal); when the candidate
+    whose spec.path names the entry, or which is named as this repository's source), so its
+    objects are that Kustomization's (its prune decides their removal); when the candidate
     re-points it elsewhere, Flux applies the new path instead, and so does this."""
     plain = _Job(entry, entry, "", "", {}, (), None)
-    found = [o for o in tree.build(entry) if _is_kustomization(o.body)]
-    sources = own or _own_sources(found, entry)
     for k in found:
         job = _job_for(k, sources)
         if job is None:
             continue
         meta = _meta(k.body)
-        named = (str(meta.get("namespace") or ""), str(meta.get("name", ""))) in sources
+        # flux-system: the Kustomization named as the source it reads (bootstrap's pair).
+        own = (str(meta.get("namespace") or ""), str(meta.get("name", "")))
+        named = own == _source_of(k.body)[1:]
         if job.path == entry or named:
             if job.path != entry and not tree.exists(job.path):
                 raise GitError(
@@ -152,6 +262,120 @@ def _entry_job(tree: ExportedTree, entry: str, own: set[tuple[str, str]]) -> _Jo
                 )
             return job
     return plain
+
+
+#: The API group of flux-operator's FluxInstance (its `spec.sync.path` is the entry point).
+FLUX_OPERATOR_GROUP = "fluxcd.controlplane.io"
+#: The file `flux bootstrap` writes beside the entry point's own Kustomization.
+GOTK_SYNC = "gotk-sync.yaml"
+#: ksail's project file; its `spec.workload.sourceDirectory` (older: `spec.sourceDirectory`)
+#: is the directory it pushes (default `k8s`), relative to the file.
+KSAIL_DEFAULT_SOURCE = "k8s"
+
+
+def find_roots(tree: Path) -> list[tuple[str, str]]:
+    """The entry points a checked-out tree declares, as (root, where it was found), one per
+    distinct root: a FluxInstance's `spec.sync.path`, the Kustomization of a `gotk-sync.yaml`
+    (its spec.path), a `ksail*.yaml`'s source directory."""
+    return [(d.root, d.where) for d in _declarations(tree)]
+
+
+class _Declared(NamedTuple):
+    root: str
+    where: str
+    #: The source that applies the root, when the declaration says it (a FluxInstance's
+    #: GitRepository sync: named after its namespace, the repository root).
+    source: FluxSource | None = None
+
+
+def _declarations(tree: Path) -> list[_Declared]:
+    found: dict[str, _Declared] = {}
+    for dirpath, dirnames, filenames in os.walk(tree):
+        dirnames[:] = sorted(d for d in dirnames if d != ".git")
+        for fname in sorted(filenames):
+            if not fname.endswith((".yaml", ".yml")):
+                continue
+            file = Path(dirpath) / fname
+            rel = file.relative_to(tree).as_posix()
+            for declared in _roots_in(rel, fname, file):
+                found.setdefault(declared.root, declared)
+    return [found[r] for r in sorted(found)]
+
+
+def _roots_in(rel: str, fname: str, file: Path) -> list[_Declared]:
+    """The entry points one file declares."""
+    is_sync, is_ksail = fname == GOTK_SYNC, fname.startswith("ksail")
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return []
+    if not (is_sync or is_ksail or "FluxInstance" in text):
+        return []
+    import yaml  # a few small declaration files; ksail's has no metadata, so not a manifest
+
+    try:
+        bodies = [b for b in yaml.safe_load_all(text) if isinstance(b, dict)]
+    except yaml.YAMLError:
+        return []
+    found = (_declared_root(b, rel, is_sync=is_sync, is_ksail=is_ksail) for b in bodies)
+    return [r for r in found if r is not None]
+
+
+def _declared_root(
+    body: dict[str, Any], rel: str, *, is_sync: bool, is_ksail: bool
+) -> _Declared | None:
+    """The entry point one object of file `rel` declares, with where, or None."""
+    spec, kind = _spec(body), body.get("kind")
+    group = group_of(str(body.get("apiVersion", "")))
+    if group == FLUX_OPERATOR_GROUP and kind == "FluxInstance":
+        sync = spec.get("sync")
+        if isinstance(sync, dict) and sync.get("path"):
+            # flux-operator names the source after the FluxInstance's namespace.
+            ns = str(_meta(body).get("namespace") or DEFAULT_SOURCE.namespace)
+            git = str(sync.get("kind") or "GitRepository") == "GitRepository"
+            source = FluxSource("GitRepository", ns, ns) if git else None
+            where = f"FluxInstance spec.sync.path in {rel}"
+            return _Declared(_clean(str(sync["path"])), where, source)
+    elif is_sync and _is_kustomization(body) and spec.get("path"):
+        root = _holding(posixpath.dirname(rel), _clean(str(spec["path"])))
+        return _Declared(root, f"Kustomization spec.path in {rel}")
+    elif is_ksail and kind == "Cluster" and "ksail" in group:
+        workload = spec.get("workload")
+        directory = (workload if isinstance(workload, dict) else {}).get("sourceDirectory")
+        directory = directory or spec.get("sourceDirectory") or KSAIL_DEFAULT_SOURCE
+        root = posixpath.join(posixpath.dirname(rel), str(directory))
+        return _Declared(_clean(root), f"ksail source directory in {rel}")
+    return None
+
+
+def _holding(directory: str, path: str) -> str:
+    """The entry point a `gotk-sync.yaml` in `directory` declares with spec.path `path`: the
+    directory holding it that is that path (bootstrap writes it in `<path>/flux-system`), also
+    when the path is relative to an artifact directory above (`k8s/clusters/prod` for
+    `./clusters/prod`); else the path as declared."""
+    while directory not in ("", "."):
+        if directory == path or directory.endswith("/" + path):
+            return directory
+        directory = posixpath.dirname(directory)
+    return path
+
+
+def _auto_root(tree: ExportedTree) -> _Declared:
+    """`--flux-root auto`: the one entry point the revision declares (an `InputError` when it
+    declares none, or several)."""
+    roots = _declarations(tree.tree)
+    if len(roots) == 1:
+        return roots[0]
+    if not roots:
+        raise InputError(
+            f"--flux-root auto: no entry point declared at {tree.sha[:12]} (no FluxInstance "
+            f"spec.sync.path, no {GOTK_SYNC}, no ksail*.yaml): give --flux-root DIR"
+        )
+    listed = "; ".join(f"{d.root} ({d.where})" for d in roots)
+    raise InputError(
+        f"--flux-root auto: {len(roots)} entry points declared at {tree.sha[:12]}: {listed}. "
+        "Give the one(s) to check with --flux-root DIR (repeatable)"
+    )
 
 
 def _is_helm_release(body: dict[str, Any]) -> bool:
@@ -177,7 +401,7 @@ def helm_root(namespace: str, name: str) -> str:
 
 
 def render_helm_release(
-    tree: ExportedTree, hr: RawObject, own: set[tuple[str, str]], timeout: float
+    tree: ExportedTree, hr: RawObject, own: _Sources, timeout: float
 ) -> list[RawObject]:
     """What a HelmRelease installs, when its chart is a directory of this repository
     (`spec.chart.spec.chart: ./charts/x` from our GitRepository) and helm is on PATH: `helm
@@ -193,10 +417,11 @@ def render_helm_release(
     source = chart.get("sourceRef") if isinstance(chart.get("sourceRef"), dict) else {}
     assert isinstance(source, dict)
     src_ns = str(source.get("namespace") or meta.get("namespace") or "")
-    if source.get("kind") != "GitRepository" or (src_ns, str(source.get("name", ""))) not in own:
+    key = ("GitRepository", src_ns, str(source.get("name", "")))
+    if source.get("kind") != "GitRepository" or key not in own:
         return []
     helm = shutil.which(os.environ.get(HELM_ENV, "helm"))
-    path = _clean(str(chart.get("chart") or ""))
+    path = _inside(own[key], str(chart.get("chart") or ""))
     if helm is None or not (tree.tree / path / "Chart.yaml").is_file():
         return []
     namespace, release = release_identity(hr.body)
@@ -265,20 +490,59 @@ def _source_of(body: dict[str, Any]) -> tuple[str, str, str]:
     return str(ref.get("kind", "")), ns, str(ref.get("name", ""))
 
 
-def _own_sources(kustomizations: Iterable[RawObject], entry: str) -> set[tuple[str, str]]:
-    """The GitRepository that is this repository: the one the Kustomization applying the entry
-    point reads, else flux-system/flux-system."""
+def _own_sources(kustomizations: Iterable[RawObject], entry: str) -> _Sources:
+    """The source that is this repository: the one the Kustomization applying the entry point
+    reads, else the GitRepository flux-system/flux-system (the repository root).
+
+    A GitRepository is the repository root: its Kustomization applies the entry when its
+    spec.path is the entry. An OCIRepository or a Bucket holds a directory DIR that cannot be
+    known without being told, except in one sound case: the entry's own Kustomization names a
+    spec.path that the entry ends with (`k8s/clusters/prod` applied with `./clusters/prod`),
+    so the artifact is the directory above it (`k8s`); or names the artifact's root (`./`), so
+    the artifact is the entry itself (ksail pushes its source directory so)."""
     for k in kustomizations:
         kind, ns, name = _source_of(k.body)
-        if kind == "GitRepository" and _clean(str(_spec(k.body).get("path") or ".")) == entry:
-            return {(ns, name)}
-    return {DEFAULT_SOURCE}
+        path = _clean(str(_spec(k.body).get("path") or "."))
+        if kind == "GitRepository" and path == entry:
+            return {(kind, ns, name): "."}
+        if kind in SOURCE_KINDS and kind != "GitRepository":
+            if path == entry:
+                return {(kind, ns, name): "."}
+            if path == ".":  # the artifact's root applies the entry: the entry is the artifact
+                return {(kind, ns, name): entry}
+            if entry.endswith("/" + path):
+                return {(kind, ns, name): entry[: -len(path) - 1]}
+    return {DEFAULT_SOURCE.key: DEFAULT_SOURCE.dir}
 
 
-def _job_for(k: RawObject, own: set[tuple[str, str]]) -> _Job | None:
+def _inferred(own: _Sources, given: Sequence[FluxSource], entry: str) -> list[str]:
+    """A note when the directory of an OCIRepository or Bucket was taken from the entry's
+    place (not told with --flux-source): the reports say what was assumed."""
+    if given:
+        return []
+    return [
+        f"{kind}/{ns}/{name} read as directory {directory} of this repository (the entry point "
+        f"{entry}'s own Kustomization applies it from that artifact; --flux-source "
+        f"{kind}/{ns}/{name}=DIR says otherwise)"
+        for (kind, ns, name), directory in own.items()
+        if kind != "GitRepository"
+    ]
+
+
+def _inside(directory: str, path: str) -> str:
+    """A source's path as Flux resolves it: relative to the artifact's root (a leading `./`
+    or `/` is the root), within the directory `directory` of this repository that the artifact
+    holds; a path above the artifact's root is refused (an `InputError`)."""
+    norm = posixpath.normpath(path.strip().lstrip("/")) if path.strip() else "."
+    if norm == ".." or norm.startswith("../"):
+        raise InputError(f"{path} is outside the source's root ({directory})")
+    return _clean(posixpath.join(directory, norm))
+
+
+def _job_for(k: RawObject, own: _Sources) -> _Job | None:
     """What to build for one Kustomization, or None when its source is not this repository."""
-    kind, ns, name = _source_of(k.body)
-    if kind != "GitRepository" or (ns, name) not in own:
+    key = _source_of(k.body)
+    if key not in own:
         return None
     spec, meta = _spec(k.body), _meta(k.body)
     post = spec.get("postBuild") if isinstance(spec.get("postBuild"), dict) else {}
@@ -289,7 +553,7 @@ def _job_for(k: RawObject, own: set[tuple[str, str]]) -> _Job | None:
     assert isinstance(sources, list)
     own_ns = str(meta.get("namespace") or "")
     return _Job(
-        path=_clean(str(spec.get("path") or ".")),
+        path=_inside(own[key], str(spec.get("path") or ".")),
         root=root_of(own_ns, str(meta.get("name", ""))),
         namespace=own_ns,
         target_namespace=str(spec.get("targetNamespace") or ""),

@@ -27,6 +27,7 @@ from gate.model.errors import ConfigError, InputError
 from gate.model.findings import Code, Severity
 from gate.model.refs import ObjectRef
 from gate.sources.deferral import by_repository_file, by_root
+from gate.sources.flux import FluxSource
 from tests.unit.helpers import GitRepo, claim, cli_runner
 from tests.unit.test_flux_roots import repo_with
 from tests.unit.test_kustomize_trees import needs_renderer
@@ -129,10 +130,15 @@ def test_git_reading_picks_one_reader_per_way_of_reading() -> None:
     assert not GitReading("r", "none").side("s", "l", ["apps"]).strict  # type: ignore[attr-defined]
     built = GitReading("r", "kustomize").side("s", "l", ["apps"])
     assert isinstance(built, KustomizeSide) and built.layout is by_root
-    flux = GitReading("r", None, ("clusters/prod",), (("flux-system", "repo"),))
+    flux = GitReading(
+        "r", None, ("clusters/prod",), (FluxSource("GitRepository", "flux-system", "repo"),)
+    )
     side = flux.side("s", "l", ("clusters/prod",))
     assert isinstance(side, FluxSide) and side.roots == ("clusters/prod",)
-    assert side.sources == (("flux-system", "repo"),) and side.layout is by_root
+    assert (
+        side.sources == (FluxSource("GitRepository", "flux-system", "repo"),)
+        and side.layout is by_root
+    )
 
 
 def test_plain_reading_refuses_kustomize_input_unless_told(tmp_path: Path) -> None:
@@ -154,9 +160,9 @@ def test_option_refusals_keep_their_words() -> None:
     with pytest.raises(InputError, match="only one side can be read from stdin"):
         RenderedInputs("-", "-")
     with pytest.raises(InputError, match=r"^--flux-root builds what Flux applies"):
-        declared_lookup(None, "HEAD", ".", ("apps",), None, flux=(("clusters/prod",), ()))
+        declared_lookup(None, "HEAD", ".", ("apps",), None, flux=(("clusters/prod",), (), ()))
     with pytest.raises(InputError, match="--flux-root reads --rev"):
-        declared_lookup(None, None, ".", (), None, flux=(("clusters/prod",), ()))
+        declared_lookup(None, None, ".", (), None, flux=(("clusters/prod",), (), ()))
     assert FLUX_ROOT_ALONE.startswith("--flux-root")
 
 
@@ -242,7 +248,7 @@ def test_doctor_and_retire_read_a_flux_root_as_check_does(tmp_path: Path) -> Non
     revision through the same Flux reader as `gate check`: the claim is where Flux puts it
     (targetNamespace shop, substituted name), not where its file sits."""
     repo = repo_with(tmp_path, {"apps/prod/other.yaml": "# nothing\n"})
-    roots = (("clusters/prod",), ())
+    roots = (("clusters/prod",), (), ())
     declared = declared_lookup(None, "HEAD", str(repo.root), (), None, "default", flux=roots)
     assert declared(ObjectRef("", "PersistentVolumeClaim", "shop", "web-data")) == (
         "apps/prod/claim.yaml:1"
