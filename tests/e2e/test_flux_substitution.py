@@ -41,11 +41,15 @@ FORMS = [
     "len-${#APP}",
     "${MISSING:=dflt}-a",
     "${MISSING:-dflt}-b",
-    "${APP^^}",
-    "${APP,,}-${REGION%%-*}",
+    "${APP}-${REGION%%-*}",
     "${REGION#*-}",
 ]
-#: The same names, written out by hand (and checked against the controller below).
+#: The same names, written out by hand (and checked against the controller below). Names are
+#: lowercase (Kubernetes) and hold no comma (kustomize keeps a renamed object's previous names
+#: comma-joined: kustomize-controller's build panics on `${APP,,}` in a name with a
+#: targetNamespace), so the case forms are in data.
+DATA = {"upper": "${APP^^}", "first": "${APP^}", "lower": "${UPPER,,}", "length": "n${#APP}"}
+DATA_EXPECTED = {"upper": "WEBSERVER", "first": "Webserver", "lower": "loud", "length": "n9"}
 EXPECTED = {
     "webserver",
     "webs-x",
@@ -54,7 +58,6 @@ EXPECTED = {
     "len-9",
     "dflt-a",
     "dflt-b",
-    "WEBSERVER",
     "webserver-eu",
     "west-1",
 }
@@ -62,6 +65,9 @@ EXPECTED = {
 
 def configmaps() -> str:
     docs = [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": n}} for n in FORMS]
+    docs.append(
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cases"}, "data": DATA}
+    )
     docs.append(
         {
             "apiVersion": "v1",
@@ -89,7 +95,7 @@ spec:
 def main_tree(ns: str) -> dict[str, str | None]:
     post = (
         "  postBuild:\n"
-        "    substitute: {ENV: prod, APP: webserver}\n"
+        "    substitute: {ENV: prod, APP: webserver, UPPER: LOUD}\n"
         "    substituteFrom:\n"
         "      - {kind: ConfigMap, name: vars}\n"
     )
@@ -130,7 +136,8 @@ def test_the_controller_applies_the_names_gate_check_reads(
         if o.root == f"flux:{ns}/apps"
     }
     names = {name for kind, name in read if kind == "ConfigMap"}
-    assert names == EXPECTED | {"opted-out"}, names
+    assert names == EXPECTED | {"opted-out", "cases"}, names
+    assert read[("ConfigMap", "cases")] == DATA_EXPECTED
     assert read[("ConfigMap", "opted-out")] == {"raw": "${APP}"}
 
     # What the real controller applies.
