@@ -39,10 +39,16 @@ class BuildServer:
         self._proc: subprocess.Popen[bytes] | None = None
         self._stderr: IO[bytes] | None = None
 
-    def build(self, roots: list[Path], target: Path) -> subprocess.CompletedProcess[str] | None:
+    def build(
+        self, roots: list[Path], target: Path, flux: dict[str, Any] | None = None
+    ) -> subprocess.CompletedProcess[str] | None:
         """The helper's result for `target` confined to `roots`, or None when it does not serve
-        (the caller runs it once per build instead)."""
-        request = json.dumps({"roots": [str(r) for r in roots], "target": str(target)})
+        (the caller runs it once per build instead). `flux` is a Flux Kustomization's post-build
+        (tools/kustomize/flux.go): the helper substitutes with Flux's own code."""
+        ask: dict[str, Any] = {"roots": [str(r) for r in roots], "target": str(target)}
+        if flux is not None:
+            ask["flux"] = flux
+        request = json.dumps(ask)
         argv = [self.helper, "--serve", str(target)]
         for attempt in (1, 2):
             fresh = self._proc is None

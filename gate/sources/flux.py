@@ -8,12 +8,14 @@ changes, is compared as what the cluster will be told to hold, and a repository 
 roots needs no flags per revision.
 
 Each path is built as kustomize-controller builds it (`gate.sources.render.ExportedTree`: a
-generated kustomization where there is none), then given what the Kustomization adds:
-`spec.targetNamespace` on namespaced objects and `spec.postBuild` variable substitution (inline
-`substitute`, and `substituteFrom` ConfigMaps and plain Secrets found in the same revision; a
-variable with no known value keeps its `${VAR}` text, so identities stay stable between the two
-revisions). Every object is tagged with the Kustomization that applies it (`flux:NS/NAME`), which
-the engine reads (`gate.engine.flux`) to tell a prune from an orphaning.
+generated kustomization where there is none), with its `spec.postBuild` variable substitution
+run by the helper with Flux's own code (github.com/fluxcd/pkg/kustomize's `SubstituteVariables`,
+strict as kustomize-controller v1.9 is: tools/kustomize/flux.go), the values being the inline
+`substitute` over the `substituteFrom` ConfigMaps and plain Secrets found in the same revision
+(when one cannot be read, an object needing a variable without a value keeps its `${VAR}` text,
+so identities stay stable between the two revisions); then `spec.targetNamespace` is set on
+namespaced objects. Every object is tagged with the Kustomization that applies it
+(`flux:NS/NAME`), which the engine reads (`gate.engine.flux`) to tell a prune from an orphaning.
 
 Only Kustomizations whose `sourceRef` is this repository are followed: the source the entry
 point's own Kustomization reads (else the GitRepository `flux-system/flux-system`), or those
@@ -33,7 +35,6 @@ import base64
 import json
 import os
 import posixpath
-import re
 import shutil
 import subprocess
 import tempfile
@@ -68,7 +69,9 @@ BUILD_FIELDS = ("patches", "images", "components", "namePrefix", "nameSuffix")
 #: How many Kustomizations one revision may chain before it is called a loop.
 MAX_KUSTOMIZATIONS = 2000
 
-_VAR_BODY = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:(:?=|:?-)(.*))?\Z", re.DOTALL)
+#: kustomize-controller's StrictPostBuildSubstitutions feature gate, on by default since v1.9: a
+#: variable referenced with no default and no value fails the Kustomization's build.
+STRICT_SUBSTITUTIONS = True
 
 
 class FluxSource(NamedTuple):
@@ -114,6 +117,8 @@ class _Job:
     substitute_from: tuple[dict[str, Any], ...]
     #: Kustomization fields Flux adds to the build (patches, images, components, name affixes).
     extra: dict[str, Any] | None = None
+    #: spec.postBuild.substituteStrategy: `Always` substitutes even with no variables (defaults).
+    strategy: str = ""
 
 
 def root_of(namespace: str, name: str) -> str:
@@ -153,7 +158,8 @@ def render_flux(
         queue, seen = [first], {first.root}
         while queue:
             job = queue.pop(0)
-            objects = [_finish(o, job, out) for o in tree.build(job.path, job.root, job.extra)]
+            built = tree.build(job.path, job.root, job.extra, _post_build(job, out))
+            objects = [_finish(o, job, out) for o in built]
             out.extend(objects)
             kustomizations = [o for o in objects if _is_kustomization(o.body)]
             for hr in (o for o in objects if _is_helm_release(o.body)):
@@ -560,19 +566,13 @@ def _job_for(k: RawObject, own: _Sources) -> _Job | None:
         substitute={str(k): str(v) for k, v in inline.items()},
         substitute_from=tuple(s for s in sources if isinstance(s, dict)),
         extra={f: spec[f] for f in BUILD_FIELDS if spec.get(f)} or None,
+        strategy=str(post.get("substituteStrategy") or ""),
     )
 
 
 def _finish(raw: RawObject, job: _Job, known: Sequence[RawObject]) -> RawObject:
-    """One built object as the Kustomization applies it: substituted, then its namespace set."""
+    """One built (and substituted) object as the Kustomization applies it: its namespace set."""
     body = raw.body
-    if job.substitute or job.substitute_from:
-        annotations = _meta(body).get("annotations")
-        disabled = isinstance(annotations, dict) and (
-            str(annotations.get(SUBSTITUTE_ANNOTATION, "")).lower() == "disabled"
-        )
-        if not disabled:
-            body = _substitute(body, _variables(job, known))
     if job.target_namespace and not _cluster_scoped(body, known):
         meta = dict(_meta(body))
         meta["namespace"] = job.target_namespace
@@ -591,22 +591,45 @@ def _cluster_scoped(body: dict[str, Any], known: Sequence[RawObject]) -> bool:
     return False
 
 
-def _variables(job: _Job, known: Sequence[RawObject]) -> dict[str, str]:
-    """substituteFrom in order (later wins), then substitute inline (wins over all)."""
+def _post_build(job: _Job, known: Sequence[RawObject]) -> dict[str, Any] | None:
+    """What the helper needs to run the Kustomization's post-build with Flux's code
+    (tools/kustomize/flux.go), or None when it has nothing to substitute.
+
+    The values are Flux's: `substituteFrom` in order (later wins), then inline `substitute` (wins
+    over all). Flux reads the sources from the cluster; here they are the ConfigMaps and plain
+    Secrets of the same revision in the Kustomization's namespace. A source that is not there
+    and not `optional` (made outside this repository), or a SOPS Secret, is `unresolved`: its
+    variables are unknown, and objects that need one keep their text."""
+    if not (job.substitute or job.substitute_from or job.strategy == "Always"):
+        return None
     values: dict[str, str] = {}
+    unresolved = False
     for src in job.substitute_from:
         kind, name = str(src.get("kind", "")), str(src.get("name", ""))
-        for o in known:
-            meta = _meta(o.body)
-            if (
-                o.body.get("kind") == kind
-                and meta.get("name") == name
-                and str(meta.get("namespace") or "") == job.namespace
-            ):
-                values.update(_data_of(o.body))
-                break
+        found = next((o for o in known if _is_source(o.body, kind, name, job.namespace)), None)
+        if found is None or "sops" in found.body:
+            unresolved = unresolved or found is not None or not src.get("optional")
+            continue
+        values.update(_data_of(found.body))
     values.update(job.substitute)
-    return values
+    post: dict[str, Any] = {"substitute": values}
+    if job.strategy:
+        post["substituteStrategy"] = job.strategy
+    return {
+        "namespace": job.namespace,
+        "postBuild": post,
+        "strict": STRICT_SUBSTITUTIONS,
+        "unresolved": unresolved,
+    }
+
+
+def _is_source(body: dict[str, Any], kind: str, name: str, namespace: str) -> bool:
+    meta = _meta(body)
+    return (
+        body.get("kind") == kind
+        and meta.get("name") == name
+        and str(meta.get("namespace") or "") == namespace
+    )
 
 
 def _data_of(body: dict[str, Any]) -> dict[str, str]:
@@ -629,71 +652,3 @@ def _data_of(body: dict[str, Any]) -> dict[str, str]:
     if isinstance(string_data, dict):
         out.update({str(k): str(v) for k, v in string_data.items()})
     return out
-
-
-def _substitute(value: Any, variables: dict[str, str]) -> Any:
-    """`${VAR}`, `${VAR:=default}`, `${VAR:-default}` (defaults may hold variables) in every
-    string; `$${VAR}` is a literal `${VAR}`. A variable with no value and no default keeps its
-    text."""
-    if isinstance(value, str):
-        return _expand(value, variables) if "${" in value else value
-    if isinstance(value, dict):
-        return {_substitute(k, variables): _substitute(v, variables) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_substitute(v, variables) for v in value]
-    return value
-
-
-def _expand(text: str, variables: dict[str, str]) -> str:
-    out: list[str] = []
-    i = 0
-    while True:
-        j = text.find("$", i)
-        if j < 0:
-            out.append(text[i:])
-            return "".join(out)
-        out.append(text[i:j])
-        escaped = text.startswith("$${", j)
-        start = j + 1 if escaped else j
-        if not text.startswith("${", start):
-            out.append("$")
-            i = j + 1
-            continue
-        end = _closing(text, start + 2)
-        if end < 0:
-            out.append(text[j:])
-            return "".join(out)
-        if escaped:
-            out.append(text[start : end + 1])
-        else:
-            out.append(_one(text[start : end + 1], text[start + 2 : end], variables))
-        i = end + 1
-
-
-def _closing(text: str, pos: int) -> int:
-    """The index of the `}` that closes a `${` whose body starts at `pos`, or -1."""
-    depth = 1
-    while pos < len(text):
-        if text.startswith("${", pos):
-            depth += 1
-            pos += 2
-            continue
-        if text[pos] == "}":
-            depth -= 1
-            if depth == 0:
-                return pos
-        pos += 1
-    return -1
-
-
-def _one(whole: str, inner: str, variables: dict[str, str]) -> str:
-    m = _VAR_BODY.match(inner)
-    if m is None:
-        return whole
-    name, op, default = m.group(1), m.group(2), m.group(3)
-    value = variables.get(name)
-    if value is not None and (value != "" or not (op or "").startswith(":")):
-        return value
-    if op is not None:
-        return _expand(default or "", variables)
-    return whole

@@ -153,17 +153,24 @@ class ExportedTree:
         return (self.tree / rel).is_dir()
 
     def build(
-        self, rel: str, root: str | None = None, extra: dict[str, Any] | None = None
+        self,
+        rel: str,
+        root: str | None = None,
+        extra: dict[str, Any] | None = None,
+        flux: dict[str, Any] | None = None,
     ) -> list[RawObject]:
         """The objects `rel` builds to, each tagged with `root` (default: `rel`); `extra`
-        kustomization fields are applied on top (`components` relative to `rel`). A path is
-        built once per set of fields."""
-        key = (rel, json.dumps(extra, sort_keys=True) if extra else "")
+        kustomization fields are applied on top (`components` relative to `rel`); `flux` is a
+        Flux Kustomization's post-build, run by the helper with Flux's code
+        (`gate.sources.flux`). A path is built once per set of fields."""
+        key = (rel, json.dumps([extra, flux], sort_keys=True) if extra or flux else "")
         if key not in self._built:
-            self._built[key] = self._build(rel, extra)
+            self._built[key] = self._build(rel, extra, flux)
         return [replace(o, root=rel if root is None else root) for o in self._built[key]]
 
-    def _build(self, rel: str, extra: dict[str, Any] | None) -> list[RawObject]:
+    def _build(
+        self, rel: str, extra: dict[str, Any] | None, flux: dict[str, Any] | None
+    ) -> list[RawObject]:
         target = self.tree / rel
         if not target.is_dir():
             what = "is not a directory" if target.exists() else "does not exist"
@@ -194,6 +201,7 @@ class ExportedTree:
             scrub=str(tree),
             timeout=self.timeout,
             extra=extra,
+            flux=flux,
         )
 
 
@@ -264,12 +272,14 @@ def _build(
     scrub: str | None,
     timeout: float,
     extra: dict[str, Any] | None = None,
+    flux: dict[str, Any] | None = None,
 ) -> list[RawObject]:
     """Build `target` through an origin-annotating wrapper, else plainly; parse and trace back.
 
     `extra` are kustomization fields a Flux Kustomization adds to the build (`patches`, `images`,
     `components`, `namePrefix`, `nameSuffix`): they go into the wrapper, and a build that needs
-    them never falls back to the plain one, which would leave them out."""
+    them never falls back to the plain one, which would leave them out. `flux` is its
+    post-build, which the helper runs on either build."""
     wrapper.mkdir(exist_ok=True)
     resource = os.path.relpath(target, wrapper).replace(os.sep, "/")
     (wrapper / "kustomization.yaml").write_text(
@@ -284,11 +294,11 @@ def _build(
         ),
         encoding="utf-8",
     )
-    wrapped = _run(command, server, wrapper, [root, wrapper], wrapper, timeout)
+    wrapped = _run(command, server, wrapper, [root, wrapper], wrapper, timeout, flux)
     if wrapped.returncode == 0:
         objects = parse_stream(wrapped.stdout, label)
         return _trace(objects, wrapper, root, label_file)
-    plain = wrapped if extra else _run(command, server, target, [root], wrapper, timeout)
+    plain = wrapped if extra else _run(command, server, target, [root], wrapper, timeout, flux)
     if plain.returncode != 0:
         stderr = _clean_stderr(plain.stderr) or plain.stdout.strip() or f"exit {plain.returncode}"
         if scrub:
@@ -313,13 +323,21 @@ def _run(
     roots: list[Path],
     cwd: Path,
     timeout: float,
+    flux: dict[str, Any] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Build `target` confined to `roots`: by the kept helper when there is one and it serves,
-    else by a process of its own, in `cwd`."""
+    else by a process of its own, in `cwd`. A Flux post-build (`flux`) needs the serving
+    helper: only it runs Flux's substitution code."""
     if server is not None and server.serves:
-        done = server.build(roots, target)
+        done = server.build(roots, target, flux)
         if done is not None:
             return done
+    if flux is not None:
+        raise RenderError(
+            "cannot render a Flux Kustomization's path as Flux does: it substitutes variables "
+            f"(spec.postBuild), which only `{HELPER}` renders, with Flux's own code, and "
+            f"`{command[0]}` is not it (or too old to serve builds); {INSTALL_HINT}"
+        )
     argv = _argv(command, target, roots)
     try:
         return subprocess.run(

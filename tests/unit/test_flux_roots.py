@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from tests.unit.helpers import GitRepo
+from tests.unit.test_build_server import needs_helper as needs_renderer
 from tests.unit.test_cli import gate
-from tests.unit.test_kustomize_trees import needs_renderer
 
 SYNC = """\
 apiVersion: source.toolkit.fluxcd.io/v1
@@ -204,19 +204,37 @@ def test_errors_name_what_to_fix(tmp_path: Path) -> None:
     assert rc == 2 and "NAMESPACE/NAME" in stderr
 
 
-def test_substitution_reads_as_kustomize_controller_does() -> None:
-    from gate.sources.flux import _substitute
+@needs_renderer
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [("${APP/web/shop}-data", "shop-data"), ("${APP:0:2}-${#APP}", "we-3"), ("${APP^^}", "WEB")],
+)
+def test_a_name_is_substituted_with_flux_s_code(tmp_path: Path, name: str, expected: str) -> None:
+    """The forms kustomize-controller's substitution (fluxcd/pkg/envsubst) knows beyond
+    defaults: the Python emulation left them as written, so the claim had another identity than
+    the one Flux gives it (tests/unit/test_flux_substitution.py has every form)."""
+    repo = GitRepo(tmp_path / "repo")
+    repo.commit(
+        {
+            "clusters/prod/flux-system/gotk-sync.yaml": SYNC,
+            "clusters/prod/apps.yaml": apps(),
+            "apps/prod/claim.yaml": CLAIM.replace('"${APP}-data"', json.dumps(name)),
+            "apps/prod/README.md": "x",
+        },
+        "base",
+    )
+    repo.commit({"apps/prod/claim.yaml": None}, "drop the claim")
+    rc, data, stderr = check(repo)
+    assert rc == 1 and only(data)["object"]["name"] == expected, (data, stderr)
 
-    values = {"APP": "web", "EMPTY": ""}
-    assert _substitute("${APP}-data", values) == "web-data"
-    assert _substitute("$${APP}", values) == "${APP}"  # escaped: a literal
-    assert _substitute("${SIZE:=1Gi}", values) == "1Gi"
-    assert _substitute("${EMPTY:=x}", values) == "x" and _substitute("${EMPTY=x}", values) == ""
-    assert _substitute("${UNKNOWN}", values) == "${UNKNOWN}"  # no value: the text stays
-    assert _substitute({"k": ["${APP}"], "n": 3}, values) == {"k": ["web"], "n": 3}
-    # Defaults hold variables (a shared component: bjw-s-labs/home-ops names claims this way).
-    assert _substitute("${CLAIM:-${APP}}", values) == "web"
-    assert _substitute("${CLAIM:-${APP}-${NONE:=x}}/$5 ${", values) == "web-x/$5 ${"
+
+@needs_renderer
+def test_a_variable_with_no_value_fails_as_flux_fails(tmp_path: Path) -> None:
+    """Strict substitution (kustomize-controller >= 1.9): `${UNKNOWN}` with every source read
+    is a Kustomization Flux cannot build; the check cannot say what it applies."""
+    repo = repo_with(tmp_path, {"apps/prod/claim.yaml": CLAIM.replace("APP", "UNKNOWN")})
+    rc, _, stderr = check(repo)
+    assert rc == 2 and "variable not set (strict mode)" in stderr and "UNKNOWN" in stderr
 
 
 @needs_renderer

@@ -16,11 +16,13 @@
 // 2 usage error.
 //
 // With --serve it builds one kustomization per request: a JSON line on stdin,
-// {"roots": [DIR...], "target": DIR}, answered by a JSON line on stdout, {"code": 0|1|2,
+// {"roots": [DIR...], "target": DIR, "flux": POSTBUILD}, answered by a JSON line on stdout, {"code": 0|1|2,
 // "stdout": YAML, "stderr": message}, the exit code and output the one-build form would have
 // given; it says {"serve": 1} first, and ends at the end of its input. A repository with many
 // Flux Kustomizations then pays kustomize's start once: a build with patches parses the
-// embedded Kubernetes OpenAPI schema, 0.2 s each time.
+// embedded Kubernetes OpenAPI schema, 0.2 s each time. The optional "flux" member is what a
+// Flux Kustomization adds after the build, its post-build substitution (flux.go): the objects
+// are then substituted with Flux's own code before they are answered.
 package main
 
 import (
@@ -67,7 +69,7 @@ func main() {
 		os.Exit(2)
 	}
 	offline()
-	r := build(roots, target)
+	r := build(roots, target, nil)
 	if r.Code != 0 {
 		fmt.Fprint(os.Stderr, r.Stderr)
 		os.Exit(r.Code)
@@ -84,8 +86,9 @@ type result struct {
 	Stderr string `json:"stderr"`
 }
 
-// build builds `target` on a file system confined to `roots`.
-func build(roots []string, target string) result {
+// build builds `target` on a file system confined to `roots`, then runs a Flux Kustomization's
+// post-build on it when `flux` is not nil.
+func build(roots []string, target string, flux *fluxPostBuild) result {
 	fs, err := newConfinedFS(roots)
 	if err != nil {
 		return result{Code: 2, Stderr: fmt.Sprintf("prune-gate-kustomize: %v\n", err)}
@@ -97,6 +100,9 @@ func build(roots []string, target string) result {
 	opts.LoadRestrictions = types.LoadRestrictionsNone // the file system confines, as Flux's does
 	resMap, err := krusty.MakeKustomizer(opts).Run(fs, target)
 	if err != nil {
+		return result{Code: 1, Stderr: fmt.Sprintf("%v\n", err)}
+	}
+	if err := flux.substitute(resMap); err != nil {
 		return result{Code: 1, Stderr: fmt.Sprintf("%v\n", err)}
 	}
 	out, err := resMap.AsYaml()
@@ -129,15 +135,16 @@ func serve(in io.Reader, out io.Writer) error {
 			return err
 		}
 		var req struct {
-			Roots  []string `json:"roots"`
-			Target string   `json:"target"`
+			Roots  []string       `json:"roots"`
+			Target string         `json:"target"`
+			Flux   *fluxPostBuild `json:"flux"`
 		}
 		var r result
 		panicked := false
 		if jerr := json.Unmarshal(line, &req); jerr != nil || len(req.Roots) == 0 || req.Target == "" {
 			r = result{Code: 2, Stderr: fmt.Sprintf("prune-gate-kustomize: a request is {\"roots\": [DIR...], \"target\": DIR}, not %q\n", line)}
 		} else {
-			r, panicked = buildRecovering(req.Roots, req.Target)
+			r, panicked = buildRecovering(req.Roots, req.Target, req.Flux)
 		}
 		if openapi.GetSchemaVersion() != defaultSchema {
 			openapi.ResetOpenAPI()
@@ -163,13 +170,13 @@ func answersAside() (*os.File, error) {
 }
 
 // buildRecovering is build, with a panic in kustomize made that build's error.
-func buildRecovering(roots []string, target string) (r result, panicked bool) {
+func buildRecovering(roots []string, target string, flux *fluxPostBuild) (r result, panicked bool) {
 	defer func() {
 		if p := recover(); p != nil {
 			r, panicked = result{Code: 1, Stderr: fmt.Sprintf("kustomize failed: %v\n", p)}, true
 		}
 	}()
-	return build(roots, target), false
+	return build(roots, target, flux), false
 }
 
 func answer(w *bufio.Writer, v any) error {
