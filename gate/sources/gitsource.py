@@ -277,9 +277,8 @@ def needed_entries(entries: Sequence[TreeEntry]) -> list[TreeEntry]:
     ]
 
 
-#: Kustomization fields whose entries name files (or directories of files) the build reads,
-#: beside the manifests: generators' sources, patches, transformer configurations.
-_FILE_FIELDS = ("files", "envs", "env")
+#: Kustomization fields that list files (or directories of files) the build reads beside the
+#: manifests: patches, transformer configurations (generators' files are read apart).
 _PATH_LISTS = (
     "patchesStrategicMerge",
     "configurations",
@@ -291,6 +290,7 @@ _PATH_LISTS = (
 #: Fields that name files or directories that are themselves kustomize input: their files
 #: are manifests and kustomizations (read anyway), never a directory's every file.
 _INPUT_LISTS = ("resources", "components")
+#: Fields whose entries are objects with a `path:` to a file.
 _PATH_OBJECTS = ("patches", "patchesJson6902", "replacements", "openapi")
 
 
@@ -327,29 +327,45 @@ def _kustomization_refs(data: bytes) -> list[tuple[str, bool]]:
         return []
     if not isinstance(doc, dict):
         return []
-    refs: list[object] = []
+    refs = [*_generator_refs(doc), *_field_refs(doc), *_chart_refs(doc)]
     inputs = [r for field in _INPUT_LISTS for r in _as_list(doc.get(field))]
+    return [
+        (ref.rpartition("=")[2], whole_dir)  # `key=path` in generators' files
+        for ref, whole_dir in [*((r, True) for r in refs), *((r, False) for r in inputs)]
+        if isinstance(ref, str) and ref and "://" not in ref and not posixpath.isabs(ref)
+    ]
+
+
+def _generator_refs(doc: dict[str, object]) -> list[object]:
+    """`files:`, `envs:` and `env:` of the ConfigMap and Secret generators."""
+    refs: list[object] = []
     for gen in (*_as_list(doc.get("configMapGenerator")), *_as_list(doc.get("secretGenerator"))):
         if isinstance(gen, dict):
-            for field in _FILE_FIELDS:
-                value = gen.get(field)
-                refs.extend(_as_list(value) if field != "env" else [value])
-    for field in _PATH_LISTS:
-        refs.extend(_as_list(doc.get(field)))
+            refs.extend(_as_list(gen.get("files")))
+            refs.extend(_as_list(gen.get("envs")))
+            refs.append(gen.get("env"))
+    return refs
+
+
+def _field_refs(doc: dict[str, object]) -> list[object]:
+    """Lists of paths (`patchesStrategicMerge`, `crds`, ...) and objects' `path:` (`patches`,
+    `replacements`, `openapi`, ...)."""
+    refs: list[object] = [r for field in _PATH_LISTS for r in _as_list(doc.get(field))]
     for field in _PATH_OBJECTS:
         value = doc.get(field)
         items = [value] if isinstance(value, dict) else _as_list(value)
         refs.extend(i.get("path") for i in items if isinstance(i, dict))
+    return refs
+
+
+def _chart_refs(doc: dict[str, object]) -> list[object]:
+    """The values files and chart home of kustomize's Helm inflation."""
+    refs: list[object] = []
     for chart in (*_as_list(doc.get("helmCharts")), doc.get("helmGlobals")):
         if isinstance(chart, dict):
             refs.extend(chart.get(k) for k in ("valuesFile", "chartHome"))
             refs.extend(_as_list(chart.get("additionalValuesFiles")))
-    out: list[tuple[str, bool]] = []
-    for ref, whole_dir in [*((r, True) for r in refs), *((r, False) for r in inputs)]:
-        if not isinstance(ref, str) or not ref or "://" in ref or posixpath.isabs(ref):
-            continue
-        out.append((ref.rpartition("=")[2], whole_dir))  # `key=path` in generators' files
-    return out
+    return refs
 
 
 def _as_list(value: object) -> list[object]:
