@@ -140,3 +140,25 @@ def test_history_in_a_partial_clone_decides_every_row(origin: GitRepo, tmp_path:
     assert [r["verdict"] for r in data["commits"]][1] == "block"  # the claim is gone
     assert _blob(origin, "docs/diagram.png") in _missing(clone)
     assert _blob(origin, "docs/other.png") in _missing(clone)
+
+
+def test_missing_blobs_are_fetched_in_one_request_per_batch(
+    origin: GitRepo, tmp_path: Path
+) -> None:
+    """`cat-file` would fetch each missing blob with a process and a request of its own (minutes
+    on a real tree): the export asks for them at once, a request for the manifests and one for
+    the files the kustomizations name."""
+    for i in range(12):
+        origin.write({f"apps/more/cm{i}.yaml": PATCH.replace("settings", f"cm{i}")})
+    origin.git("add", "-A")
+    origin.git("commit", "-q", "-m", "more")
+    clone = _partial_clone(origin, tmp_path / "clone.git")
+    log = tmp_path / "requests.log"
+    wrapper = tmp_path / "upload-pack"
+    wrapper.write_text(f'#!/bin/sh\necho request >> "{log}"\nexec git upload-pack "$@"\n')
+    wrapper.chmod(0o755)
+    _git("config", "remote.origin.uploadpack", str(wrapper), cwd=clone)
+    gitsource.export_tree(clone, "HEAD", tmp_path / "export")
+    assert (tmp_path / "export/apps/more/cm11.yaml").is_file()
+    assert (tmp_path / "export/apps/db/app.conf").is_file()
+    assert log.read_text(encoding="utf-8").count("request") == 2
