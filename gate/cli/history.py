@@ -168,6 +168,7 @@ def history_command(
         fail(str(exc))
     reading = GitReading(repo, render, tuple(flux_roots), tuple(sources), ignores)
     reader = _reader(reading, paths)
+    _renderers(reading, reset=True)
     show = sys.stderr.isatty() if progress is None else progress
     rows: list[HistoryRow] = []
     rows_iter = replay(
@@ -183,10 +184,23 @@ def history_command(
         if show:
             click.echo(progress_line(index, len(commits), row), err=True)
     summary = summarize(rows)
+    used = _renderers(reading)
     if fmt == "json":
-        click.echo(render_history_json(rows, summary, range_=range_))
+        click.echo(render_history_json(rows, summary, range_=range_, renderers=used))
     else:
-        click.echo(render_history_text(rows, summary))
+        click.echo(render_history_text(rows, summary, renderers=used))
+
+
+def _renderers(reading: GitReading, *, reset: bool = False) -> list[str]:
+    """The renderers the replay's builds ran (none when it reads files one by one); `reset`
+    starts the count."""
+    if not reading.builds:
+        return []
+    from gate.sources import render  # only built replays load it
+
+    if reset:
+        render.reset_renderers()
+    return render.renderers_used()
 
 
 def _parse_range(range_: str) -> tuple[str, str]:

@@ -70,6 +70,9 @@ class HistoryRow:
     findings: tuple[Finding, ...] = ()
     error: str | None = None
     notes: tuple[str, ...] = ()
+    #: The revision the commit was compared with when it is not its parent (the parent could not
+    #: be built: its last buildable ancestor).
+    base: str | None = None
 
 
 @dataclass(frozen=True)
@@ -151,19 +154,37 @@ def replay(
     default_namespace: str = "default",
 ) -> Iterator[HistoryRow]:
     """One row per commit, in order; a `GateError` on either side is an `error` row, and the
-    replay goes on. A root commit is compared with an empty base."""
+    replay goes on. A root commit is compared with an empty base.
+
+    A commit whose parent cannot be built (a malformed manifest, a failed render) is compared
+    with the last revision of the replay that could: Flux applied nothing from the broken one,
+    so the cluster still holds that ancestor's objects, and this commit's deploy (a fix, say)
+    changes them. The row says so (`base`, a note)."""
+    buildable: tuple[str, Revision] | None = None  # the last revision read whole, and its sha
     for commit in commits:
         start = clock()
         objects: int | None = None
         notes: list[str] = []
+        base_sha: str | None = None
+        parent: Revision | GateError | None = None
+        if commit.parent is not None:
+            try:
+                parent = cache.get(commit.parent)
+            except GateError as exc:
+                parent = exc
+            else:
+                buildable = (commit.parent, parent)
         try:
             head = cache.get(commit.sha)
             objects = len(head.objects)
-            if commit.parent is None:
+            if parent is None:
                 notes.append("root commit: the base is empty")
                 base = Revision((), head.missing)
+            elif isinstance(parent, GateError):
+                base, base_sha, said = _ancestor(parent, commit.parent or "", buildable)
+                notes.append(said)
             else:
-                base = _base(cache, commit.parent)
+                base = parent
             notes.extend(path_notes(base, head, commit.sha))
             notes.extend(head.notes)
             result = check_commit(
@@ -174,9 +195,31 @@ def replay(
                 default_namespace=default_namespace,
             )
         except GateError as exc:
-            yield error_row(commit, str(exc), clock() - start, objects, tuple(notes))
+            yield error_row(commit, str(exc), clock() - start, objects, tuple(notes), base_sha)
             continue
-        yield result_row(commit, result, clock() - start, tuple(notes))
+        yield result_row(commit, result, clock() - start, tuple(notes), base_sha)
+
+
+def _ancestor(
+    exc: GateError, parent: str, buildable: tuple[str, Revision] | None
+) -> tuple[Revision, str, str]:
+    """For a parent that cannot be read (`exc`): the last buildable ancestor's revision, its
+    sha and a note saying so; with none in the replay, the parent's error."""
+    if buildable is None:
+        raise GateError(
+            f"the parent {parent[:12]} cannot be read, nor any ancestor in the range: {exc}"
+        ) from exc
+    sha, revision = buildable
+    note = (
+        f"the parent {parent[:12]} cannot be built ({_first_line(str(exc))}): judged "
+        f"against its last buildable ancestor {sha[:12]}, what the cluster still holds"
+    )
+    return revision, sha, note
+
+
+def _first_line(text: str, width: int = 160) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else text
+    return line if len(line) <= width else line[: width - 3] + "..."
 
 
 def path_notes(base: Revision, head: Revision, sha: str) -> list[str]:
@@ -195,15 +238,12 @@ def path_notes(base: Revision, head: Revision, sha: str) -> list[str]:
     return notes
 
 
-def _base(cache: RevisionCache, parent: str) -> Revision:
-    try:
-        return cache.get(parent)
-    except GateError as exc:
-        raise GateError(f"the parent {parent[:12]} cannot be read: {exc}") from exc
-
-
 def result_row(
-    commit: Commit, result: CheckResult, seconds: float, notes: tuple[str, ...] = ()
+    commit: Commit,
+    result: CheckResult,
+    seconds: float,
+    notes: tuple[str, ...] = (),
+    base: str | None = None,
 ) -> HistoryRow:
     """The row of a decided commit: its verdict, its codes (each once, in report order)."""
     findings = result.decision.findings
@@ -216,6 +256,7 @@ def result_row(
         seconds=seconds,
         findings=findings,
         notes=notes,
+        base=base,
     )
 
 
@@ -225,6 +266,7 @@ def error_row(
     seconds: float,
     objects: int | None = None,
     notes: tuple[str, ...] = (),
+    base: str | None = None,
 ) -> HistoryRow:
     """The row of a commit the gate could not decide, with the reason."""
     return HistoryRow(
@@ -236,6 +278,7 @@ def error_row(
         seconds=seconds,
         error=reason,
         notes=notes,
+        base=base,
     )
 
 

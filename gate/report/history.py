@@ -15,6 +15,9 @@ from gate.engine.history import HISTORY_CONTEXT, ROW_VERDICTS, HistoryRow, Histo
 from gate.report.common import LEGACY_COMMAND, inert, visible
 from gate.report.json import SCHEMA_VERSION, finding_data
 
+#: The confined renderer's name (gate.sources.render.HELPER; reports do not import sources).
+HELPER = "prune-gate-kustomize"
+
 #: Width of the subject column; longer subjects end in `...`.
 SUBJECT_WIDTH = 48
 #: Width of the reason under an error row in the table (the JSON has it whole).
@@ -51,8 +54,23 @@ def summary_line(summary: HistorySummary) -> str:
     )
 
 
-def render_history_text(rows: Sequence[HistoryRow], summary: HistorySummary) -> str:
-    """The table, an error's reason under its row, and the summary line."""
+def renderer_line(renderers: Sequence[str]) -> str | None:
+    """`renderer: prune-gate-kustomize (confined)`, or the fallback named as such; None when
+    nothing was built."""
+    if not renderers:
+        return None
+    named = [
+        f"{r} (confined)" if r == HELPER else f"{r} (fallback: {HELPER} is not on PATH)"
+        for r in renderers
+    ]
+    return "renderer: " + ", ".join(named)
+
+
+def render_history_text(
+    rows: Sequence[HistoryRow], summary: HistorySummary, *, renderers: Sequence[str] = ()
+) -> str:
+    """The table, an error's reason under its row, the renderer that built (if any), and the
+    summary line."""
     cells = [_HEADER, *(table_row(r) for r in rows)]
     widths = [max(len(c[i]) for c in cells) for i in range(len(_HEADER))]
     right = {4, 5}  # numbers align right
@@ -71,6 +89,9 @@ def render_history_text(rows: Sequence[HistoryRow], summary: HistorySummary) -> 
             out.append(f"  error: {truncate(row.error, REASON_WIDTH)}")
         out.extend(f"  note: {truncate(n, REASON_WIDTH)}" for n in row.notes)
     out.append("")
+    said = renderer_line(renderers)
+    if said is not None:
+        out.append(said)
     out.append(summary_line(summary))
     return inert("\n".join(out))
 
@@ -88,17 +109,25 @@ def row_data(row: HistoryRow) -> dict[str, Any]:
         "findings": [finding_data(f) for f in row.findings],
         "error": row.error,
         "notes": list(row.notes),
+        "base": row.base,
     }
 
 
 def history_data(
-    rows: Sequence[HistoryRow], summary: HistorySummary, *, range_: str
+    rows: Sequence[HistoryRow],
+    summary: HistorySummary,
+    *,
+    range_: str,
+    renderers: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """The whole replay as plain data: the range, one object per commit, the summary."""
+    """The whole replay as plain data: the range, the renderers that built (`prune-gate-kustomize`,
+    or a fallback's `kubectl kustomize` / `kustomize build`; empty when nothing was built), one
+    object per commit, the summary."""
     return {
         "schemaVersion": SCHEMA_VERSION,
         "context": HISTORY_CONTEXT.value,
         "range": range_,
+        "renderers": list(renderers),
         "commits": [row_data(r) for r in rows],
         "summary": {
             "commits": summary.commits,
@@ -109,9 +138,16 @@ def history_data(
     }
 
 
-def render_history_json(rows: Sequence[HistoryRow], summary: HistorySummary, *, range_: str) -> str:
+def render_history_json(
+    rows: Sequence[HistoryRow],
+    summary: HistorySummary,
+    *,
+    range_: str,
+    renderers: Sequence[str] = (),
+) -> str:
     """The JSON document: two-space indent, ASCII only, `##[` escaped."""
-    text = json.dumps(history_data(rows, summary, range_=range_), indent=2)
+    data = history_data(rows, summary, range_=range_, renderers=renderers)
+    text = json.dumps(data, indent=2)
     return text.replace(LEGACY_COMMAND, "##\\u005b")
 
 

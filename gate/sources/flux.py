@@ -453,7 +453,7 @@ def render_helm_release(
     if done.returncode != 0:
         raise RenderError(
             f"{hr.source}: HelmRelease {meta.get('namespace')}/{meta.get('name')}: "
-            f"`helm template {path}` failed: {done.stderr.strip()}"
+            f"`helm template {path}` failed: {tree.repository_paths(done.stderr.strip())}"
         )
     root = helm_root(str(meta.get("namespace") or ""), str(meta.get("name", "")))
     out = []

@@ -210,7 +210,14 @@ def read_blob(repo: str | Path, rev: str, path: str) -> tuple[bool, bytes] | Non
 
 
 def export_tree(repo: str | Path, rev: str, dest: str | Path) -> str:
-    """Write the whole tree at `rev` into the directory `dest` (no checkout); returns the sha.
+    """Write the files a build reads at `rev` into the directory `dest` (no checkout); returns
+    the sha.
+
+    Only what a build or the manifests need is read (`needed_entries`): manifests (YAML, JSON),
+    kustomization files, the files kustomizations name (generators' files, patches, ...),
+    Helm charts whole, and symlinks. In a partial clone (`git clone --filter=blob:none`) a blob
+    that is needed and missing is fetched by git on demand; one that is not needed (an image,
+    a README) is never read, so never fetched.
 
     Unlike `git archive`, this ignores `export-ignore` / `export-subst` attributes, so the files
     are exactly what was committed. Symlinks are recreated only when they stay inside the tree;
@@ -220,22 +227,203 @@ def export_tree(repo: str | Path, rev: str, dest: str | Path) -> str:
     r = _open(repo)
     sha = _resolve(r, rev)
     entries = _ls_tree(r, sha, [])
+    first = needed_entries(entries)
+    _prefetch(r, sha, first)
+    kustomizations: dict[str, bytes] = {}
     made: set[Path] = set()  # directories made so far: a mkdir per file costs more than its write
-    for entry, data in _blobs(r, entries):
-        target = root.joinpath(*entry.path.split("/"))
-        if target.parent not in made:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            made.add(target.parent)
-        if entry.mode == _MODE_SYMLINK:
-            link = data.decode("utf-8", "surrogateescape")
-            resolved = posixpath.normpath(posixpath.join(posixpath.dirname(entry.path), link))
-            if not posixpath.isabs(link) and not resolved.startswith("../"):
-                target.symlink_to(link)
-            continue
-        target.write_bytes(data)
-        if entry.mode == _MODE_EXECUTABLE:
-            target.chmod(target.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    # Every directory of the tree exists, though some of its files are not read: Flux builds
+    # a `spec.path` that holds only a README (to nothing), and fails on one that is absent.
+    for folder in sorted({posixpath.dirname(e.path) for e in entries} - {""}):
+        target = root.joinpath(*folder.split("/"))
+        target.mkdir(parents=True, exist_ok=True)
+        made.add(target)
+    for entry, data in _blobs(r, first):
+        _write_entry(root, entry, data, made)
+        if entry.path.rpartition("/")[2] in KUSTOMIZATION_NAMES and entry.mode != _MODE_SYMLINK:
+            kustomizations[entry.path] = data
+    written = {e.path for e in first}
+    referenced = referenced_entries(entries, kustomizations, written)
+    _prefetch(r, sha, referenced)
+    for entry, data in _blobs(r, referenced):
+        _write_entry(root, entry, data, made)
     return sha
+
+
+def _prefetch(r: _Repo, sha: str, entries: Sequence[TreeEntry]) -> None:
+    """In a partial clone, fetch the blobs of `entries` that the clone lacks in one request:
+    `cat-file` would fetch them one process each (minutes for a tree of a thousand manifests).
+    A clone that is not partial costs one `git config`; a failed fetch is left to `cat-file`,
+    which fetches or names the blob."""
+    remote = _promisor_remote(r)
+    if remote is None:
+        return  # not a partial clone
+    try:  # `--missing=print` lists what is absent without fetching it
+        listed = r.git("rev-list", "--objects", "--no-walk", "--missing=print", sha)
+    except _GitFailedError:
+        return
+    missing = {line[1:] for line in listed.splitlines() if line.startswith("?")}
+    wanted = sorted({e.sha for e in entries} & missing)
+    if not wanted:
+        return
+    subprocess.run(
+        [
+            "git",
+            f"--git-dir={r.git_dir}",
+            "-c",
+            "fetch.negotiationAlgorithm=noop",
+            "fetch",
+            remote,
+            "--no-tags",
+            "--no-write-fetch-head",
+            "--recurse-submodules=no",
+            "--filter=blob:none",
+            "--stdin",
+        ],
+        input="".join(f"{w}\n" for w in wanted).encode(),
+        capture_output=True,
+        check=False,
+    )
+
+
+def _promisor_remote(r: _Repo) -> str | None:
+    """The remote a partial clone fetches missing objects from (`remote.<name>.promisor`, or
+    `extensions.partialClone`), or None for a complete clone."""
+    try:
+        said = r.git("config", "--get-regexp", r"^(remote\..*\.promisor|extensions\.partialclone)$")
+    except _GitFailedError:
+        return None  # no such key: not a partial clone
+    for line in said.splitlines():
+        key, _, value = line.partition(" ")
+        if key == "extensions.partialclone" and value:
+            return value
+        if key.startswith("remote.") and value.lower() in ("true", "yes", "on", "1"):
+            return key.removeprefix("remote.").removesuffix(".promisor")
+    return None
+
+
+def _write_entry(root: Path, entry: TreeEntry, data: bytes, made: set[Path]) -> None:
+    target = root.joinpath(*entry.path.split("/"))
+    if target.parent not in made:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        made.add(target.parent)
+    if entry.mode == _MODE_SYMLINK:
+        link = data.decode("utf-8", "surrogateescape")
+        resolved = posixpath.normpath(posixpath.join(posixpath.dirname(entry.path), link))
+        if not posixpath.isabs(link) and not resolved.startswith("../"):
+            target.symlink_to(link)
+        return
+    target.write_bytes(data)
+    if entry.mode == _MODE_EXECUTABLE:
+        target.chmod(target.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+
+def needed_entries(entries: Sequence[TreeEntry]) -> list[TreeEntry]:
+    """The entries any build reads whatever its kustomizations say: manifests (`.yaml`, `.yml`,
+    `.json`), kustomization files, every file of a Helm chart (templates, helpers), symlinks."""
+    charts = helm_chart_dirs(e.path for e in entries)
+    return [
+        e
+        for e in entries
+        if e.mode == _MODE_SYMLINK
+        or e.path.endswith(MANIFEST_SUFFIXES)
+        or e.path.rpartition("/")[2] in KUSTOMIZATION_NAMES
+        or in_any_dir(e.path, charts)
+    ]
+
+
+#: Kustomization fields that list files (or directories of files) the build reads beside the
+#: manifests: patches, transformer configurations (generators' files are read apart).
+_PATH_LISTS = (
+    "patchesStrategicMerge",
+    "configurations",
+    "crds",
+    "transformers",
+    "generators",
+    "validators",
+)
+#: Fields that name files or directories that are themselves kustomize input: their files
+#: are manifests and kustomizations (read anyway), never a directory's every file.
+_INPUT_LISTS = ("resources", "components")
+#: Fields whose entries are objects with a `path:` to a file.
+_PATH_OBJECTS = ("patches", "patchesJson6902", "replacements", "openapi")
+
+
+def referenced_entries(
+    entries: Sequence[TreeEntry], kustomizations: dict[str, bytes], written: set[str]
+) -> list[TreeEntry]:
+    """The entries the kustomizations name that `needed_entries` left out (a generator's
+    `app.conf`, a patch in a `.patch` file, a directory of files): resolved from each
+    kustomization's directory, as kustomize does."""
+    by_path = {e.path: e for e in entries}
+    wanted: set[str] = set()
+    for path, data in kustomizations.items():
+        here = path.rpartition("/")[0]
+        for ref, whole_dir in _kustomization_refs(data):
+            norm = posixpath.normpath(posixpath.join(here, ref))
+            if norm.startswith("../") or norm == "..":
+                continue
+            if norm in by_path:
+                wanted.add(norm)
+            elif whole_dir and norm != ".":  # a directory of a generator's (or patch's) files
+                wanted.update(p for p in by_path if p.startswith(norm + "/"))
+    return [by_path[p] for p in sorted(wanted - written)]
+
+
+def _kustomization_refs(data: bytes) -> list[tuple[str, bool]]:
+    """The local paths a kustomization file names, each with whether a directory there is read
+    whole (not for `resources:`/`components:`, whose directories are kustomize input). URLs
+    and unreadable files give none: the build says what is wrong with them."""
+    import yaml
+
+    try:
+        doc = yaml.load(data, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError:
+        return []
+    if not isinstance(doc, dict):
+        return []
+    refs = [*_generator_refs(doc), *_field_refs(doc), *_chart_refs(doc)]
+    inputs = [r for field in _INPUT_LISTS for r in _as_list(doc.get(field))]
+    return [
+        (ref.rpartition("=")[2], whole_dir)  # `key=path` in generators' files
+        for ref, whole_dir in [*((r, True) for r in refs), *((r, False) for r in inputs)]
+        if isinstance(ref, str) and ref and "://" not in ref and not posixpath.isabs(ref)
+    ]
+
+
+def _generator_refs(doc: dict[str, object]) -> list[object]:
+    """`files:`, `envs:` and `env:` of the ConfigMap and Secret generators."""
+    refs: list[object] = []
+    for gen in (*_as_list(doc.get("configMapGenerator")), *_as_list(doc.get("secretGenerator"))):
+        if isinstance(gen, dict):
+            refs.extend(_as_list(gen.get("files")))
+            refs.extend(_as_list(gen.get("envs")))
+            refs.append(gen.get("env"))
+    return refs
+
+
+def _field_refs(doc: dict[str, object]) -> list[object]:
+    """Lists of paths (`patchesStrategicMerge`, `crds`, ...) and objects' `path:` (`patches`,
+    `replacements`, `openapi`, ...)."""
+    refs: list[object] = [r for field in _PATH_LISTS for r in _as_list(doc.get(field))]
+    for field in _PATH_OBJECTS:
+        value = doc.get(field)
+        items = [value] if isinstance(value, dict) else _as_list(value)
+        refs.extend(i.get("path") for i in items if isinstance(i, dict))
+    return refs
+
+
+def _chart_refs(doc: dict[str, object]) -> list[object]:
+    """The values files and chart home of kustomize's Helm inflation."""
+    refs: list[object] = []
+    for chart in (*_as_list(doc.get("helmCharts")), doc.get("helmGlobals")):
+        if isinstance(chart, dict):
+            refs.extend(chart.get(k) for k in ("valuesFile", "chartHome"))
+            refs.extend(_as_list(chart.get("additionalValuesFiles")))
+    return refs
+
+
+def _as_list(value: object) -> list[object]:
+    return value if isinstance(value, list) else []
 
 
 def is_shallow(repo: str | Path) -> bool:
@@ -487,7 +675,10 @@ def _blobs(r: _Repo, entries: Sequence[TreeEntry]) -> Iterator[tuple[TreeEntry, 
             capture_output=True,
             check=True,
         )
-    except (OSError, subprocess.CalledProcessError) as exc:
+    except subprocess.CalledProcessError as exc:
+        _raise_missing(exc.stderr or b"", entries)
+        raise GitError(f"cannot read the blobs of the tree: {exc}") from None
+    except OSError as exc:
         raise GitError(f"cannot read the blobs of the tree: {exc}") from None
     out, at = done.stdout, 0
     for entry in entries:
@@ -495,10 +686,32 @@ def _blobs(r: _Repo, entries: Sequence[TreeEntry]) -> Iterator[tuple[TreeEntry, 
         header = out[at:end].split()
         if len(header) != 3 or header[1] != b"blob" or header[0].decode() != entry.sha:
             got = out[at:end].decode(errors="replace") if end >= 0 else "nothing"
-            raise GitError(f"cannot read {entry.path} ({entry.sha}): git answered {got!r}")
+            raise GitError(_unreadable(entry, got))
         size = int(header[2])
         yield entry, out[end + 1 : end + 1 + size]
         at = end + 1 + size + 1
+
+
+def _raise_missing(stderr: bytes, entries: Sequence[TreeEntry]) -> None:
+    """After `cat-file` failed: when git said it could not fetch a blob from the promisor
+    remote (a partial clone's), the error names that blob by its path."""
+    said = stderr.decode("utf-8", "replace")
+    for entry in entries:
+        if f"could not fetch {entry.sha}" in said:
+            raise GitError(_unreadable(entry, f"{entry.sha} missing"))
+
+
+def _unreadable(entry: TreeEntry, got: str) -> str:
+    """Why a blob could not be read; a missing one is a partial clone's blob git could not
+    fetch (its remote unreachable), named by its path."""
+    if got.endswith(" missing"):
+        return (
+            f"cannot read {entry.path}: its blob {entry.sha} is not in this clone (a partial "
+            "clone, `--filter=blob:none`?) and git could not fetch it from the promisor "
+            "remote. Check that the remote is reachable, or fetch the blobs first "
+            f"(`git fetch origin` with the filter off, or `git cat-file -p {entry.sha}`)"
+        )
+    return f"cannot read {entry.path} ({entry.sha}): git answered {got!r}"
 
 
 def _blob(r: _Repo, entry: TreeEntry) -> bytes:
@@ -545,7 +758,7 @@ class _BlobReader:
         header = line.split()
         if len(header) != 3 or header[1] != b"blob" or header[0].decode() != entry.sha:
             got = line.rstrip(b"\n").decode(errors="replace") or "nothing"
-            raise GitError(f"cannot read {entry.path} ({entry.sha}): git answered {got!r}")
+            raise GitError(_unreadable(entry, got))
         size = int(header[2])
         data = stdout.read(size + 1)
         if len(data) != size + 1:

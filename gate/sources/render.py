@@ -37,6 +37,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -103,6 +104,51 @@ def find_kustomize(search_path: str | None = None) -> list[str]:
     )
 
 
+#: What each renderer is called in reports; the helper is named by its file name.
+FALLBACKS = {"kustomize": "kustomize build", "kubectl": "kubectl kustomize"}
+
+#: The renderers that built in this process, in first-use order (`renderers_used`).
+_USED: dict[str, None] = {}
+_WARNED: list[bool] = []
+
+
+def renderer_name(command: Sequence[str]) -> str:
+    """How reports name the renderer `command` runs: `prune-gate-kustomize` (confined), or the
+    fallback's `kustomize build` / `kubectl kustomize`."""
+    if len(command) == 1:
+        return HELPER
+    return FALLBACKS.get(Path(command[0]).name, " ".join([Path(command[0]).name, *command[1:]]))
+
+
+def renderers_used() -> list[str]:
+    """The renderers that built something since the last `reset_renderers` (a report names the
+    one that ran: the fallback is slower and restricts file loads differently)."""
+    return list(_USED)
+
+
+def reset_renderers() -> None:
+    """Forget the renderers used (a command starts its own count)."""
+    _USED.clear()
+
+
+def _note_renderer(command: Sequence[str]) -> None:
+    """Record the renderer; the first fallback build of the process says so on stderr, once:
+    without the helper every build is a `kubectl kustomize` process (about 9x slower on a Flux
+    repository) and loads only files below each kustomization, so some builds Flux makes fail
+    here."""
+    name = renderer_name(command)
+    _USED.setdefault(name)
+    if len(command) > 1 and not _WARNED:
+        _WARNED.append(True)
+        print(
+            f"warning: {HELPER} (the confined renderer) is not on PATH: building with `{name}` "
+            "instead, one process per build (several times slower) and with files only below "
+            f"each kustomization (LoadRestrictionsRootOnly, where Flux loads any file of the "
+            f"repository). To use the helper: {INSTALL_HINT.partition('; or')[0]}",
+            file=sys.stderr,
+        )
+
+
 def render_kustomize(
     repo: str | Path, rev: str, path: str, *, timeout: float = DEFAULT_TIMEOUT
 ) -> list[RawObject]:
@@ -133,6 +179,7 @@ class ExportedTree:
 
     def __enter__(self) -> ExportedTree:
         self.command = find_kustomize()
+        _note_renderer(self.command)
         self._server = (
             BuildServer(self.command[0], self.timeout) if len(self.command) == 1 else None
         )
@@ -147,6 +194,12 @@ class ExportedTree:
             self._server.close()
         if self._tmp is not None:
             self._tmp.cleanup()
+
+    def repository_paths(self, text: str) -> str:
+        """`text` (a tool's message) with this export's temporary paths mapped back to paths
+        from the repository root: the absolute `/tmp/prune-gate-.../tree/apps/x` and the
+        wrapper's relative `../tree/apps/x` both become `apps/x`."""
+        return repository_paths(text, self.tree, self.root / _WRAPPER_DIR)
 
     def exists(self, rel: str) -> bool:
         """True when `rel` (from the repository root) is a directory at this revision."""
@@ -198,11 +251,21 @@ class ExportedTree:
             root=tree,
             label=label,
             label_file=lambda f: _under(f, tree),
-            scrub=str(tree),
+            scrub=self.repository_paths,
             timeout=self.timeout,
             extra=extra,
             flux=flux,
         )
+
+
+def repository_paths(text: str, tree: Path, wrapper: Path) -> str:
+    """`text` with paths into the exported `tree` (absolute, or relative to the `wrapper`
+    kustomization, as kustomize names the wrapper's resource) made repository paths; the
+    tree itself is `.`. A person reading the message edits those files, not the export."""
+    text = text.replace(str(tree) + os.sep, "").replace(str(tree), ".")
+    relative = re.escape(os.path.relpath(tree, wrapper).replace(os.sep, "/"))  # `../tree`
+    text = re.sub(rf"(?<![\w./-]){relative}/", "", text)
+    return re.sub(rf"(?<![\w./-]){relative}(?![\w./-])", ".", text)
 
 
 def flux_generated_kustomization(target: Path) -> str | None:
@@ -269,7 +332,7 @@ def _build(
     root: Path,
     label: str,
     label_file: Callable[[Path], str | None],
-    scrub: str | None,
+    scrub: Callable[[str], str] | None,
     timeout: float,
     extra: dict[str, Any] | None = None,
     flux: dict[str, Any] | None = None,
@@ -301,8 +364,8 @@ def _build(
     plain = wrapped if extra else _run(command, server, target, [root], wrapper, timeout, flux)
     if plain.returncode != 0:
         stderr = _clean_stderr(plain.stderr) or plain.stdout.strip() or f"exit {plain.returncode}"
-        if scrub:
-            stderr = stderr.replace(scrub + os.sep, "").replace(scrub, ".")
+        if scrub is not None:
+            stderr = scrub(stderr)
         tool = " ".join([Path(command[0]).name, *command[1:]])
         raise RenderError(f"{label}: `{tool}` failed: {stderr}")
     return parse_stream(plain.stdout, label)

@@ -295,7 +295,14 @@ def test_export_tree_writes_the_committed_files(
 
 
 def test_export_tree_keeps_only_symlinks_inside_the_tree(repo: GitRepo, tmp_path: Path) -> None:
-    repo.write({"base/cm.yaml": CM.format(name="a"), "run.sh": "#!/bin/sh\n"})
+    repo.write(
+        {
+            "base/cm.yaml": CM.format(name="a"),
+            "run.sh": "#!/bin/sh\n",
+            # a generator's file: exported (only what a build reads is)
+            "kustomization.yaml": "configMapGenerator:\n- name: s\n  files: [run.sh]\n",
+        }
+    )
     (repo.root / "run.sh").chmod(0o755)
     (repo.root / "overlay").mkdir()
     (repo.root / "overlay" / "cm.yaml").symlink_to("../base/cm.yaml")

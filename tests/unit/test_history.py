@@ -73,8 +73,14 @@ def test_each_commit_is_a_row_with_its_verdict(history: tuple[GitRepo, str]) -> 
     # Could not decide: an error row naming the file and line, and the replay went on.
     assert broken["verdict"] == "error"
     assert "app/broken.yaml:5" in broken["error"]
-    assert fixed["verdict"] == "error"  # its parent is the broken revision
-    assert "cannot be read" in fixed["error"] and "app/broken.yaml:5" in fixed["error"]
+    # Its parent is the broken revision: judged against the last buildable ancestor instead
+    # (Flux applied nothing from the broken one), which it equals: allowed, and said.
+    assert (fixed["verdict"], fixed["error"], fixed["base"]) == ("allow", None, blocked["sha"])
+    assert blocked["base"] is None and allowed["base"] is None
+    (note,) = fixed["notes"]
+    assert f"the parent {broken['sha'][:12]} cannot be built" in note
+    assert "app/broken.yaml:5" in note
+    assert f"last buildable ancestor {blocked['sha'][:12]}" in note
     assert all(isinstance(r["seconds"], float) for r in got)
 
 
@@ -87,8 +93,9 @@ def test_the_table_and_its_summary(history: tuple[GitRepo, str]) -> None:
     blocked = next(line for line in lines if "drop the claim" in line)
     assert blocked.split()[4] == "block" and "NOT_RETIRED" in blocked
     assert any(line.startswith("  error: ") and "app/broken.yaml:5" in line for line in lines)
-    assert lines[-1].startswith("4 commits (context merged): 1 allow, 0 warn, 1 block, 0 defer")
-    assert "2 error" in lines[-1] and "s per commit" in lines[-1]
+    assert lines[-1].startswith("4 commits (context merged): 2 allow, 0 warn, 1 block, 0 defer")
+    assert "1 error" in lines[-1] and "s per commit" in lines[-1]
+    assert any(line.startswith("  note: ") and "last buildable ancestor" in line for line in lines)
 
 
 def test_json_summary_counts_the_rows(history: tuple[GitRepo, str]) -> None:
@@ -100,9 +107,9 @@ def test_json_summary_counts_the_rows(history: tuple[GitRepo, str]) -> None:
     summary = data["summary"]
     assert (summary["commits"], summary["allow"], summary["block"], summary["error"]) == (
         4,
-        1,
-        1,
         2,
+        1,
+        1,
     )
 
 
