@@ -39,10 +39,15 @@ class BuildServer:
         self._proc: subprocess.Popen[bytes] | None = None
         self._stderr: IO[bytes] | None = None
 
-    def build(self, roots: list[Path], target: Path) -> subprocess.CompletedProcess[str] | None:
-        """The helper's result for `target` confined to `roots`, or None when it does not serve
-        (the caller runs it once per build instead)."""
-        request = json.dumps({"roots": [str(r) for r in roots], "target": str(target)})
+    def build(
+        self, roots: list[Path], target: Path, remote: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str] | None:
+        """The helper's result for `target` confined to `roots` (`remote`: URL -> fetched
+        file), or None when it does not serve (the caller runs it once per build instead)."""
+        asked: dict[str, object] = {"roots": [str(r) for r in roots], "target": str(target)}
+        if remote:
+            asked["remote"] = remote
+        request = json.dumps(asked)
         argv = [self.helper, "--serve", str(target)]
         for attempt in (1, 2):
             fresh = self._proc is None
