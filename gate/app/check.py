@@ -172,7 +172,7 @@ def _remote_findings(
     base_sha, head_sha = getattr(base, "sha", None), getattr(head, "sha", None)
     if not isinstance(base_sha, str) or not isinstance(head_sha, str):
         return guard, []  # rendered files: nothing was built here
-    from gate.app.remotes import compare_remotes
+    from gate.engine.remotes import compare_remotes
     from gate.sources.remote import LEDGER
 
     found, notes = compare_remotes(

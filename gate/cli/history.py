@@ -28,6 +28,7 @@ from gate.model.errors import GateError, GitError, InputError
 from gate.report.history import progress_line, render_history_json, render_history_text
 from gate.sources.clock import utc_today
 from gate.sources.policyfile import POLICY_FILE
+from gate.sources.remote import LEDGER
 
 
 @click.command("history")
@@ -227,6 +228,7 @@ def _reader(reading: GitReading, paths: Sequence[str]) -> Callable[[str], Revisi
             missing = [f"{p} does not exist at {sha[:12]}: read as empty" for p in missing]
         side = reading.side(sha, sha, present)
         objects = side.read() if present or not wanted else []
-        return Revision(tuple(objects), tuple(missing))
+        remote = frozenset(LEDGER.skipped(sha)) if reading.builds else frozenset()
+        return Revision(tuple(objects), tuple(missing), remote)
 
     return read

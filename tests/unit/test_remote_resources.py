@@ -220,3 +220,94 @@ def test_fetch_remote_refuses_a_git_url_with_a_message(tmp_path: Path) -> None:
             LEDGER.fetched_for(tmp_path / "tree")
     finally:
         LEDGER.reset()
+
+
+# --- Flux repositories and gate history ----------------------------------------------------------
+
+SYNC = """\
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata: {name: flux-system, namespace: flux-system}
+spec: {interval: 1m, url: "https://example.com/repo", ref: {branch: main}}
+---
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: flux-system, namespace: flux-system}
+spec:
+  interval: 10m
+  path: ./clusters/prod
+  prune: true
+  sourceRef: {kind: GitRepository, name: flux-system}
+"""
+INFRA = """\
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: snapshot-controller, namespace: flux-system}
+spec:
+  interval: 1h
+  path: ./infrastructure/snapshot-controller
+  prune: true
+  sourceRef: {kind: GitRepository, name: flux-system}
+"""
+
+
+def _flux_repo(tmp_path: Path, head_urls: tuple[str, ...]) -> GitRepo:
+    """A Flux repository whose snapshot-controller Kustomization installs the CRDs from a
+    release URL beside a claim of its own (the common layout); the candidate names `head_urls`
+    and touches the entry point."""
+    repo = GitRepo(tmp_path / "repo")
+    repo.commit(
+        {
+            "clusters/prod/flux-system/gotk-sync.yaml": SYNC,
+            "clusters/prod/infrastructure.yaml": INFRA,
+            "infrastructure/snapshot-controller/kustomization.yaml": (
+                f"resources:\n  - {PINNED}\n  - claim.yaml\n"
+            ),
+            "infrastructure/snapshot-controller/claim.yaml": claim(),
+        },
+        "base",
+    )
+    repo.commit(
+        {
+            "infrastructure/snapshot-controller/kustomization.yaml": "resources:\n"
+            + "".join(f"  - {u}\n" for u in head_urls)
+            + "  - claim.yaml\n",
+            "clusters/prod/infrastructure.yaml": INFRA + "# the candidate's own change\n",
+        },
+        "candidate",
+    )
+    return repo
+
+
+FLUX = ("check", "--base", "HEAD~1", "--head", "HEAD", "--flux-root", "clusters/prod")
+
+
+@needs_helper
+def test_flux_root_with_an_unchanged_remote_resource_is_not_exit_2(tmp_path: Path) -> None:
+    done = gate(*FLUX, "--format", "json", cwd=_flux_repo(tmp_path, (PINNED,)).root)
+    assert done.returncode == 0, done.stdout + done.stderr
+    data = _json(done)
+    assert data["verdict"] == "allow"
+    assert data["notes"] == [
+        f"remote resource {PINNED} (in infrastructure/snapshot-controller/kustomization.yaml) "
+        "was read, not fetched: the same URL on both sides is the same content at deploy "
+        "time, and its objects were not judged (--fetch-remote fetches and judges them)"
+    ]
+
+
+@needs_helper
+def test_flux_root_with_a_removed_remote_resource_is_found(tmp_path: Path) -> None:
+    data = _json(gate(*FLUX, "--format", "json", cwd=_flux_repo(tmp_path, ()).root))
+    assert _codes(data) == [("REMOTE_CONTENT_UNKNOWN", "warn", PINNED)]
+
+
+@needs_helper
+def test_history_reads_remote_resources_without_error_rows(tmp_path: Path) -> None:
+    repo = _flux_repo(tmp_path, ())
+    args = ("history", "--flux-root", "clusters/prod", "--format", "json", "--no-progress")
+    done = gate(*args, "--range", "HEAD~1..HEAD", cwd=repo.root)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = json.loads(done.stdout)["commits"]
+    assert [(r["verdict"], [f["code"] for f in r["findings"]]) for r in rows] == [
+        ("warn", ["REMOTE_CONTENT_UNKNOWN"])
+    ]

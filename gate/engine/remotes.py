@@ -1,4 +1,4 @@
-"""Remote kustomize resources compared between the two revisions (`gate check`, built sides).
+"""Remote kustomize resources compared between two revisions (`gate check` and `gate history`).
 
 The helper leaves each remote `resources:` entry out of an offline build and names it
 (`gate.sources.remote`). What that content holds the gate cannot read offline, so it judges the
@@ -16,6 +16,7 @@ URLs instead, per kustomization file:
 - an added URL deletes nothing: a note.
 
 With `--fetch-remote` nothing is left out: the objects are judged themselves, and nothing here.
+Pure: the entries come from the reader (`gate.sources.remote.LEDGER`).
 """
 
 from __future__ import annotations
