@@ -11,11 +11,8 @@ and time limited) and the helper builds from that file: the decision is on the r
 
 from __future__ import annotations
 
-import hashlib
 import os
-import ssl
 import threading
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +123,11 @@ def remote_entries(tree: Path) -> set[str]:
 def fetch_url(url: str) -> Path:
     """The cached content of `url`, fetched over HTTPS when not cached; a `RenderError` naming
     the URL and why when it cannot be (not HTTPS, a git URL, too large, an HTTP error)."""
+    # Here: only --fetch-remote pays for OpenSSL and urllib at import.
+    import hashlib
+    import ssl
+    import urllib.request
+
     if not url.lower().startswith("https://") or "?ref=" in url.lower() or url.endswith(".git"):
         raise RenderError(
             f"--fetch-remote: cannot fetch {url}: only HTTPS files are fetched (a git "
