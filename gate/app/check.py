@@ -176,7 +176,10 @@ def _remote_findings(
     from gate.sources.remote import LEDGER
 
     found, notes = compare_remotes(
-        LEDGER.skipped(base_sha), LEDGER.skipped(head_sha), context is Context.SPECULATIVE
+        LEDGER.skipped(base_sha),
+        LEDGER.skipped(head_sha),
+        context is Context.SPECULATIVE,
+        (LEDGER.lines(base_sha), LEDGER.lines(head_sha)),
     )
     return [*guard, *found], notes
 

@@ -22,7 +22,9 @@ Pure: the entries come from the reader (`gate.sources.remote.LEDGER`).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
+from gate.engine.placement import FILE_LEVEL
 from gate.model.findings import Code, Finding, Severity, edit
 from gate.model.objects import Source
 from gate.model.refs import ObjectRef
@@ -46,15 +48,23 @@ def remote_ref(url: str) -> ObjectRef:
     return ObjectRef(REMOTE_GROUP, REMOTE_KIND, "", url)
 
 
+Lines = Mapping[tuple[str, str], int]
+
+
 def compare_remotes(
-    base: set[tuple[str, str]], head: set[tuple[str, str]], speculative: bool
+    base: set[tuple[str, str]],
+    head: set[tuple[str, str]],
+    speculative: bool,
+    lines: tuple[Lines, Lines] = ({}, {}),
 ) -> tuple[list[Finding], list[str]]:
-    """The findings and notes for the (kustomization file, URL) entries each side left out."""
+    """The findings and notes for the (kustomization file, URL) entries each side left out;
+    `lines` says where each entry is in base's and head's file (line 1 where it does not)."""
+    base_lines, head_lines = lines
     findings: list[Finding] = []
     notes: list[str] = []
     for file, url in sorted(base & head):
         if moving(url):
-            findings.append(_moving(file, url))
+            findings.append(_moving(file, url, head_lines.get((file, url), 1)))
         else:
             notes.append(
                 f"remote resource {url} (in {file}) was read, not fetched: the same URL on both "
@@ -62,7 +72,7 @@ def compare_remotes(
                 "(--fetch-remote fetches and judges them)"
             )
     for file, url in sorted(base - head):
-        findings.append(_removed(file, url, speculative))
+        findings.append(_removed(file, url, speculative, base_lines.get((file, url), 1)))
     for file, url in sorted(head - base):
         notes.append(
             f"remote resource {url} is added in {file} and was not fetched: an addition "
@@ -71,8 +81,8 @@ def compare_remotes(
     return findings, notes
 
 
-def _removed(file: str, url: str, speculative: bool) -> Finding:
-    at = Source(file, 1)
+def _removed(file: str, url: str, speculative: bool, line: int) -> Finding:
+    at = Source(file, line)
     return Finding(
         code=Code.REMOTE_CONTENT_UNKNOWN,
         ref=remote_ref(url),
@@ -88,13 +98,13 @@ def _removed(file: str, url: str, speculative: bool) -> Finding:
             ),
         ),
         source=at,
-        head_source=at,
+        head_source=Source(file, FILE_LEVEL),  # the candidate's file no longer names it
         suggested=Severity.DEFER if speculative else None,
     )
 
 
-def _moving(file: str, url: str) -> Finding:
-    at = Source(file, 1)
+def _moving(file: str, url: str, line: int) -> Finding:
+    at = Source(file, line)
     return Finding(
         code=Code.REMOTE_CONTENT_UNKNOWN,
         ref=remote_ref(url),

@@ -60,27 +60,37 @@ class RemoteLedger:
         self._lock = threading.Lock()
         self.fetch = False
         self._skipped: dict[str, set[tuple[str, str]]] = {}
+        self._lines: dict[str, dict[tuple[str, str], int]] = {}
         self._fetched: dict[str, str] = {}
 
     def reset(self, fetch: bool = False) -> None:
         """Forget every revision (a new check), and say whether to fetch."""
         with self._lock:
-            self.fetch, self._skipped, self._fetched = fetch, {}, {}
+            self.fetch, self._skipped, self._lines, self._fetched = fetch, {}, {}, {}
 
     def record(self, sha: str, stderr: str, tree: Path) -> None:
         """Keep the entries a build of `sha` (exported at `tree`) names in its `stderr`."""
         found = set()
+        lines = {}
         for line in stderr.splitlines():
             if line.startswith(NOT_FETCHED):
                 file, _, url = line[len(NOT_FETCHED) :].partition(": ")
-                found.add((_relative(file, tree), url))
+                entry = (_relative(file, tree), url)
+                found.add(entry)
+                lines[entry] = _line_of(Path(file), url)
         with self._lock:
             self._skipped.setdefault(sha, set()).update(found)
+            self._lines.setdefault(sha, {}).update(lines)
 
     def skipped(self, sha: str) -> set[tuple[str, str]]:
         """(kustomization file from the repository root, URL) left out of `sha`'s builds."""
         with self._lock:
             return set(self._skipped.get(sha, set()))
+
+    def lines(self, sha: str) -> dict[tuple[str, str], int]:
+        """The line of each left-out entry of `sha` in its kustomization file (1 if unsure)."""
+        with self._lock:
+            return dict(self._lines.get(sha, {}))
 
     def fetched_for(self, tree: Path) -> dict[str, str]:
         """With `fetch`: each remote URL the kustomizations of `tree` name, fetched (URL ->
@@ -158,6 +168,15 @@ def fetch_url(url: str) -> Path:
         tmp.chmod(0o444)  # read-only input
         tmp.replace(path)
     return path
+
+
+def _line_of(file: Path, url: str) -> int:
+    """The first line of `file` naming `url` (1 when it cannot be read or found)."""
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return 1
+    return next((n for n, line in enumerate(text.splitlines(), 1) if url in line), 1)
 
 
 def _relative(file: str, tree: Path) -> str:

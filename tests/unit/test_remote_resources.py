@@ -102,6 +102,11 @@ def test_a_removed_url_is_a_finding_and_not_a_pass_in_speculative_context(
     preview = gate(*ARGS, "--format", "json", "--context", "preview", cwd=repo.root)
     assert preview.returncode == 0, preview.stderr
     assert _codes(_json(preview)) == [("REMOTE_CONTENT_UNKNOWN", "warn", PINNED)]
+    findings = _json(preview)["findings"]
+    assert isinstance(findings, list)
+    finding = findings[0]
+    assert finding["source"] == {"path": "app/kustomization.yaml", "line": 4}  # base's entry
+    assert finding["headSource"] == {"path": "app/kustomization.yaml", "line": None}
     spec = gate(*ARGS, "--format", "json", "--context", "speculative", cwd=repo.root)
     assert spec.returncode == 1, spec.stdout + spec.stderr
     data = _json(spec)
