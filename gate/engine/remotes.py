@@ -39,8 +39,14 @@ _MOVING_PATH = re.compile(r"/(main|master|HEAD|latest)(/|$)")
 
 
 def moving(url: str) -> bool:
-    """True when `url` names a branch (or `latest`), whose content changes without the URL."""
-    return bool(_MOVING_REF.search(url) or _MOVING_PATH.search(url.split("?", 1)[0]))
+    """True when `url` names a branch (or `latest`), whose content changes without the URL: a
+    branch ref or path, or a git repository without a ref (its default branch)."""
+    path = url.split("?", 1)[0]
+    if _MOVING_REF.search(url) or _MOVING_PATH.search(path):
+        return True
+    rest = path.split("://", 1)[-1]
+    is_git = url.startswith("git@") or ".git" in rest or "//" in rest
+    return is_git and "ref=" not in url and not path.endswith((".yaml", ".yml", ".json"))
 
 
 def remote_ref(url: str) -> ObjectRef:

@@ -316,3 +316,23 @@ def test_history_reads_remote_resources_without_error_rows(tmp_path: Path) -> No
     assert [(r["verdict"], [f["code"] for f in r["findings"]]) for r in rows] == [
         ("warn", ["REMOTE_CONTENT_UNKNOWN"])
     ]
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        (PINNED, False),
+        ("https://github.com/example/infra//crds?ref=v1.2.0", False),
+        ("https://github.com/example/infra//crds?ref=0123456789abcdef", False),
+        (MOVING, True),
+        ("https://github.com/example/infra//crds", True),  # no ref: the default branch
+        ("git@github.com:example/infra.git//crds", True),
+        ("https://raw.githubusercontent.com/example/infra/main/crds.yaml", True),
+        ("https://github.com/example/op/releases/latest/download/install.yaml", True),
+        ("https://raw.githubusercontent.com/example/infra/v1.2.0/crds.yaml", False),
+    ],
+)
+def test_which_urls_move(url: str, expected: bool) -> None:
+    from gate.engine.remotes import moving
+
+    assert moving(url) is expected
