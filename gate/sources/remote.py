@@ -58,6 +58,7 @@ class RemoteLedger:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._fetching = threading.Lock()  # one fetch at a time: both sides may name a URL
         self.fetch = False
         self._skipped: dict[str, set[tuple[str, str]]] = {}
         self._lines: dict[str, dict[tuple[str, str], int]] = {}
@@ -99,12 +100,10 @@ class RemoteLedger:
             return {}
         out = {}
         for url in sorted(remote_entries(tree)):
-            with self._lock:
+            with self._fetching:
                 known = self._fetched.get(url)
-            if known is None:
-                known = str(fetch_url(url))
-                with self._lock:
-                    self._fetched[url] = known
+                if known is None:
+                    known = self._fetched[url] = str(fetch_url(url))
             out[url] = known
         return out
 
