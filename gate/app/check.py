@@ -11,7 +11,7 @@ except through the `say` callback it is given.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from gate.app.policy import Say, guard_setting_findings, policy_at, rendered_policy, to_stderr
@@ -75,6 +75,8 @@ class GitInputs:
     base_flux_roots: tuple[str, ...] = ()
     head_flux_roots: tuple[str, ...] = ()
     flux_ignore: tuple[FluxSource, ...] = ()
+    #: `--fetch-remote`: fetch remote kustomize resources (HTTPS) and judge their objects.
+    fetch_remote: bool = False
 
     @property
     def roots(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -148,9 +150,13 @@ def run_check(request: CheckRequest, say: Say = to_stderr) -> CheckRun:
         policy, guard, (base, head), files = _rendered_sides(request, inputs, say)
         objects = base.read(), head.read()
     else:
+        from gate.sources.remote import LEDGER
+
         policy, guard, (base, head), files = _git_sides(request, inputs, say)
+        LEDGER.reset(fetch=inputs.fetch_remote)
         objects = read_both(base, head)
     base_raw, head_raw = objects
+    guard, notes = _remote_findings(base, head, request.context, guard)
     if not base_raw and not head_raw:
         raise InputError(
             f"no Kubernetes objects in base ({base.label}) nor candidate ({head.label}): "
@@ -172,8 +178,30 @@ def run_check(request: CheckRequest, say: Say = to_stderr) -> CheckRun:
         )
     else:
         result = _check_live(request, policy, objects, declared, guard, say)
+    if notes:
+        result = replace(result, decision=replace(result.decision, notes=tuple(notes)))
     # Where the candidate shows each finding, for annotations: read after the check.
     return CheckRun(place_findings(result, files), base, head, objects)
+
+
+def _remote_findings(
+    base: Side, head: Side, context: Context, guard: list[Finding]
+) -> tuple[list[Finding], list[str]]:
+    """`guard` with REMOTE_CONTENT_UNKNOWN for the remote resources the builds of the two
+    revisions left out (`gate.app.remotes`), and the notes for those that need none."""
+    base_sha, head_sha = getattr(base, "sha", None), getattr(head, "sha", None)
+    if not isinstance(base_sha, str) or not isinstance(head_sha, str):
+        return guard, []  # rendered files: nothing was built here
+    from gate.engine.remotes import compare_remotes
+    from gate.sources.remote import LEDGER
+
+    found, notes = compare_remotes(
+        LEDGER.skipped(base_sha),
+        LEDGER.skipped(head_sha),
+        context is Context.SPECULATIVE,
+        (LEDGER.lines(base_sha), LEDGER.lines(head_sha)),
+    )
+    return [*guard, *found], notes
 
 
 def _rendered_sides(

@@ -125,6 +125,14 @@ from gate.speed import without_cyclic_gc
     "and stop (exit 2) if a kustomization file is among them.",
 )
 @click.option(
+    "--fetch-remote",
+    is_flag=True,
+    help="Fetch each remote kustomize resource (an https URL in resources:) into the cache "
+    "(~/.cache/prune-gate/remote) and judge its objects (needs network; extra CA: "
+    "PRUNE_GATE_REMOTE_CA). Without it, remote resources are left out of the build and their "
+    "URLs compared between the revisions.",
+)
+@click.option(
     "--context",
     "context_name",
     type=click.Choice(["auto", "speculative", "merged", "preview"]),
@@ -272,6 +280,7 @@ def _inputs(options: dict[str, Any], ci: CIContext) -> RenderedInputs | GitInput
         head_flux_roots=tuple(options["head_flux_roots"]),
         # A pull request's own changes: from where it forked, unless --base says otherwise.
         from_merge_base=ci.from_merge_base and options["base_rev"] is None,
+        fetch_remote=options["fetch_remote"],
     )
 
 

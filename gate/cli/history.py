@@ -35,6 +35,7 @@ from gate.model.errors import GateError, GitError, InputError
 from gate.report.history import progress_line, render_history_json, render_history_text
 from gate.sources.clock import utc_today
 from gate.sources.policyfile import POLICY_FILE
+from gate.sources.remote import LEDGER
 
 
 @click.command("history")
@@ -261,6 +262,7 @@ def _reader(reading: GitReading, paths: Sequence[str]) -> Callable[[str], Revisi
         side = reading.side(sha, sha, [*auto, *present])
         objects = side.read() if auto or present or not wanted else []
         notes = tuple(side.notes) if isinstance(side, FluxSide) else ()
-        return Revision(tuple(objects), tuple(missing), notes)
+        remote = frozenset(LEDGER.skipped(sha)) if reading.builds else frozenset()
+        return Revision(tuple(objects), tuple(missing), notes, remote)
 
     return read

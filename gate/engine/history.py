@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from gate.engine.check import CheckResult, check_objects
 from gate.engine.context import Context
 from gate.engine.policy import Policy
+from gate.engine.remotes import compare_remotes
 from gate.model.errors import GateError, InputError
 from gate.model.findings import Finding
 from gate.model.kinds import check_guarded_kinds, declared_custom_kinds
@@ -54,6 +55,8 @@ class Revision:
     #: What reading it had to say (the root `--flux-root auto` found, Kustomizations skipped
     #: by `--flux-ignore-source`): the commit's row carries its head's.
     notes: tuple[str, ...] = ()
+    #: The remote resources its builds left out: (kustomization file, URL) (`gate.engine.remotes`).
+    remote: frozenset[tuple[str, str]] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -124,9 +127,11 @@ def check_commit(
     policy: Policy,
     today: dt.date,
     default_namespace: str = "default",
+    extra_findings: Sequence[Finding] = (),
 ) -> CheckResult:
     """What `gate check` (git mode, without `--live`) decides for one pair of revisions, in the
-    merged context; raises `GateError` where it would exit 2."""
+    merged context; raises `GateError` where it would exit 2. `extra_findings`: those made
+    beside the objects (REMOTE_CONTENT_UNKNOWN)."""
     if not base_raw and not head_raw:
         raise InputError(
             "no Kubernetes objects at this commit nor at its parent: check the paths "
@@ -141,6 +146,7 @@ def check_commit(
         policy=policy,
         today=today,
         default_namespace=default_namespace,
+        extra_findings=extra_findings,
     )
 
 
@@ -187,12 +193,15 @@ def replay(
                 base = parent
             notes.extend(path_notes(base, head, commit.sha))
             notes.extend(head.notes)
+            remote, remote_notes = compare_remotes(set(base.remote), set(head.remote), False)
+            notes.extend(remote_notes)
             result = check_commit(
                 base.objects,
                 head.objects,
                 policy=policy,
                 today=today,
                 default_namespace=default_namespace,
+                extra_findings=remote,
             )
         except GateError as exc:
             yield error_row(commit, str(exc), clock() - start, objects, tuple(notes), base_sha)

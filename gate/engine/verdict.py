@@ -53,6 +53,9 @@ class Decision:
     verdict: Verdict
     findings: tuple[Finding, ...]
     exempted: tuple[Exempted, ...] = ()
+    #: What the decision was made without, said in every report (a remote resource read, not
+    #: fetched): not a finding, nothing to fix.
+    notes: tuple[str, ...] = ()
 
 
 def apply_policy(

@@ -40,6 +40,7 @@ class Code(StrEnum):
     RECLAIM_SWITCHED_TO_DELETE = "RECLAIM_SWITCHED_TO_DELETE"
     RELEASE_UNINSTALL_DELETES = "RELEASE_UNINSTALL_DELETES"
     RELEASE_CONTENT_UNKNOWN = "RELEASE_CONTENT_UNKNOWN"
+    REMOTE_CONTENT_UNKNOWN = "REMOTE_CONTENT_UNKNOWN"
     KUSTOMIZATION_PRUNES_GUARDED = "KUSTOMIZATION_PRUNES_GUARDED"
     APPLICATION_DELETES_RESOURCES = "APPLICATION_DELETES_RESOURCES"
     OWNER_DELETES_DEPENDENTS = "OWNER_DELETES_DEPENDENTS"
@@ -169,6 +170,11 @@ CODES: dict[Code, CodeInfo] = {
         Severity.WARN,
         "a removed Flux HelmRelease is uninstalled, and nothing says which guarded objects its "
         "release holds (no live view, chart not rendered)",
+    ),
+    Code.REMOTE_CONTENT_UNKNOWN: CodeInfo(
+        Severity.WARN,
+        "a remote kustomize resource is removed, re-pointed or on a moving ref, and offline "
+        "nothing says which objects it holds (not fetched; --fetch-remote judges them)",
     ),
     Code.KUSTOMIZATION_PRUNES_GUARDED: CodeInfo(
         Severity.BLOCK,

@@ -33,6 +33,8 @@ def report_data(decision: Decision, *, context: Context, base: str, head: str) -
             }
             for ex in decision.exempted
         ],
+        # What the decision was made without (a remote resource not fetched): only when any.
+        **({"notes": list(decision.notes)} if decision.notes else {}),
     }
 
 

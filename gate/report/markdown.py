@@ -53,6 +53,8 @@ def render_markdown(
                 f"(expires {ex.expires.isoformat()})"
             )
         out += ["", "</details>"]
+    if decision.notes:
+        out += ["", *(f"- note: {_md(n)}" for n in decision.notes)]
     out += ["", f"*{_md(exit_hint(verdict))}*"]
     return "\n".join(out)
 

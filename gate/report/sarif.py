@@ -76,12 +76,22 @@ def sarif_data(decision: Decision, *, context: Context, base: str, head: str) ->
                                 decision, context=context, base=base, head=head
                             ),
                         },
+                        **_notifications(decision.notes),
                     }
                 ],
                 "properties": {"context": context.value, "base": base, "head": head},
                 "results": results,
             }
         ],
+    }
+
+
+def _notifications(notes: tuple[str, ...]) -> dict[str, Any]:
+    """The report's notes as SARIF tool notifications (none: the key is left out)."""
+    if not notes:
+        return {}
+    return {
+        "toolExecutionNotifications": [{"level": "note", "message": {"text": n}} for n in notes]
     }
 
 

@@ -50,6 +50,9 @@ def render_text(
         lines.append("")
         lines.append(f"exempted by policy ({len(decision.exempted)}):")
         lines.extend(f"  {exempted_text(ex, paint)}" for ex in decision.exempted)
+    if decision.notes:
+        lines.append("")
+        lines.extend(f"note: {visible(n)}" for n in decision.notes)
     lines.append("")
     lines.append(paint("dim", exit_hint(decision.verdict)))
     return "\n".join(lines)

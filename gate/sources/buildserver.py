@@ -40,14 +40,21 @@ class BuildServer:
         self._stderr: IO[bytes] | None = None
 
     def build(
-        self, roots: list[Path], target: Path, flux: dict[str, Any] | None = None
+        self,
+        roots: list[Path],
+        target: Path,
+        flux: dict[str, Any] | None = None,
+        remote: dict[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str] | None:
         """The helper's result for `target` confined to `roots`, or None when it does not serve
         (the caller runs it once per build instead). `flux` is a Flux Kustomization's post-build
-        (tools/kustomize/flux.go): the helper substitutes with Flux's own code."""
+        (tools/kustomize/flux.go): the helper substitutes with Flux's own code; `remote` maps a
+        remote entry's URL to its fetched file."""
         ask: dict[str, Any] = {"roots": [str(r) for r in roots], "target": str(target)}
         if flux is not None:
             ask["flux"] = flux
+        if remote:
+            ask["remote"] = remote
         request = json.dumps(ask)
         argv = [self.helper, "--serve", str(target)]
         for attempt in (1, 2):

@@ -10,11 +10,13 @@ The build must not read outside the revision's tree: a candidate's `configMapGen
 `/proc/self/environ` would otherwise put the CI runner's secrets into the report. Builds therefore
 run `prune-gate-kustomize` (tools/kustomize, built by scripts/build-binaries): kustomize's own API
 with `LoadRestrictionsNone`, as Flux's kustomize-controller builds, on a file system that refuses
-every path resolving (symlinks followed) outside the tree, and offline (remote bases and files
-are refused). A kustomization that names a file elsewhere in the repository builds here as in the
-cluster. Without the helper, `kustomize build` or `kubectl kustomize` is the fallback, with
-kustomize's default `LoadRestrictionsRootOnly` (files only below each kustomization; never
-`LoadRestrictionsNone`, which reads anything the runner can).
+every path resolving (symlinks followed) outside the tree, and offline: a remote entry is built
+from the file `--fetch-remote` fetched it into, else left out and recorded
+(`gate.sources.remote`), so the check can compare the two revisions' URLs. A kustomization that
+names a file elsewhere in the repository builds here as in the cluster. Without the helper,
+`kustomize build` or `kubectl kustomize` is the fallback, with kustomize's default
+`LoadRestrictionsRootOnly` (files only below each kustomization; never `LoadRestrictionsNone`,
+which reads anything the runner can).
 
 Revisions are materialised into a temporary directory from the object database
 (`gate.sources.gitsource.export_tree`): the work tree is never touched, so base and candidate can be
@@ -51,6 +53,7 @@ from gate.model.objects import RawObject, Source
 from gate.sources import gitsource
 from gate.sources.buildserver import BuildServer
 from gate.sources.manifests import KUSTOMIZATION_NAMES, parse_stream
+from gate.sources.remote import LEDGER
 
 #: The annotation kustomize writes with `buildMetadata: [originAnnotations]`.
 ORIGIN_ANNOTATION = "config.kubernetes.io/origin"
@@ -187,6 +190,7 @@ class ExportedTree:
         self.root = Path(self._tmp.name).resolve()  # kustomize resolves symlinks
         self.tree = self.root / _TREE_DIR
         self.sha = gitsource.export_tree(self.repo, self.rev, self.tree)
+        self.remote = LEDGER.fetched_for(self.tree)  # URL -> fetched file (--fetch-remote)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -255,6 +259,8 @@ class ExportedTree:
             timeout=self.timeout,
             extra=extra,
             flux=flux,
+            remote=self.remote,
+            heard=lambda stderr: LEDGER.record(self.sha, stderr, tree),
         )
 
 
@@ -336,13 +342,17 @@ def _build(
     timeout: float,
     extra: dict[str, Any] | None = None,
     flux: dict[str, Any] | None = None,
+    remote: dict[str, str] | None = None,
+    heard: Callable[[str], None] = lambda _stderr: None,
 ) -> list[RawObject]:
     """Build `target` through an origin-annotating wrapper, else plainly; parse and trace back.
 
     `extra` are kustomization fields a Flux Kustomization adds to the build (`patches`, `images`,
     `components`, `namePrefix`, `nameSuffix`): they go into the wrapper, and a build that needs
     them never falls back to the plain one, which would leave them out. `flux` is its
-    post-build, which the helper runs on either build."""
+    post-build, which the helper runs on either build. `remote` maps a remote entry's URL to its
+    fetched file; `heard` is given a successful build's stderr (where the helper names the remote
+    entries it left out)."""
     wrapper.mkdir(exist_ok=True)
     resource = os.path.relpath(target, wrapper).replace(os.sep, "/")
     (wrapper / "kustomization.yaml").write_text(
@@ -357,25 +367,32 @@ def _build(
         ),
         encoding="utf-8",
     )
-    wrapped = _run(command, server, wrapper, [root, wrapper], wrapper, timeout, flux)
+    wrapped = _run(command, server, wrapper, [root, wrapper], wrapper, timeout, flux, remote)
     if wrapped.returncode == 0:
+        heard(wrapped.stderr)
         objects = parse_stream(wrapped.stdout, label)
         return _trace(objects, wrapper, root, label_file)
-    plain = wrapped if extra else _run(command, server, target, [root], wrapper, timeout, flux)
+    plain = (
+        wrapped if extra else _run(command, server, target, [root], wrapper, timeout, flux, remote)
+    )
     if plain.returncode != 0:
         stderr = _clean_stderr(plain.stderr) or plain.stdout.strip() or f"exit {plain.returncode}"
         if scrub is not None:
             stderr = scrub(stderr)
         tool = " ".join([Path(command[0]).name, *command[1:]])
         raise RenderError(f"{label}: `{tool}` failed: {stderr}")
+    heard(plain.stderr)
     return parse_stream(plain.stdout, label)
 
 
-def _argv(command: list[str], target: Path, roots: list[Path]) -> list[str]:
+def _argv(
+    command: list[str], target: Path, roots: list[Path], remote: dict[str, str] | None = None
+) -> list[str]:
     """The build command line: the helper confined to `roots`, else the fallback restricted."""
     if len(command) == 1:
         confine = [arg for r in roots for arg in ("--root", str(r))]
-        return [command[0], *confine, str(target)]
+        fetched = [a for url, f in (remote or {}).items() for a in ("--remote", f"{url}={f}")]
+        return [command[0], *confine, *fetched, str(target)]
     return [*command, LOAD_RESTRICTOR, str(target)]
 
 
@@ -387,12 +404,13 @@ def _run(
     cwd: Path,
     timeout: float,
     flux: dict[str, Any] | None = None,
+    remote: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Build `target` confined to `roots`: by the kept helper when there is one and it serves,
     else by a process of its own, in `cwd`. A Flux post-build (`flux`) needs the serving
     helper: only it runs Flux's substitution code."""
     if server is not None and server.serves:
-        done = server.build(roots, target, flux)
+        done = server.build(roots, target, flux, remote)
         if done is not None:
             return done
     if flux is not None:
@@ -401,7 +419,7 @@ def _run(
             f"(spec.postBuild), which only `{HELPER}` renders, with Flux's own code, and "
             f"`{command[0]}` is not it (or too old to serve builds); {INSTALL_HINT}"
         )
-    argv = _argv(command, target, roots)
+    argv = _argv(command, target, roots, remote)
     try:
         return subprocess.run(
             argv, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False

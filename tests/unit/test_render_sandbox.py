@@ -17,6 +17,7 @@ import pytest
 
 from gate.model.errors import RenderError
 from gate.sources import render
+from gate.sources.remote import LEDGER
 from tests.ci import needs_binaries
 from tests.unit.helpers import GitRepo
 
@@ -83,9 +84,11 @@ def test_a_parent_path_past_the_root_is_refused(tmp_path: Path) -> None:
 
 
 @needs_helper
-def test_a_remote_base_is_refused_without_the_network(tmp_path: Path) -> None:
+def test_a_remote_base_is_left_out_without_the_network(tmp_path: Path) -> None:
+    """Issue 33: a remote entry no longer fails the build, but it is still never fetched: the
+    helper builds the rest and names the entry it left out (the check compares the URLs)."""
     repo = GitRepo(tmp_path / "repo")
-    repo.commit(
+    sha = repo.commit(
         {
             "app/kustomization.yaml": (
                 "resources:\n- claim.yaml\n- https://github.com/example/infra//base?ref=v1\n"
@@ -93,11 +96,29 @@ def test_a_remote_base_is_refused_without_the_network(tmp_path: Path) -> None:
             "app/claim.yaml": CLAIM,
         }
     )
+    LEDGER.reset()
+    objects = render.render_kustomize(repo.root, "HEAD", "app")
+    assert [o.body["kind"] for o in objects] == ["PersistentVolumeClaim"]
+    assert LEDGER.skipped(sha) == {
+        ("app/kustomization.yaml", "https://github.com/example/infra//base?ref=v1")
+    }
+
+
+@needs_helper
+def test_the_helper_never_fetches_a_remote_file(tmp_path: Path) -> None:
+    """A remote file kustomize would fetch itself (a patch) meets the offline transport."""
+    repo = GitRepo(tmp_path / "repo")
+    repo.commit(
+        {
+            "app/kustomization.yaml": (
+                "resources:\n- claim.yaml\npatches:\n- path: https://127.0.0.1:9/patch.yaml\n"
+            ),
+            "app/claim.yaml": CLAIM,
+        }
+    )
     with pytest.raises(RenderError) as info:
         render.render_kustomize(repo.root, "HEAD", "app")
-    message = str(info.value)
-    assert "app/kustomization.yaml" in message
-    assert 'remote resource "https://github.com/example/infra//base?ref=v1" is refused' in message
+    assert "127.0.0.1:9" in str(info.value)
 
 
 @needs_helper

@@ -6,9 +6,11 @@
 // into the rendered objects. Flux builds the same way but on a file system rooted at the
 // repository; this helper does the same: any file may be named (LoadRestrictionsNone, as Flux),
 // as long as it resolves, symlinks followed, inside a root. Remote bases and files are refused
-// (rendering is offline and must not depend on, or talk to, the network), and nothing is written.
+// (rendering is offline and must not depend on, or talk to, the network): a remote entry of a
+// kustomization is built from the file the caller fetched it into (--remote URL=FILE), else left
+// out and named on stderr (remote.go), and nothing is written.
 //
-// usage: prune-gate-kustomize --root DIR [--root DIR...] KUSTOMIZATION_DIR
+// usage: prune-gate-kustomize --root DIR [--root DIR...] [--remote URL=FILE...] KUSTOMIZATION_DIR
 //
 //	prune-gate-kustomize --serve
 //
@@ -16,7 +18,8 @@
 // 2 usage error.
 //
 // With --serve it builds one kustomization per request: a JSON line on stdin,
-// {"roots": [DIR...], "target": DIR, "flux": POSTBUILD}, answered by a JSON line on stdout, {"code": 0|1|2,
+// {"roots": [DIR...], "target": DIR, "flux": POSTBUILD, "remote": {URL: FILE}}, answered by a JSON
+// line on stdout, {"code": 0|1|2,
 // "stdout": YAML, "stderr": message}, the exit code and output the one-build form would have
 // given; it says {"serve": 1} first, and ends at the end of its input. A repository with many
 // Flux Kustomizations then pays kustomize's start once: a build with patches parses the
@@ -41,7 +44,6 @@ import (
 	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/kustomize/kyaml/openapi"
-	"sigs.k8s.io/yaml"
 )
 
 type rootList []string
@@ -61,7 +63,8 @@ func main() {
 		}
 		return
 	}
-	roots, target, err := parseArgs(os.Args[1:])
+	fetched := map[string]string{}
+	roots, target, err := parseArgs(os.Args[1:], fetched)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "prune-gate-kustomize: %v\n", err)
 		fmt.Fprintln(os.Stderr, "usage: prune-gate-kustomize --root DIR [--root DIR...] KUSTOMIZATION_DIR")
@@ -69,9 +72,9 @@ func main() {
 		os.Exit(2)
 	}
 	offline()
-	r := build(roots, target, nil)
+	r := build(roots, target, nil, fetched)
+	fmt.Fprint(os.Stderr, r.Stderr)
 	if r.Code != 0 {
-		fmt.Fprint(os.Stderr, r.Stderr)
 		os.Exit(r.Code)
 	}
 	if _, err := os.Stdout.Write([]byte(r.Stdout)); err != nil {
@@ -86,15 +89,16 @@ type result struct {
 	Stderr string `json:"stderr"`
 }
 
-// build builds `target` on a file system confined to `roots`, then runs a Flux Kustomization's
-// post-build on it when `flux` is not nil.
-func build(roots []string, target string, flux *fluxPostBuild) result {
+// build builds `target` on a file system confined to `roots`, with the remote entries in
+// `fetched` read from their fetched files, then runs a Flux Kustomization's post-build on it when
+// `flux` is not nil.
+func build(roots []string, target string, flux *fluxPostBuild, fetched map[string]string) result {
 	fs, err := newConfinedFS(roots)
+	if err == nil {
+		fs.remote, err = newRemotes(fetched)
+	}
 	if err != nil {
 		return result{Code: 2, Stderr: fmt.Sprintf("prune-gate-kustomize: %v\n", err)}
-	}
-	if err := refuseRemote(fs, target, map[string]bool{}); err != nil {
-		return result{Code: 1, Stderr: fmt.Sprintf("%v\n", err)}
 	}
 	opts := krusty.MakeDefaultOptions()
 	opts.LoadRestrictions = types.LoadRestrictionsNone // the file system confines, as Flux's does
@@ -109,7 +113,7 @@ func build(roots []string, target string, flux *fluxPostBuild) result {
 	if err != nil {
 		return result{Code: 1, Stderr: fmt.Sprintf("%v\n", err)}
 	}
-	return result{Stdout: string(out)}
+	return result{Stdout: string(out), Stderr: fs.remote.report()}
 }
 
 // serve answers build requests until its input ends (see the package comment).
@@ -135,16 +139,17 @@ func serve(in io.Reader, out io.Writer) error {
 			return err
 		}
 		var req struct {
-			Roots  []string       `json:"roots"`
-			Target string         `json:"target"`
-			Flux   *fluxPostBuild `json:"flux"`
+			Roots  []string          `json:"roots"`
+			Target string            `json:"target"`
+			Flux   *fluxPostBuild    `json:"flux"`
+			Remote map[string]string `json:"remote"`
 		}
 		var r result
 		panicked := false
 		if jerr := json.Unmarshal(line, &req); jerr != nil || len(req.Roots) == 0 || req.Target == "" {
 			r = result{Code: 2, Stderr: fmt.Sprintf("prune-gate-kustomize: a request is {\"roots\": [DIR...], \"target\": DIR}, not %q\n", line)}
 		} else {
-			r, panicked = buildRecovering(req.Roots, req.Target, req.Flux)
+			r, panicked = buildRecovering(req.Roots, req.Target, req.Flux, req.Remote)
 		}
 		if openapi.GetSchemaVersion() != defaultSchema {
 			openapi.ResetOpenAPI()
@@ -170,13 +175,13 @@ func answersAside() (*os.File, error) {
 }
 
 // buildRecovering is build, with a panic in kustomize made that build's error.
-func buildRecovering(roots []string, target string, flux *fluxPostBuild) (r result, panicked bool) {
+func buildRecovering(roots []string, target string, flux *fluxPostBuild, fetched map[string]string) (r result, panicked bool) {
 	defer func() {
 		if p := recover(); p != nil {
 			r, panicked = result{Code: 1, Stderr: fmt.Sprintf("kustomize failed: %v\n", p)}, true
 		}
 	}()
-	return build(roots, target, flux), false
+	return build(roots, target, flux, fetched), false
 }
 
 func answer(w *bufio.Writer, v any) error {
@@ -190,7 +195,7 @@ func answer(w *bufio.Writer, v any) error {
 	return w.Flush()
 }
 
-func parseArgs(args []string) ([]string, string, error) {
+func parseArgs(args []string, fetched map[string]string) ([]string, string, error) {
 	var roots rootList
 	var target string
 	for i := 0; i < len(args); i++ {
@@ -203,6 +208,11 @@ func parseArgs(args []string) ([]string, string, error) {
 			roots = append(roots, args[i])
 		case strings.HasPrefix(a, "--root="):
 			roots = append(roots, strings.TrimPrefix(a, "--root="))
+		case a == "--remote" && i+1 < len(args):
+			i++
+			if err := parseRemote(args[i], fetched); err != nil {
+				return nil, "", err
+			}
 		case strings.HasPrefix(a, "-"):
 			return nil, "", fmt.Errorf("unknown option %s", a)
 		case target != "":
@@ -234,8 +244,9 @@ func (refuseTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // confinedFS is kustomize's on-disk file system restricted to reads below its roots; every path
 // is resolved (symlinks followed) before the check, so a link cannot lead outside.
 type confinedFS struct {
-	disk  filesys.FileSystem
-	roots []string
+	disk   filesys.FileSystem
+	roots  []string
+	remote *remotes // remote entries: fetched files, those left out (remote.go)
 }
 
 func newConfinedFS(roots []string) (*confinedFS, error) {
@@ -264,6 +275,9 @@ func (c *confinedFS) resolve(path string) (string, error) {
 	real, err := evalExisting(abs)
 	if err != nil {
 		return "", err
+	}
+	if c.remote != nil && c.remote.allowed[real] {
+		return real, nil // content the caller fetched for a remote entry
 	}
 	for _, root := range c.roots {
 		if real == root || strings.HasPrefix(real, root+string(filepath.Separator)) {
@@ -363,51 +377,14 @@ func (c *confinedFS) ReadFile(path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return c.disk.ReadFile(real)
+	data, err := c.disk.ReadFile(real)
+	if err == nil && c.remote != nil && isKustomizationFile(real) {
+		data = c.remote.rewrite(path, data)
+	}
+	return data, err
 }
 
-// refuseRemote walks the kustomizations `dir` builds (its local resources, bases and components,
-// recursively) and names the first remote entry, before kustomize tries to fetch it: the message
-// then says which file and entry, not what git said offline.
-func refuseRemote(fs *confinedFS, dir string, seen map[string]bool) error {
-	real, err := fs.resolve(dir)
-	if err != nil || seen[real] || !fs.disk.IsDir(real) {
-		return nil // kustomize reports what is wrong with it
-	}
-	seen[real] = true
-	for _, name := range []string{"kustomization.yaml", "kustomization.yml", "Kustomization"} {
-		file := filepath.Join(dir, name)
-		data, err := fs.ReadFile(file)
-		if err != nil {
-			continue
-		}
-		var k struct {
-			Resources  []string `json:"resources"`
-			Bases      []string `json:"bases"`
-			Components []string `json:"components"`
-		}
-		if yaml.Unmarshal(data, &k) != nil {
-			return nil // kustomize reports the syntax error itself
-		}
-		for _, list := range [][]string{k.Resources, k.Bases, k.Components} {
-			for _, entry := range list {
-				if isRemote(entry) {
-					return fmt.Errorf("%s: remote resource %q is refused: rendering is offline and reads only the revision's tree; vendor it into the repository", file, entry)
-				}
-				next := entry
-				if !filepath.IsAbs(next) {
-					next = filepath.Join(dir, entry)
-				}
-				if err := refuseRemote(fs, next, seen); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	}
-	return nil
-}
-
+// isRemote says whether a kustomization entry names content elsewhere than the tree.
 func isRemote(entry string) bool {
 	lower := strings.ToLower(entry)
 	if strings.Contains(lower, "://") || strings.HasPrefix(lower, "git@") || strings.Contains(lower, "?ref=") {

@@ -193,6 +193,8 @@ RULES: tuple[Rule, ...] = (
 
 #: Codes no rule of this registry makes: a door makes them itself, from what only it sees.
 DOOR_CODES: dict[Code, str] = {
+    Code.REMOTE_CONTENT_UNKNOWN: "gate check and gate history (gate.engine.remotes), from the "
+    "remote resources the confined build left out of each revision: no objects of either side",
     Code.UNIDENTIFIED_OBJECT: "the webhook, for a request that names no object it can identify "
     "(webhook.decide): there is no change to judge",
 }

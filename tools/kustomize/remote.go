@@ -1,0 +1,114 @@
+package main
+
+// Remote resources: a kustomization's `resources:` entry naming a URL (a CRD or a controller's
+// install manifest, very often) is not fetched here: the helper stays offline. Instead, as
+// kustomize reads a kustomization file, each remote entry is either replaced by the local file
+// the caller fetched it into (`--remote URL=FILE`, or "remote" in a --serve request: the gate
+// fetches, over HTTPS, into its content cache) or left out of the build, and reported on stderr
+// as a line `prune-gate-kustomize: remote not fetched: FILE: URL`, so the caller can say that
+// the build holds everything but that content (and compare the URLs of two revisions).
+
+import (
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// remoteNotFetched starts the stderr line naming a remote entry left out of a build.
+const remoteNotFetched = "prune-gate-kustomize: remote not fetched: "
+
+// remotes is one build's remote entries: the fetched files by URL, and those left out.
+type remotes struct {
+	fetched map[string]string // URL -> absolute path of its fetched content
+	allowed map[string]bool   // the fetched files, readable though outside the roots
+	skipped map[string]bool   // "FILE: URL" lines
+}
+
+func newRemotes(fetched map[string]string) (*remotes, error) {
+	r := &remotes{fetched: map[string]string{}, allowed: map[string]bool{}, skipped: map[string]bool{}}
+	for url, file := range fetched {
+		abs, err := filepath.Abs(file)
+		if err != nil {
+			return nil, err
+		}
+		real, err := filepath.EvalSymlinks(abs)
+		if err != nil {
+			return nil, fmt.Errorf("fetched content of %s: %w", url, err)
+		}
+		r.fetched[url] = real
+		r.allowed[real] = true
+	}
+	return r, nil
+}
+
+// isKustomizationFile says whether kustomize reads `path` as a kustomization.
+func isKustomizationFile(path string) bool {
+	switch filepath.Base(path) {
+	case "kustomization.yaml", "kustomization.yml", "Kustomization":
+		return true
+	}
+	return false
+}
+
+// rewrite returns the kustomization file `path` with each remote entry of resources, bases and
+// components replaced by its fetched file, or left out and recorded. A file that is not YAML,
+// or has no remote entry, is returned as it is (kustomize reports its errors itself).
+func (r *remotes) rewrite(path string, data []byte) []byte {
+	var k map[string]any
+	if yaml.Unmarshal(data, &k) != nil || k == nil {
+		return data
+	}
+	changed := false
+	for _, field := range []string{"resources", "bases", "components"} {
+		list, ok := k[field].([]any)
+		if !ok {
+			continue
+		}
+		kept := make([]any, 0, len(list))
+		for _, item := range list {
+			entry, ok := item.(string)
+			if !ok || !isRemote(entry) {
+				kept = append(kept, item)
+				continue
+			}
+			changed = true
+			if file, ok := r.fetched[entry]; ok && field == "resources" {
+				kept = append(kept, file)
+				continue
+			}
+			r.skipped[path+": "+entry] = true
+		}
+		k[field] = kept
+	}
+	if !changed {
+		return data
+	}
+	out, err := yaml.Marshal(k)
+	if err != nil {
+		return data
+	}
+	return out
+}
+
+// report is the stderr lines naming the entries left out, sorted.
+func (r *remotes) report() string {
+	lines := make([]string, 0, len(r.skipped))
+	for s := range r.skipped {
+		lines = append(lines, remoteNotFetched+s+"\n")
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "")
+}
+
+// parseRemote reads a --remote URL=FILE argument.
+func parseRemote(arg string, into map[string]string) error {
+	i := strings.LastIndex(arg, "=")
+	if i <= 0 || i == len(arg)-1 {
+		return fmt.Errorf("--remote takes URL=FILE, not %q", arg)
+	}
+	into[arg[:i]] = arg[i+1:]
+	return nil
+}
