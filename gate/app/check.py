@@ -157,6 +157,7 @@ def run_check(request: CheckRequest, say: Say = to_stderr) -> CheckRun:
         objects = read_both(base, head)
     base_raw, head_raw = objects
     guard, notes = _remote_findings(base, head, request.context, guard)
+    notes = [*_reading_notes(base, head), *notes]
     if not base_raw and not head_raw:
         raise InputError(
             f"no Kubernetes objects in base ({base.label}) nor candidate ({head.label}): "
@@ -182,6 +183,20 @@ def run_check(request: CheckRequest, say: Say = to_stderr) -> CheckRun:
         result = replace(result, decision=replace(result.decision, notes=tuple(notes)))
     # Where the candidate shows each finding, for annotations: read after the check.
     return CheckRun(place_findings(result, files), base, head, objects)
+
+
+def _reading_notes(base: Side, head: Side) -> list[str]:
+    """What reading the two sides had to say (`FluxSide.notes`: the entry point `auto` found,
+    the Kustomizations an ignored source skipped): once when both sides said it, else with the
+    side that did."""
+    said_base: list[str] = list(getattr(base, "notes", []))
+    said_head: list[str] = list(getattr(head, "notes", []))
+    both = [n for n in said_head if n in said_base]
+    return [
+        *both,
+        *(f"base: {n}" for n in said_base if n not in both),
+        *(f"head: {n}" for n in said_head if n not in both),
+    ]
 
 
 def _remote_findings(

@@ -126,8 +126,8 @@ class KustomizeSide:
 class FluxSide:
     """A revision as its Flux Kustomizations apply it, from each entry point (`--flux-root`;
     "auto": the one the revision declares). What the reading had to say (the entry point
-    `auto` found, the Kustomizations `--flux-ignore-source` skipped) is appended to the label
-    once read, so every report format carries it."""
+    `auto` found, the Kustomizations `--flux-ignore-source` skipped) is in `notes` once read:
+    `run_check` makes them the report's notes, which every format prints."""
 
     repo: str
     sha: str
@@ -139,7 +139,7 @@ class FluxSide:
 
     @property
     def label(self) -> str:
-        return "; ".join([self.title, *self.notes])
+        return self.title
 
     @property
     def layout(self) -> Placer:
