@@ -45,9 +45,12 @@ def _prunes(k: Manifest) -> bool:
 
 
 def deletes_when_removed(k: Manifest) -> bool:
-    """Whether a removed Kustomization's finalizer deletes what it applied."""
+    """Whether a removed Kustomization's finalizer deletes what it applied: never when it is
+    suspended (kustomize-controller `finalizerShouldDeleteResources`), nor with deletionPolicy
+    Orphan; with Delete or WaitForTermination always; with MirrorPrune (the default) when it
+    prunes."""
     policy = str(k.spec.get("deletionPolicy") or "MirrorPrune")
-    if policy == "Orphan":
+    if policy == "Orphan" or k.spec.get("suspend") is True:
         return False
     return policy in ("Delete", "WaitForTermination") or _prunes(k)
 
@@ -55,6 +58,16 @@ def deletes_when_removed(k: Manifest) -> bool:
 def was_rendered(release: ObjectRef, base: Inventory) -> bool:
     """True when base holds what HelmRelease `release` installs (its chart was rendered)."""
     return f"{HELM_PREFIX}{release.namespace}/{release.name}" in base.roots()
+
+
+def was_read(kustomization: ObjectRef, base: Inventory) -> bool:
+    """True when `--flux-root` built what Kustomization `kustomization` applies in base: its
+    objects carry its root tag, or it was itself reached from a Flux entry point (whose reader
+    builds every Kustomization it reaches, or stops: an empty build applied nothing)."""
+    if f"{ROOT_PREFIX}{kustomization.namespace}/{kustomization.name}" in base.roots():
+        return True
+    m = base.get(kustomization)
+    return m is not None and m.root.startswith(ROOT_PREFIX)
 
 
 def root_removed(root: str, base: Inventory, head: Inventory) -> bool:
@@ -89,7 +102,9 @@ def _explained(change: Change, base: Inventory, head: Inventory) -> Change:
     if now is None:
         if not deletes_when_removed(parent):
             why = (
-                "spec.deletionPolicy: Orphan"
+                "spec.suspend: true"
+                if parent.spec.get("suspend") is True
+                else "spec.deletionPolicy: Orphan"
                 if parent.spec.get("deletionPolicy") == "Orphan"
                 else "spec.prune off"
             )
