@@ -33,6 +33,14 @@ def report_data(decision: Decision, *, context: Context, base: str, head: str) -
             }
             for ex in decision.exempted
         ],
+        **(
+            {
+                "standingCount": len(decision.standing),
+                "standing": [finding_data(f) for f in decision.standing],
+            }
+            if decision.standing
+            else {}
+        ),
     }
 
 

@@ -53,6 +53,15 @@ def render_markdown(
                 f"(expires {ex.expires.isoformat()})"
             )
         out += ["", "</details>"]
+    if decision.standing:
+        n = len(decision.standing)
+        summary = f"{n} standing warning(s): present on base too, not counted in the verdict"
+        out += ["", f"<details><summary>{summary}</summary>", ""]
+        out += [
+            f"- `{f.code.value}` {_md(f.ref.display())}: {_md(f.message)}"
+            for f in decision.standing
+        ]
+        out += ["", "</details>"]
     out += ["", f"*{_md(exit_hint(verdict))}*"]
     return "\n".join(out)
 

@@ -205,6 +205,7 @@ def place_findings(result: CheckResult, files: SideFiles | None) -> CheckResult:
             decision,
             findings=tuple(place(f) for f in decision.findings),
             exempted=tuple(replace(ex, finding=place(ex.finding)) for ex in decision.exempted),
+            standing=tuple(place(f) for f in decision.standing),
         ),
     )
 
