@@ -101,13 +101,7 @@ def _explained(change: Change, base: Inventory, head: Inventory) -> Change:
         return replace(change, cause=f"{name}'s chart no longer makes it: the upgrade deletes it")
     if now is None:
         if not deletes_when_removed(parent):
-            why = (
-                "spec.suspend: true"
-                if parent.spec.get("suspend") is True
-                else "spec.deletionPolicy: Orphan"
-                if parent.spec.get("deletionPolicy") == "Orphan"
-                else "spec.prune off"
-            )
+            why = _kept_by(parent)
             return replace(change, orphaned=f"{name} is removed with {why}: Flux leaves it")
         return replace(change, cause=f"{name} is removed (prune on): Flux deletes what it applied")
     if not _prunes(now):
@@ -121,6 +115,15 @@ def _explained(change: Change, base: Inventory, head: Inventory) -> Change:
         unread = " (a source prune-gate does not read)" if "sourceRef" in moved else ""
         return replace(change, cause=f"{name} no longer applies it and prunes it: {what}{unread}")
     return replace(change, cause=f"{name} no longer applies it, and prunes it")
+
+
+def _kept_by(k: Manifest) -> str:
+    """What makes a removed Kustomization leave what it applied (`deletes_when_removed` False)."""
+    if k.spec.get("suspend") is True:
+        return "spec.suspend: true"
+    if k.spec.get("deletionPolicy") == "Orphan":
+        return "spec.deletionPolicy: Orphan"
+    return "spec.prune off"
 
 
 def _show(value: object) -> str:
