@@ -113,8 +113,18 @@ def _explained(change: Change, base: Inventory, head: Inventory) -> Change:
             for f in moved
         )
         unread = " (a source prune-gate does not read)" if "sourceRef" in moved else ""
-        return replace(change, cause=f"{name} no longer applies it and prunes it: {what}{unread}")
-    return replace(change, cause=f"{name} no longer applies it, and prunes it")
+        cause = f"{name} no longer applies it and prunes it: {what}{unread}"
+        return replace(change, cause=cause + _suspended(now))
+    return replace(change, cause=f"{name} no longer applies it, and prunes it" + _suspended(now))
+
+
+def _suspended(k: Manifest) -> str:
+    """A staying Kustomization that is suspended applies and prunes nothing now, and prunes
+    what left it when it is resumed (kustomize-controller skips a suspended reconcile): still a
+    deletion, said as such."""
+    if k.spec.get("suspend") is not True:
+        return ""
+    return " (it has spec.suspend: true: the prune happens when it is resumed)"
 
 
 def _kept_by(k: Manifest) -> str:

@@ -197,3 +197,13 @@ def test_an_immutable_change_flux_does_not_apply_is_no_finding(mark: str) -> Non
     assert Code.IMMUTABLE_FIELD_CHANGE not in codes(marked)
     forced = run(resized("10Gi", mark), resized("20Gi", mark), force=True)
     assert {Code.FORCED_REPLACEMENT, Code.NOT_RETIRED}.isdisjoint(codes(forced))
+
+
+def test_a_staying_suspended_kustomization_prunes_when_resumed() -> None:
+    """Suspended, it prunes nothing now, and what left it when resumed: still a deletion."""
+    ks = kustomization(extra="suspend: true")
+    base = side({"clusters/apps.yaml": (ks, ENTRY), "apps/claim.yaml": (claim(), APPS)})
+    head = side({"clusters/apps.yaml": (ks, ENTRY)})
+    result = check(base, head)
+    (f,) = [f for f in result.decision.findings if f.code is Code.NOT_RETIRED]
+    assert any("the prune happens when it is resumed" in e for e in f.evidence)
