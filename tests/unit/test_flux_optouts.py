@@ -186,17 +186,50 @@ def resized(size: str, annotation: str = "") -> str:
     return text.replace("spec:", f"spec:\n  storageClassName: sc-{size}", 1)
 
 
+FLUX_APPLIES = kustomization(extra="").replace("path: ./apps", "path: ./")
+
+
 @pytest.mark.parametrize(
     "mark", [f"{SSA}: IfNotPresent", f"{SSA}: Ignore", f"{RECONCILE}: disabled"]
 )
 def test_an_immutable_change_flux_does_not_apply_is_no_finding(mark: str) -> None:
-    """Failed before: IMMUTABLE_FIELD_CHANGE on a claim Flux creates only (or never applies)."""
-    plain = run(resized("10Gi"), resized("20Gi"))
+    """Failed before: IMMUTABLE_FIELD_CHANGE on a claim Flux creates only (or never applies);
+    the claim's file is under the spec.path of a Flux Kustomization both sides declare."""
+    both = f"{FLUX_APPLIES}---\n"
+    plain = run(both + resized("10Gi"), both + resized("20Gi"))
     assert Code.IMMUTABLE_FIELD_CHANGE in codes(plain)
-    marked = run(resized("10Gi", mark), resized("20Gi", mark))
+    marked = run(both + resized("10Gi", mark), both + resized("20Gi", mark))
     assert Code.IMMUTABLE_FIELD_CHANGE not in codes(marked)
-    forced = run(resized("10Gi", mark), resized("20Gi", mark), force=True)
+    forced = run(both + resized("10Gi", mark), both + resized("20Gi", mark), force=True)
     assert {Code.FORCED_REPLACEMENT, Code.NOT_RETIRED}.isdisjoint(codes(forced))
+
+
+@pytest.mark.parametrize("mark", [f"{SSA}: IfNotPresent", f"{RECONCILE}: disabled"])
+def test_flux_marks_on_an_object_nothing_ties_to_flux_are_not_trusted(mark: str) -> None:
+    """No Flux Kustomization applies it and no live Flux labels: another tool may apply it,
+    whatever Flux's keys say, so the change is judged (fail closed)."""
+    result = run(resized("10Gi", mark), resized("20Gi", mark))
+    assert Code.IMMUTABLE_FIELD_CHANGE in codes(result)
+    flux_labels = {
+        "kustomize.toolkit.fluxcd.io/name": "apps",
+        "kustomize.toolkit.fluxcd.io/namespace": "flux-system",
+    }
+    live_obj = {"metadata": {"name": "data", "namespace": "app", "labels": flux_labels}}
+    labelled = live(("v1", "PersistentVolumeClaim", {**live_obj, "spec": {}}))
+    result = run(resized("10Gi", mark), resized("20Gi", mark), live=labelled)
+    assert Code.IMMUTABLE_FIELD_CHANGE not in codes(result)
+
+
+def test_a_change_flux_does_not_apply_is_no_candidate_update_finding() -> None:
+    """OWNER_REFERENCE_ADDED judges an update the deploy applies; with ssa: IfNotPresent on an
+    existing object it does not."""
+    mark = f"{SSA}: IfNotPresent"
+    owned = "metadata:\n  ownerReferences: [{apiVersion: v1, kind: ConfigMap, name: x, uid: u}]\n"
+    before = claim(extra_ann=mark)
+    after = before.replace("metadata:\n", owned, 1)
+    both = f"{FLUX_APPLIES}---\n"
+    assert Code.OWNER_REFERENCE_ADDED in codes(run(both + claim(), both + after.replace(mark, "")))
+    assert Code.OWNER_REFERENCE_ADDED not in codes(run(both + before, both + after))
 
 
 def test_a_staying_suspended_kustomization_prunes_when_resumed() -> None:
