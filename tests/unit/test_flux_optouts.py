@@ -5,8 +5,9 @@ its build read (KUSTOMIZATION_REMOVED offline, each object's own deletion under 
 
 Sources: kustomize-controller `finalizerShouldDeleteResources` (suspended: nothing deleted),
 its `apply` (ExclusionSelector `reconcile: disabled` and `ssa: Ignore`, IfNotPresentSelector
-`ssa: IfNotPresent`) and `prune`/`finalize` (DeleteOptions exclusions `prune: disabled` and
-`reconcile: disabled` only); fluxcd/pkg ssa `shouldSkipApply` and `Delete` (read live).
+`ssa: IfNotPresent`); its prune skips a live object marked `prune: disabled`, `reconcile:
+disabled` or `ssa: Ignore` (the last seen with the real controller: tests/e2e/
+test_flux_optouts.py); fluxcd/pkg ssa `shouldSkipApply` and `Delete` (read live).
 """
 
 from __future__ import annotations
@@ -117,8 +118,9 @@ def test_reconcile_disabled_read_live_keeps_like_prune_disabled() -> None:
     assert live_keep_mark({RECONCILE: "disabled"}) is not None
     # Written in git it is never applied (its apply is skipped): not a keep mark there.
     assert FLUX.keeps({RECONCILE: "disabled"}, {}, Event.PRUNE) is None
-    # ssa: Ignore is no prune exclusion: an ignored object Flux applied before is pruned.
-    assert FLUX.keeps_live({SSA: "Ignore"}, {}, Event.PRUNE) is None
+    # ssa: Ignore read live keeps as well (the real controller skips it: tests/e2e), not in git.
+    assert FLUX.keeps_live({SSA: "ignore"}, {}, Event.PRUNE) is not None
+    assert FLUX.keeps({SSA: "Ignore"}, {}, Event.PRUNE) is None
 
 
 def live(*objs: tuple[str, str, dict[str, Any]]) -> LiveState:
@@ -133,9 +135,11 @@ def live_claim(**annotations: str) -> tuple[str, str, dict[str, Any]]:
     return ("v1", "PersistentVolumeClaim", {"metadata": meta, "spec": {}})
 
 
-def test_a_removed_claim_marked_reconcile_disabled_live_stays() -> None:
-    """Failed before: the live `reconcile: disabled` was not read, so NOT_RETIRED blocked."""
-    result = run(claim(), "", live=live(live_claim(**{RECONCILE: "disabled"})))
+@pytest.mark.parametrize("mark", [{RECONCILE: "disabled"}, {SSA: "Ignore"}])
+def test_a_removed_claim_marked_reconcile_disabled_live_stays(mark: dict[str, str]) -> None:
+    """Failed before: the live `reconcile: disabled` (or `ssa: Ignore`) was not read, so
+    NOT_RETIRED blocked; the controller skips it (tests/e2e/test_flux_optouts.py)."""
+    result = run(claim(), "", live=live(live_claim(**mark)))
     assert Code.NOT_RETIRED not in codes(result)
     assert Code.ORPHANED_BY_KEEP in codes(result)
 

@@ -118,7 +118,7 @@ class Deployer(ABC):
     def keeps_live(self, annotations: Meta, labels: Meta, event: Event) -> Found | None:
         """The mark on the LIVE object with which the tool leaves it in place at `event`: its
         keep mark, and for some tools a mark it never applies from git itself (Flux's
-        `reconcile: disabled`, set by hand), so it counts only read live."""
+        `reconcile: disabled` and `ssa: Ignore`, set by hand), so it counts only read live."""
         return self.keeps(annotations, labels, event)
 
     def forces(self, annotations: Meta) -> Found | None:

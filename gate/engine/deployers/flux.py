@@ -8,11 +8,12 @@
 - Opt-outs (kustomize-controller `apply` and `prune`, fluxcd/pkg ssa `shouldSkipApply` and
   `Delete`): `kustomize.toolkit.fluxcd.io/reconcile: disabled` or `ssa: Ignore` on the desired
   object or the live one skips its apply; `ssa: IfNotPresent` on the desired object skips the
-  apply of an object that exists (it is created, never updated). The prune and the finalizer
-  skip a live object carrying `prune: disabled` or `reconcile: disabled`, NOT `ssa: Ignore` (an
-  ignored object whose live labels name the Kustomization is deleted like any other). A
-  `reconcile: disabled` written in git is never applied (its own apply is skipped), so as a
-  keep mark it counts only read live.
+  apply of an object that exists (it is created, never updated). The prune skips a live object
+  carrying `prune: disabled`, `reconcile: disabled` or `ssa: Ignore`: seen with the real
+  kustomize-controller 1.9.6 (tests/e2e/test_flux_optouts.py: "garbage collection completed:
+  ... ignored skipped"), though its `prune` source lists only the first two as exclusions. A
+  `reconcile: disabled` or `ssa: Ignore` written in git is never applied (the object's own
+  apply is skipped), so as a keep mark it counts only read live.
 - Owner: the labels `kustomize.toolkit.fluxcd.io/name` and `/namespace` it puts on what it
   applies (`GetOwnerLabels`); its prune skips an object whose labels name another.
 - Parent: the Kustomization, whose `status.inventory` lists what it applied and whose finalizer
@@ -139,13 +140,16 @@ class Flux(Deployer):
         return None
 
     def keeps_live(self, annotations: Meta, labels: Meta, event: Event) -> Found | None:
-        """Read live, `reconcile: disabled` keeps too: the prune's and the finalizer's
-        exclusions are `prune: disabled` and `reconcile: disabled` (kustomize-controller)."""
+        """Read live, `reconcile: disabled` and `ssa: Ignore` keep too (see the module
+        docstring: the real controller's prune skips both)."""
         found = self.keeps(annotations, labels, event)
         if found is not None:
             return found
-        value = _marked((annotations, labels), RECONCILE, "disabled")
-        return Found(self.name, RECONCILE, value) if value is not None else None
+        for key, value in ((RECONCILE, "disabled"), (SSA, "Ignore")):
+            marked = _marked((annotations, labels), key, value)
+            if marked is not None:
+                return Found(self.name, key, marked)
+        return None
 
     def forces(self, annotations: Meta) -> Found | None:
         if str(annotations.get(FORCE, "")).strip().lower() == "enabled":
