@@ -243,10 +243,12 @@ def refuse_kustomizations(repo: str, sha: str, paths: Sequence[str]) -> None:
         raise InputError(
             f"{', '.join(found[:3])}{more} at {sha[:12]} is kustomize input: what the deployer "
             "applies is its build (resources: lists, $patch: delete, namespace: overrides), "
-            "which reading files one by one does not see. Build it: --render kustomize with a "
-            "--path per root (the directories your Flux Kustomizations' spec.path name; here "
-            f"perhaps {' '.join('--path ' + r for r in roots[:3])}); or read the files anyway "
-            "with --render none"
+            "which reading files one by one does not see. For a Flux repository, read it as "
+            "the cluster does: --flux-root DIR (the directory of the cluster's flux-system "
+            "Kustomization, e.g. clusters/prod), which also judges what a removed Flux "
+            "Kustomization applied; else build it: --render kustomize with a --path per root "
+            f"(here perhaps {' '.join('--path ' + r for r in roots[:3])}); or read the files "
+            "anyway with --render none"
         )
 
 

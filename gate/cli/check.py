@@ -201,8 +201,20 @@ from gate.speed import without_cyclic_gc
     help="Live objects the deployer owns, pruned when the candidate lacks them (implies --live; "
     "repeatable): flux:NAMESPACE/NAME, argocd:APP, helm:NAMESPACE/RELEASE, label:SELECTOR.",
 )
+@click.option(
+    "--show-standing",
+    is_flag=True,
+    help="List the standing warnings (present identically on base, so not counted in the "
+    "verdict) in the text report; by default it counts them in one line.",
+)
 @without_cyclic_gc
-def check_command(fmt: str, defer_to: str | None, sarif_path: str | None, **options: Any) -> None:
+def check_command(
+    fmt: str,
+    defer_to: str | None,
+    sarif_path: str | None,
+    show_standing: bool = False,
+    **options: Any,
+) -> None:
     """Compare base and candidate manifests and say which deletions must not happen.
 
     Rendered mode: --base-manifests PATH --head-manifests PATH. Git mode: --base REV --head REV
@@ -216,7 +228,7 @@ def check_command(fmt: str, defer_to: str | None, sarif_path: str | None, **opti
         fail(str(exc))
     result, (base_label, head_label) = run.result, run.labels
     _warn_duplicates(result)
-    _emit(result, fmt, request.context, base_label, head_label)
+    _emit(result, fmt, request.context, base_label, head_label, show_standing)
     if sarif_path is not None:
         _write_sarif(sarif_path, result, request.context, base_label, head_label)
     code = result.decision.verdict.exit_code
@@ -308,9 +320,15 @@ def _warn_duplicates(result: CheckResult) -> None:
             )
 
 
-def _emit(result: CheckResult, fmt: str, context: Context, base: str, head: str) -> None:
+def _emit(
+    result: CheckResult, fmt: str, context: Context, base: str, head: str, standing: bool = False
+) -> None:
     color = fmt == "text" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
-    click.echo(render_report(result, fmt, context=context, base=base, head=head, color=color))
+    click.echo(
+        render_report(
+            result, fmt, context=context, base=base, head=head, color=color, show_standing=standing
+        )
+    )
     if fmt != "github":
         return
     summary = os.environ.get("GITHUB_STEP_SUMMARY")

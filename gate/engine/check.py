@@ -16,7 +16,7 @@ from gate.engine.plan import Change, compute_plan
 from gate.engine.policy import Policy
 from gate.engine.rules import World, run_rules
 from gate.engine.verdict import Decision, apply_policy, decide
-from gate.model.findings import Finding
+from gate.model.findings import Finding, Severity
 from gate.model.liveview import LiveView
 from gate.model.objects import Inventory, RawObject, build_inventory, learn_scopes
 from gate.model.refs import ObjectRef, Scopes
@@ -98,7 +98,43 @@ def check_inventories(
     raw.extend(f for f in extra_findings)
     labels.update({f.ref: {} for f in extra_findings})
     findings, exempted = apply_policy(raw, policy, context, today, labels)
-    return CheckResult(decide(findings, exempted), tuple(changes), base, head)
+    steady = World(base, base, context, policy, live)
+    findings, standing = split_standing(findings, steady, head)
+    return CheckResult(decide(findings, exempted, standing), tuple(changes), base, head)
+
+
+def split_standing(
+    findings: list[Finding], steady: World, head: Inventory
+) -> tuple[list[Finding], list[Finding]]:
+    """(what the change's verdict weighs, the standing warnings): a warning on an object the
+    candidate leaves unchanged that the rules also make on base alone (`steady`: base on both
+    sides, no change) with the same code, object and message stands whatever the candidate
+    does (FORCE_DISABLED_VOID on objects that never
+    change made every verdict "warn"). Only warnings: a block or a defer that stands still
+    stops the deploy, since a deploy is what would do the damage it names. The second run of
+    the rules happens only when there is a warning."""
+    if not any(f.severity is Severity.WARN for f in findings):
+        return findings, []
+    before = {(f.code, f.ref, f.message) for f in run_rules([], steady)}
+    weighed: list[Finding] = []
+    standing: list[Finding] = []
+    for f in findings:
+        stands = (
+            f.severity is Severity.WARN
+            and (f.code, f.ref, f.message) in before
+            and _unchanged(f.ref, steady.base, head)
+        )
+        (standing if stands else weighed).append(f)
+    return weighed, standing
+
+
+def _unchanged(ref: ObjectRef, base: Inventory, head: Inventory) -> bool:
+    """The candidate leaves the object as base declares it (a warning on an object it edits is
+    part of this change's story, even when base had it too)."""
+    before, after = base.get(ref), head.get(ref)
+    if before is None or after is None:
+        return before is after
+    return before.body == after.body
 
 
 def exemption_labels(

@@ -45,9 +45,12 @@ def _prunes(k: Manifest) -> bool:
 
 
 def deletes_when_removed(k: Manifest) -> bool:
-    """Whether a removed Kustomization's finalizer deletes what it applied."""
+    """Whether a removed Kustomization's finalizer deletes what it applied: never when it is
+    suspended (kustomize-controller `finalizerShouldDeleteResources`), nor with deletionPolicy
+    Orphan; with Delete or WaitForTermination always; with MirrorPrune (the default) when it
+    prunes."""
     policy = str(k.spec.get("deletionPolicy") or "MirrorPrune")
-    if policy == "Orphan":
+    if policy == "Orphan" or k.spec.get("suspend") is True:
         return False
     return policy in ("Delete", "WaitForTermination") or _prunes(k)
 
@@ -55,6 +58,16 @@ def deletes_when_removed(k: Manifest) -> bool:
 def was_rendered(release: ObjectRef, base: Inventory) -> bool:
     """True when base holds what HelmRelease `release` installs (its chart was rendered)."""
     return f"{HELM_PREFIX}{release.namespace}/{release.name}" in base.roots()
+
+
+def was_read(kustomization: ObjectRef, base: Inventory) -> bool:
+    """True when `--flux-root` built what Kustomization `kustomization` applies in base: its
+    objects carry its root tag, or it was itself reached from a Flux entry point (whose reader
+    builds every Kustomization it reaches, or stops: an empty build applied nothing)."""
+    if f"{ROOT_PREFIX}{kustomization.namespace}/{kustomization.name}" in base.roots():
+        return True
+    m = base.get(kustomization)
+    return m is not None and m.root.startswith(ROOT_PREFIX)
 
 
 def root_removed(root: str, base: Inventory, head: Inventory) -> bool:
@@ -88,11 +101,7 @@ def _explained(change: Change, base: Inventory, head: Inventory) -> Change:
         return replace(change, cause=f"{name}'s chart no longer makes it: the upgrade deletes it")
     if now is None:
         if not deletes_when_removed(parent):
-            why = (
-                "spec.deletionPolicy: Orphan"
-                if parent.spec.get("deletionPolicy") == "Orphan"
-                else "spec.prune off"
-            )
+            why = _kept_by(parent)
             return replace(change, orphaned=f"{name} is removed with {why}: Flux leaves it")
         return replace(change, cause=f"{name} is removed (prune on): Flux deletes what it applied")
     if not _prunes(now):
@@ -104,8 +113,27 @@ def _explained(change: Change, base: Inventory, head: Inventory) -> Change:
             for f in moved
         )
         unread = " (a source prune-gate does not read)" if "sourceRef" in moved else ""
-        return replace(change, cause=f"{name} no longer applies it and prunes it: {what}{unread}")
-    return replace(change, cause=f"{name} no longer applies it, and prunes it")
+        cause = f"{name} no longer applies it and prunes it: {what}{unread}"
+        return replace(change, cause=cause + _suspended(now))
+    return replace(change, cause=f"{name} no longer applies it, and prunes it" + _suspended(now))
+
+
+def _suspended(k: Manifest) -> str:
+    """A staying Kustomization that is suspended applies and prunes nothing now, and prunes
+    what left it when it is resumed (kustomize-controller skips a suspended reconcile): still a
+    deletion, said as such."""
+    if k.spec.get("suspend") is not True:
+        return ""
+    return " (it has spec.suspend: true: the prune happens when it is resumed)"
+
+
+def _kept_by(k: Manifest) -> str:
+    """What makes a removed Kustomization leave what it applied (`deletes_when_removed` False)."""
+    if k.spec.get("suspend") is True:
+        return "spec.suspend: true"
+    if k.spec.get("deletionPolicy") == "Orphan":
+        return "spec.deletionPolicy: Orphan"
+    return "spec.prune off"
 
 
 def _show(value: object) -> str:

@@ -9,7 +9,9 @@ there, or a file that is gone. This maps the removal to the head side, from file
    through a line diff of the two texts; a removal at the end of the file is its last line);
 2. the file is gone (or its text is unchanged: a render no longer includes it): the line of the
    nearest kustomization's `resources:` entry that named it in base and is dropped in head;
-3. else the base file as a whole (`FILE_LEVEL`), the base location said in the text.
+3. else (`gate.sources.placement` first asks the Flux Kustomization that applied it: where
+   that one was removed, or the dropped `resources:`/`components:` entry of the kustomization
+   at its `spec.path`) the base file as a whole (`FILE_LEVEL`), or its unchanged line.
 
 A kustomization comes here read: its `resources:` (and `bases:`) entries with their lines, as
 `gate.sources.placement` parses them (YAML is read there, never here).
@@ -169,18 +171,36 @@ def place_removal(
     `kustomizations` are those of the file's directory and its parents, nearest first (read
     lazily: they are needed only when the file is gone or unchanged).
     """
-    mapped: Source | None = None
+    found = found_removal(source, head_path, base_text, head_text, kustomizations)
+    if found is not None:
+        return found
+    if head_text is not None:
+        first, last = document_span(base_text, source.line)
+        return Source(head_path, removal_line(base_text, head_text, first, last)[0])
+    return Source(source.path, FILE_LEVEL)
+
+
+def found_removal(
+    source: Source,
+    head_path: str,
+    base_text: str,
+    head_text: str | None,
+    kustomizations: Iterable[KustomizationFiles] = (),
+) -> Source | None:
+    """Where the candidate changed what makes the object at `source` (steps 1 and 2 of the
+    module docstring: its own text, or a kustomization entry that brought it in), or None when
+    the change is not there: its file stays unchanged and no kustomization above it dropped it
+    (a shared Component's file, the object gone because its app's entry was dropped elsewhere)."""
     if head_text is not None:
         first, last = document_span(base_text, source.line)
         line, changed = removal_line(base_text, head_text, first, last)
         if changed:
             return Source(head_path, line)
-        mapped = Source(head_path, line)
     for k in kustomizations:
         entry = dropped_entry_line(k, source.path)
         if entry is not None:
             return Source(k.head_path, entry)
-    return mapped if mapped is not None else Source(source.path, FILE_LEVEL)
+    return None
 
 
 def kustomization_dirs(path: str) -> list[str]:

@@ -11,9 +11,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from gate.engine.deployers import force_mark
+from gate.engine.deployers import FLUX, force_mark
+from gate.engine.deployers.flux import apply_skipped
 from gate.engine.kustomizations import (
     FLUX_FORCE,
+    applying_kustomizations,
     force_disabled,
     forcing_kustomization,
     live_forcing_kustomization,
@@ -74,6 +76,8 @@ def compute_plan(
         check = IMMUTABLE_CHECKS.get((m.ref.group, m.ref.kind))
         if check is None:
             continue  # no immutable field prune-gate guards: nothing to replace
+        if flux_skips_apply(m, other, head, live) is not None:
+            continue  # Flux does not apply the change: nothing fails, nothing is replaced
         # The controller reads force from the object it applies: the candidate's.
         force = "--force" if force_all else force_reason(other, m, base, head, live)
         live_obj = live.get(m.ref) if live is not None else None
@@ -88,6 +92,30 @@ def compute_plan(
         else:
             changes.append(Change(m.ref, Action.UPDATE, m, other, "immutable field changed", diffs))
     return changes
+
+
+def flux_skips_apply(
+    before: Manifest, now: Manifest, head: Inventory, live: LiveView | None
+) -> str | None:
+    """Why kustomize-controller does not apply the candidate's `now` of an object base declares
+    (`before`), or None: `reconcile: disabled` or `ssa: Ignore` on `now` or on the live object,
+    or `ssa: IfNotPresent` on `now` when the object exists (live, else declared by base and so
+    deployed). A mark only in base is not read: Flux never applied it (fluxcd/pkg ssa
+    `shouldSkipApply`; `gate.engine.deployers.flux.apply_skipped`).
+
+    Only for an object Flux is known to apply (a Kustomization of the candidate applies it, or
+    its live Flux labels say so): another tool applies it whatever these Flux keys say, so an
+    object nothing ties to Flux is judged as if they were not there (fail closed)."""
+    obj = live.get(before.ref) if live is not None else None
+    flux_live = obj is not None and FLUX.owner(obj.annotations, obj.labels) is not None
+    if not flux_live and not applying_kustomizations(now, head):
+        return None
+    desired = (now.annotations, now.labels)
+    if live is None:
+        return apply_skipped(desired, ({}, {}))
+    if obj is None:
+        return apply_skipped(desired, None)  # absent: created, IfNotPresent or not
+    return apply_skipped(desired, (obj.annotations, obj.labels))
 
 
 def force_reason(

@@ -56,6 +56,9 @@ class Decision:
     #: What the decision was made without, said in every report (a remote resource read, not
     #: fetched): not a finding, nothing to fix.
     notes: tuple[str, ...] = ()
+    #: Warnings present identically on base (same code, object and message): they stand
+    #: whatever the candidate does, so they are reported apart and do not make the verdict.
+    standing: tuple[Finding, ...] = ()
 
 
 def apply_policy(
@@ -90,8 +93,13 @@ def apply_policy(
     return kept, exempted
 
 
-def decide(findings: Iterable[Finding], exempted: Iterable[Exempted] = ()) -> Decision:
-    """block if any finding blocks, else defer if any defers, else warn if any, else allow."""
+def decide(
+    findings: Iterable[Finding],
+    exempted: Iterable[Exempted] = (),
+    standing: Iterable[Finding] = (),
+) -> Decision:
+    """block if any finding blocks, else defer if any defers, else warn if any, else allow
+    (`standing` warnings are kept apart: they weigh nothing)."""
     found = tuple(findings)
     severities = {f.severity for f in found}
     if Severity.BLOCK in severities:
@@ -104,4 +112,4 @@ def decide(findings: Iterable[Finding], exempted: Iterable[Exempted] = ()) -> De
         verdict = Verdict.ALLOW
     order = {Severity.BLOCK: 0, Severity.DEFER: 1, Severity.WARN: 2, Severity.OFF: 3}
     ordered = tuple(sorted(found, key=lambda f: (order[f.severity], f.ref, f.code.value)))
-    return Decision(verdict, ordered, tuple(exempted))
+    return Decision(verdict, ordered, tuple(exempted), standing=tuple(standing))

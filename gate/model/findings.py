@@ -42,6 +42,7 @@ class Code(StrEnum):
     RELEASE_CONTENT_UNKNOWN = "RELEASE_CONTENT_UNKNOWN"
     REMOTE_CONTENT_UNKNOWN = "REMOTE_CONTENT_UNKNOWN"
     KUSTOMIZATION_PRUNES_GUARDED = "KUSTOMIZATION_PRUNES_GUARDED"
+    KUSTOMIZATION_REMOVED = "KUSTOMIZATION_REMOVED"
     APPLICATION_DELETES_RESOURCES = "APPLICATION_DELETES_RESOURCES"
     OWNER_DELETES_DEPENDENTS = "OWNER_DELETES_DEPENDENTS"
     MASS_PRUNE = "MASS_PRUNE"
@@ -180,6 +181,11 @@ CODES: dict[Code, CodeInfo] = {
         Severity.BLOCK,
         "a Flux Kustomization with prune on is removed or re-pointed (path, targetNamespace, "
         "sourceRef): the guarded objects it applied are deleted",
+    ),
+    Code.KUSTOMIZATION_REMOVED: CodeInfo(
+        Severity.BLOCK,
+        "a Flux Kustomization with prune on is removed and nothing says what it applied (no "
+        "--flux-root, no live view): everything it applied is deleted",
     ),
     Code.APPLICATION_DELETES_RESOURCES: CodeInfo(
         Severity.BLOCK,

@@ -33,8 +33,10 @@ def render_report(
     base: str,
     head: str,
     color: bool = False,
+    show_standing: bool = False,
 ) -> str:
-    """Render the decision in `fmt` (one of `FORMATS`), without a trailing newline.
+    """Render the decision in `fmt` (one of `FORMATS`), without a trailing newline
+    (`show_standing`: the text format lists the standing warnings, not only counts them).
 
     `base` and `head` label the revisions compared (a SHA, a ref, a path); `color` adds ANSI
     colour to the text format only, and the caller decides it (a TTY, no NO_COLOR).
@@ -44,7 +46,10 @@ def render_report(
     if fmt == "text":
         from gate.report.text import render_text
 
-        text = render_text(decision, context=context, base=base, head=head, color=color)
+        shown = show_standing
+        text = render_text(
+            decision, context=context, base=base, head=head, color=color, show_standing=shown
+        )
         return text if color else inert(text)  # colour is for a terminal, never a CI log
     if fmt == "json":
         from gate.report.json import render_json

@@ -35,6 +35,14 @@ def report_data(decision: Decision, *, context: Context, base: str, head: str) -
         ],
         # What the decision was made without (a remote resource not fetched): only when any.
         **({"notes": list(decision.notes)} if decision.notes else {}),
+        **(
+            {
+                "standingCount": len(decision.standing),
+                "standing": [finding_data(f) for f in decision.standing],
+            }
+            if decision.standing
+            else {}
+        ),
     }
 
 

@@ -55,6 +55,15 @@ def render_markdown(
         out += ["", "</details>"]
     if decision.notes:
         out += ["", *(f"- note: {_md(n)}" for n in decision.notes)]
+    if decision.standing:
+        n = len(decision.standing)
+        summary = f"{n} standing warning(s): present on base too, not counted in the verdict"
+        out += ["", f"<details><summary>{summary}</summary>", ""]
+        out += [
+            f"- `{f.code.value}` {_md(f.ref.display())}: {_md(f.message)}"
+            for f in decision.standing
+        ]
+        out += ["", "</details>"]
     out += ["", f"*{_md(exit_hint(verdict))}*"]
     return "\n".join(out)
 

@@ -24,9 +24,16 @@ _RESET = "\x1b[0m"
 
 
 def render_text(
-    decision: Decision, *, context: Context, base: str, head: str, color: bool = False
+    decision: Decision,
+    *,
+    context: Context,
+    base: str,
+    head: str,
+    color: bool = False,
+    show_standing: bool = False,
 ) -> str:
-    """The report for a terminal or a CI log: verdict first, then each finding and its fix."""
+    """The report for a terminal or a CI log: verdict first, then each finding and its fix;
+    standing warnings counted in one line, listed with `show_standing`."""
     paint = painter(color)
     verdict = decision.verdict
     lines = [
@@ -53,9 +60,26 @@ def render_text(
     if decision.notes:
         lines.append("")
         lines.extend(f"note: {visible(n)}" for n in decision.notes)
+    if decision.standing:
+        lines.append("")
+        lines.append(standing_line(len(decision.standing), show_standing))
+        if show_standing:
+            lines.extend(
+                f"  {paint('code', f.code.value)} {visible(f.ref.display())}: {visible(f.message)}"
+                for f in decision.standing
+            )
     lines.append("")
     lines.append(paint("dim", exit_hint(decision.verdict)))
     return "\n".join(lines)
+
+
+def standing_line(count: int, shown: bool) -> str:
+    """The one line that counts the standing warnings."""
+    how = ":" if shown else " (--show-standing lists them)"
+    return (
+        f"standing ({count}): warning(s) present on base too, the same whatever this change "
+        f"does, not counted in the verdict{how}"
+    )
 
 
 def exempted_text(ex: Exempted, paint: Callable[[str, str], str]) -> str:

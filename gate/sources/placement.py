@@ -22,10 +22,13 @@ from typing import Protocol
 import yaml
 
 from gate.engine.check import CheckResult
+from gate.engine.flux import parent_ref
 from gate.engine.placement import (
     Entry,
     Kustomization,
     KustomizationFiles,
+    dropped_entry_line,
+    found_removal,
     kustomization_dirs,
     place_removal,
 )
@@ -38,8 +41,9 @@ from gate.sources.yamlread import KubeLoader
 
 #: kustomize's file names, in the order it looks for them.
 _KUSTOMIZATION_ORDER = ("kustomization.yaml", "kustomization.yml", "Kustomization")
-#: The top-level kustomization keys that list files and directories to build.
-_RESOURCE_KEYS = frozenset({"resources", "bases"})
+#: The top-level kustomization keys that list files and directories to build (a Component
+#: dropped from `components:` takes what it made with it, like a dropped resource).
+_RESOURCE_KEYS = frozenset({"resources", "bases", "components"})
 
 
 def resource_entries(text: str) -> tuple[Entry, ...] | None:
@@ -201,6 +205,7 @@ def place_findings(result: CheckResult, files: SideFiles | None) -> CheckResult:
             decision,
             findings=tuple(place(f) for f in decision.findings),
             exempted=tuple(replace(ex, finding=place(ex.finding)) for ex in decision.exempted),
+            standing=tuple(place(f) for f in decision.standing),
         ),
     )
 
@@ -211,7 +216,9 @@ def rendered_files(base: str, head: str) -> RenderedFiles | None:
     return None if "-" in (base, head) else RenderedFiles(base, head)
 
 
-def _head_source(ref: ObjectRef, result: CheckResult, files: SideFiles) -> Source | None:
+def _head_source(
+    ref: ObjectRef, result: CheckResult, files: SideFiles, seen: frozenset[ObjectRef] = frozenset()
+) -> Source | None:
     declared = result.head.get(ref)
     if declared is not None:
         return declared.source
@@ -223,12 +230,53 @@ def _head_source(ref: ObjectRef, result: CheckResult, files: SideFiles) -> Sourc
     base_text = files.base_text(source.path)
     if head_path is None or base_text is None:
         return None
-    return place_removal(
-        source,
-        head_path,
-        base_text,
-        files.head_text(source.path),
-        _kustomizations(source.path, files),
+    head_text = files.head_text(source.path)
+    kustomizations = _kustomizations(source.path, files)
+    found = found_removal(source, head_path, base_text, head_text, kustomizations)
+    if found is not None:
+        return found
+    via = _via_parent(base.root, source.path, result, files, seen | {ref})
+    if via is not None:
+        return via
+    return place_removal(source, head_path, base_text, head_text, ())
+
+
+def _via_parent(
+    root: str, path: str, result: CheckResult, files: SideFiles, seen: frozenset[ObjectRef]
+) -> Source | None:
+    """Where the change is for an object whose own file does not show it, asked of the Flux
+    Kustomization (or HelmRelease) that applied it (`--flux-root` tags it): where that parent's
+    own removal is (a `./app/ks.yaml` entry dropped), or, when it stays, the `resources:` or
+    `components:` entry dropped from the kustomization at its `spec.path` (a shared Component
+    no longer used by this app). None when neither says."""
+    parent = parent_ref(root)
+    if parent is None or parent in seen:
+        return None
+    if result.head.get(parent) is None:
+        return _head_source(parent, result, files, seen)
+    declared = result.base.get(parent)
+    folder = declared.spec.get("path") if declared is not None else None
+    if not isinstance(folder, str) or files.root() != "":
+        return None  # git mode only: spec.path is a path in the repository
+    folder = posixpath.normpath(folder.removeprefix("./")).removeprefix("./")
+    for k in _kustomizations_at(folder if folder != "." else "", files):
+        entry = dropped_entry_line(k, path)
+        if entry is not None:
+            return Source(k.head_path, entry)
+    return None
+
+
+def _kustomizations_at(folder: str, files: SideFiles) -> Iterator[KustomizationFiles]:
+    """The kustomization of `folder` on both sides, if base has one."""
+    base_path = _kustomization_in(folder, files.base_text)
+    if base_path is None:
+        return
+    head_path = _kustomization_in(folder, files.head_text)
+    yield kustomization_files(
+        base_path,
+        head_path or base_path,
+        files.base_text(base_path),
+        files.head_text(head_path) if head_path is not None else None,
     )
 
 

@@ -274,8 +274,39 @@ def test_children_flux_leaves_do_not_count() -> None:
         assert run(kustomization(), CONFIGMAP, live=live).decision.verdict is Verdict.ALLOW, meta
 
 
-def test_kustomization_without_live_view_is_not_judged_here() -> None:
-    assert run(kustomization(), CONFIGMAP).decision.verdict is Verdict.ALLOW
+def test_kustomization_without_live_view_is_removed_blind() -> None:
+    """Path mode: the Kustomization object leaves, what it applied is not read: a block of its
+    own (issue 33), with --flux-root named as the way to see what it deletes."""
+    result = run(kustomization(), CONFIGMAP)
+    assert Code.KUSTOMIZATION_PRUNES_GUARDED not in codes(result)
+    f = one(result, Code.KUSTOMIZATION_REMOVED)
+    assert f.severity is Severity.BLOCK
+    assert "Kustomization flux-system/apps is removed with pruning on" in f.message
+    assert "spec.path ./apps" in f.message
+    assert "--flux-root" in f.remediation and "spec.prune: false" in f.remediation
+    assert "spec.prune: true, spec.deletionPolicy: MirrorPrune (base manifest)" in f.evidence
+    assert result.decision.verdict is Verdict.BLOCK
+
+
+@pytest.mark.parametrize(
+    "spec",
+    ["prune: false", "prune: true\n  deletionPolicy: Orphan", "prune: true\n  suspend: true"],
+    ids=["prune-off", "orphan", "suspended"],
+)
+def test_a_removed_kustomization_that_deletes_nothing_is_not_blind(spec: str) -> None:
+    """kustomize-controller's finalizer deletes nothing when suspended, with prune off
+    (MirrorPrune) or with deletionPolicy Orphan (`finalizerShouldDeleteResources`)."""
+    assert Code.KUSTOMIZATION_REMOVED not in codes(run(kustomization(spec), CONFIGMAP))
+
+
+def test_a_removed_kustomization_read_live_is_judged_by_its_inventory_only() -> None:
+    live = state(live_kustomization([CONFIGMAP_ID]))
+    assert Code.KUSTOMIZATION_REMOVED not in codes(run(kustomization(), CONFIGMAP, live=live))
+
+
+def test_speculative_candidate_defers_a_blind_kustomization_removal() -> None:
+    result = run(kustomization(), CONFIGMAP, context=Context.SPECULATIVE)
+    assert {Code.KUSTOMIZATION_REMOVED, Code.SPECULATIVE_PRUNE} <= codes(result)
 
 
 # --- Application ---------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from gate.engine.deployers.registry import (
     force_mark,
     keep_mark,
     keys,
+    live_keep_mark,
     owners,
     parent_of,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "force_mark",
     "keep_mark",
     "keys",
+    "live_keep_mark",
     "owners",
     "parent_of",
     "sync_options",

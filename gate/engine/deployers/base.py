@@ -115,6 +115,12 @@ class Deployer(ABC):
     def keeps(self, annotations: Meta, labels: Meta, event: Event) -> Found | None:
         """The mark with which the tool leaves this object in place at `event`, or None."""
 
+    def keeps_live(self, annotations: Meta, labels: Meta, event: Event) -> Found | None:
+        """The mark on the LIVE object with which the tool leaves it in place at `event`: its
+        keep mark, and for some tools a mark it never applies from git itself (Flux's
+        `reconcile: disabled` and `ssa: Ignore`, set by hand), so it counts only read live."""
+        return self.keeps(annotations, labels, event)
+
     def forces(self, annotations: Meta) -> Found | None:
         """The mark with which the tool deletes and recreates the object on a change it cannot
         apply (an immutable field), or None. Most tools have none."""

@@ -5,6 +5,15 @@
   read for a prune and for the finalizer of a deleted Kustomization alike.
 - Force: `kustomize.toolkit.fluxcd.io/force: enabled` (or the Kustomization's `spec.force: true`,
   which an object's `force: disabled` does not switch off: fluxcd/pkg ssa).
+- Opt-outs (kustomize-controller `apply` and `prune`, fluxcd/pkg ssa `shouldSkipApply` and
+  `Delete`): `kustomize.toolkit.fluxcd.io/reconcile: disabled` or `ssa: Ignore` on the desired
+  object or the live one skips its apply; `ssa: IfNotPresent` on the desired object skips the
+  apply of an object that exists (it is created, never updated). The prune skips a live object
+  carrying `prune: disabled`, `reconcile: disabled` or `ssa: Ignore`: seen with the real
+  kustomize-controller 1.9.6 (tests/e2e/test_flux_optouts.py: "garbage collection completed:
+  ... ignored skipped"), though its `prune` source lists only the first two as exclusions. A
+  `reconcile: disabled` or `ssa: Ignore` written in git is never applied (the object's own
+  apply is skipped), so as a keep mark it counts only read live.
 - Owner: the labels `kustomize.toolkit.fluxcd.io/name` and `/namespace` it puts on what it
   applies (`GetOwnerLabels`); its prune skips an object whose labels name another.
 - Parent: the Kustomization, whose `status.inventory` lists what it applied and whose finalizer
@@ -25,6 +34,10 @@ PRUNE = "kustomize.toolkit.fluxcd.io/prune"
 #: The force mark: `enabled` replaces on an immutable change; `disabled` does not switch a
 #: Kustomization's `spec.force: true` off.
 FORCE = "kustomize.toolkit.fluxcd.io/force"
+#: The opt-out of applying and pruning (`disabled`), set on the live object by hand.
+RECONCILE = "kustomize.toolkit.fluxcd.io/reconcile"
+#: The server-side apply policy: `Ignore` (never applied), `IfNotPresent` (created only).
+SSA = "kustomize.toolkit.fluxcd.io/ssa"
 #: The labels kustomize-controller puts on what it applies.
 NAME = "kustomize.toolkit.fluxcd.io/name"
 NAMESPACE = "kustomize.toolkit.fluxcd.io/namespace"
@@ -73,6 +86,35 @@ KUSTOMIZATION = Parent(
 RESOURCE_SET = Parent(OPERATOR_GROUP, "ResourceSet", impersonates=True)
 
 
+def _marked(meta: tuple[Meta, Meta], key: str, value: str) -> str | None:
+    """fluxcd/pkg ssa `utils.AnyInMetadata` for one key: the label's or the annotation's value
+    when it equals `value` case-insensitively (`meta` is (annotations, labels))."""
+    for m in meta:
+        found = m.get(key)
+        if isinstance(found, str) and found and found.lower() == value.lower():
+            return found
+    return None
+
+
+def apply_skipped(desired: tuple[Meta, Meta], existing: tuple[Meta, Meta] | None) -> str | None:
+    """Why kustomize-controller does not apply this object (`key: value`), or None: `reconcile:
+    disabled` or `ssa: Ignore` on the desired object or on the existing (live) one, or `ssa:
+    IfNotPresent` on the desired object when it exists (`existing` is not None). Each of
+    `desired` and `existing` is (annotations, labels)."""
+    for side in (desired, existing):
+        if side is None:
+            continue
+        for key, value in ((RECONCILE, "disabled"), (SSA, "Ignore")):
+            found = _marked(side, key, value)
+            if found is not None:
+                return f"{key}: {found}"
+    if existing is not None:
+        found = _marked(desired, SSA, "IfNotPresent")
+        if found is not None:
+            return f"{SSA}: {found}"
+    return None
+
+
 def force_disabled(annotations: Meta) -> bool:
     """`force: disabled`: a mark that reads like a guard and does nothing under `spec.force`."""
     return str(annotations.get(FORCE, "")).strip().lower() == "disabled"
@@ -95,6 +137,18 @@ class Flux(Deployer):
         for value in (annotations.get(PRUNE), labels.get(PRUNE)):
             if isinstance(value, str) and value.lower() == "disabled":
                 return Found(self.name, PRUNE, value)
+        return None
+
+    def keeps_live(self, annotations: Meta, labels: Meta, event: Event) -> Found | None:
+        """Read live, `reconcile: disabled` and `ssa: Ignore` keep too (see the module
+        docstring: the real controller's prune skips both)."""
+        found = self.keeps(annotations, labels, event)
+        if found is not None:
+            return found
+        for key, value in ((RECONCILE, "disabled"), (SSA, "Ignore")):
+            marked = _marked((annotations, labels), key, value)
+            if marked is not None:
+                return Found(self.name, key, marked)
         return None
 
     def forces(self, annotations: Meta) -> Found | None:

@@ -42,6 +42,18 @@ def keep_mark(annotations: Meta, labels: Meta = NONE, event: Event = Event.PRUNE
     return None
 
 
+def live_keep_mark(
+    annotations: Meta, labels: Meta = NONE, event: Event = Event.PRUNE
+) -> Found | None:
+    """`keep_mark` read on a LIVE object: also the marks a tool honours only there (Flux's
+    `reconcile: disabled`, which its apply never writes)."""
+    for d in DEPLOYERS:
+        found = d.keeps_live(annotations, labels, event)
+        if found is not None:
+            return found
+    return None
+
+
 def force_mark(annotations: Meta) -> Found | None:
     """The first deployer's mark that makes it delete and recreate the object on a change it
     cannot apply, or None."""

@@ -17,7 +17,7 @@ from gate.engine.kustomizations import (
     forcing_kustomization,
     kustomization_forces,
 )
-from gate.engine.plan import Action, Change
+from gate.engine.plan import Action, Change, flux_skips_apply
 from gate.engine.rules.common import consumer_findings, finding
 from gate.engine.rules.world import CLAIM, Retirement, World, retirement
 from gate.engine.updates import change_findings
@@ -81,6 +81,8 @@ def check_candidate_updates(world: World) -> Iterator[Finding]:
         base = world.base.get(head.ref)
         if base is not None and (base.body is head.body or base.body == head.body):
             continue
+        if base is not None and flux_skips_apply(base, head, world.head, world.live):
+            continue  # Flux does not apply this change (reconcile: disabled, ssa policies)
         cause = "changed by the candidate" if base is not None else "created by the candidate"
         guarded = world.policy.is_guarded_kind(head.ref.group, head.ref.kind)
         # Stage 1 matters only to an owner added to a guarded object: read it only then.

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gate.engine.context import Context
-from gate.engine.deployers import FLUX, Event, argocd, helm, keep_mark, parent_of
-from gate.engine.flux import POINTING, was_rendered
+from gate.engine.deployers import FLUX, Event, argocd, helm, keep_mark, live_keep_mark, parent_of
+from gate.engine.flux import POINTING, was_read, was_rendered
 from gate.engine.livestate import ARGO_APPLICATION, FLUX_KUSTOMIZATION, KEEP_MANAGERS
 from gate.engine.plan import Action, Change
 from gate.engine.rules.common import finding, source_of
@@ -97,7 +97,7 @@ def _parent_kept(change: Change, world: World) -> bool:
     if change.base is not None and keep_mark(change.base.annotations):
         return True
     live = world.live.get(change.ref) if world.live is not None else None
-    return live is not None and keep_mark(live.annotations) is not None
+    return live is not None and live_keep_mark(live.annotations) is not None
 
 
 def _retired(ref: ObjectRef, world: World) -> bool:
@@ -133,7 +133,7 @@ def _applied_children(
         if flux and not _flux_owned(parent, child, world):
             continue
         live = world.live.get(child)
-        if live is not None and deployer.keeps(live.annotations, {}, Event.DELETE):
+        if live is not None and deployer.keeps_live(live.annotations, {}, Event.DELETE):
             continue  # the deployer's keep mark, read live as it reads it (annotations)
         seen.add(child)
         state = "" if live is not None else " (not in the live view)"
@@ -299,6 +299,50 @@ def check_kustomization_prune(change: Change, world: World) -> Iterator[Finding]
                 source_of(change),
             ),
             command(patch),
+            edit(f"then remove {ref.display()}"),
+        ],
+    )
+
+
+def check_kustomization_removed(change: Change, world: World) -> Iterator[Finding]:
+    """KUSTOMIZATION_REMOVED: a removed Kustomization whose finalizer deletes what it applied,
+    when nothing says what that is: no live view (`status.inventory`) and its build not read
+    (`--flux-root` reads it: then each object it applied is a deletion of its own, judged by the
+    other rules, and this finding would only say the same thing twice). Path mode and plain git
+    mode see the Kustomization object leave (a `./app/ks.yaml` line commented out of a
+    kustomization's `resources:`), never its content: failing closed, this blocks."""
+    if _kind(change.ref) != FLUX_KUSTOMIZATION or world.live is not None:
+        return
+    if was_read(change.ref, world.base):
+        return
+    deletes, evidence = _kustomization_deletes(change.ref, change.base or change.head, world)
+    if not deletes:
+        return
+    ref = change.ref
+    spec = _spec_of(change.base)
+    where = f"spec.path {spec.get('path')}" if spec.get("path") else "its spec.path"
+    yield finding(
+        Code.KUSTOMIZATION_REMOVED,
+        change,
+        f"{ref.display()} is removed with pruning on: kustomize-controller deletes everything it "
+        f"applied ({where}), and these manifests do not say what that is",
+        [
+            f"cause: {change.cause}",
+            evidence,
+            "its build was not read (no --flux-root) and there is no live view (--live not given)",
+        ],
+        "check it with the Flux entry point, which reads what the Kustomization applied and "
+        "judges each object (gate check --flux-root DIR, the directory of your cluster's "
+        "flux-system Kustomization), or with --live; to remove it safely, set `spec.prune: "
+        "false` (or `spec.deletionPolicy: Orphan`) on it first, merge and let it deploy, then "
+        "remove it; or retire its guarded objects in two stages first",
+        [
+            edit("run gate check with --flux-root DIR (or --live) to see what it applied"),
+            command(f"kubectl get {ref.kubectl()} -o jsonpath='{{.status.inventory}}'"),
+            edit(
+                f"set spec.prune: false on {ref.display()}; merge and let it deploy",
+                source_of(change),
+            ),
             edit(f"then remove {ref.display()}"),
         ],
     )
@@ -517,6 +561,7 @@ def _speculative(change: Change, world: World, cascade: Finding) -> Finding:
 PARENT_RULES: tuple[Callable[[Change, World], Iterator[Finding]], ...] = (
     check_release_uninstall,
     check_kustomization_prune,
+    check_kustomization_removed,
     check_application_finalizer,
     check_owner_dependents,
 )

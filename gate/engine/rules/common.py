@@ -64,6 +64,11 @@ def retire_fix(ref: ObjectRef, world: World, source: Source | None) -> tuple[str
             [command(mark), edit(f'annotate {ref.display()} `{key}: "<reason>"` in its manifest')],
         )
     where = f" (base declares it at {source})" if source else ""
+    shared = shared_template(ref, world, source)
+    if shared is not None:
+        mine = world.base.get(ref)
+        api = mine.api_version if mine is not None else "v1"
+        return _retire_one_of_shared(ref, api, key, source, where, shared)
     return (
         f"keep it in the candidate{where} and retire {ref.display()} in two stages: "
         f'1) merge a change that annotates it `{key}: "<reason>"` and removes its consumers, '
@@ -76,6 +81,59 @@ def retire_fix(ref: ObjectRef, world: World, source: Source | None) -> tuple[str
                 source,
             ),
             edit("stage 2: remove its manifest, in a later change", source),
+        ],
+    )
+
+
+def shared_template(ref: ObjectRef, world: World, source: Source | None) -> list[ObjectRef] | None:
+    """The other objects of `ref`'s kind that base builds from the same document (a kustomize
+    Component or a template that many apps use, such as a volsync component making
+    each app's claim from `${APP}`), or None when the file is its alone: annotating that file
+    would mark every app's object."""
+    if source is None:
+        return None
+    others = [
+        m.ref
+        for m in world.base
+        if m.ref != ref
+        and (m.ref.group, m.ref.kind) == (ref.group, ref.kind)
+        and m.source == source  # the same document: one text made both (not a multi-doc file)
+    ]
+    return sorted(others) or None
+
+
+def _retire_one_of_shared(
+    ref: ObjectRef,
+    api: str,
+    key: str,
+    source: Source | None,
+    where: str,
+    shared: list[ObjectRef],
+) -> tuple[str, list[FixAction]]:
+    """Retiring one app's object that a shared file makes: the mark goes in a patch where that
+    app is built, so the other apps' objects stay unmarked."""
+    others = ", ".join(r.display() for r in shared[:3]) + (
+        f" and {len(shared) - 3} more" if len(shared) > 3 else ""
+    )
+    patch = (
+        f"patches: [{{target: {{kind: {ref.kind}, name: {ref.name}}}, patch: "
+        f'"{{apiVersion: {api}, kind: {ref.kind}, metadata: {{name: '
+        f'{ref.name}, annotations: {{{key}: <reason>}}}}}}"}}]'
+    )
+    return (
+        f"keep it in the candidate{where} and retire {ref.display()} in two stages; its "
+        f"manifest is shared (it also makes {others}: a kustomize Component or template), so "
+        "mark this one only: 1) add a patch where this app is built (its kustomization.yaml, "
+        f"or its Flux Kustomization's spec.patches) that annotates it, e.g. `{patch}`, remove "
+        "its consumers, merge and let it deploy; 2) then remove it (the app's ks.yaml or its "
+        "components: entry), in a later change",
+        [
+            edit(f"keep {ref.display()} in the candidate as base declares it", source),
+            edit(
+                f"stage 1: in this app's kustomization.yaml (or its Flux Kustomization's "
+                f"spec.patches) add {patch}; remove its consumers; merge and let it deploy"
+            ),
+            edit("stage 2: remove it in a later change (the app's entry, not the shared file)"),
         ],
     )
 

@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Iterator
 
 from gate.engine.context import Context
+from gate.engine.deployers import live_keep_mark
 from gate.engine.flux import root_removed
 from gate.engine.plan import Action, Change
 from gate.engine.rules.common import at_source, consumer_findings, finding, retire_fix, source_of
@@ -79,7 +80,8 @@ def _keep_of(change: Change, world: World) -> tuple[str | None, str]:
             return keep, "base manifest"
     live = world.live.get(change.ref) if world.live is not None else None
     if live is not None:
-        return keep_annotation(live.annotations), "live object"
+        found = live_keep_mark(live.annotations)
+        return (None if found is None else str(found)), "live object"
     return None, ""
 
 

@@ -165,6 +165,7 @@ RULES: tuple[Rule, ...] = (
             Code.RELEASE_UNINSTALL_DELETES,
             Code.RELEASE_CONTENT_UNKNOWN,
             Code.KUSTOMIZATION_PRUNES_GUARDED,
+            Code.KUSTOMIZATION_REMOVED,
             Code.APPLICATION_DELETES_RESOURCES,
             Code.OWNER_DELETES_DEPENDENTS,
             Code.SPECULATIVE_PRUNE,
