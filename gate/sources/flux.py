@@ -506,18 +506,23 @@ def _own_sources(kustomizations: Iterable[RawObject], entry: str) -> _Sources:
     spec.path that the entry ends with (`k8s/clusters/prod` applied with `./clusters/prod`),
     so the artifact is the directory above it (`k8s`); or names the artifact's root (`./`), so
     the artifact is the entry itself (ksail pushes its source directory so)."""
-    for k in kustomizations:
-        kind, ns, name = _source_of(k.body)
-        path = _clean(str(_spec(k.body).get("path") or "."))
-        if kind == "GitRepository" and path == entry:
+    candidates = [
+        (_source_of(k.body), _clean(str(_spec(k.body).get("path") or "."))) for k in kustomizations
+    ]
+    # Most certain first: a Kustomization whose spec.path is the entry itself, of any source
+    # kind; then one whose path the entry ends with; only then one applying an artifact's root
+    # (`./`), which is also how Flux's own install manifests are applied from the upstream
+    # OCIRepository `flux-manifests`: that one must not be taken for this repository when the
+    # entry names its own Kustomization otherwise.
+    for (kind, ns, name), path in candidates:
+        if kind in SOURCE_KINDS and path == entry:
             return {(kind, ns, name): "."}
-        if kind in SOURCE_KINDS and kind != "GitRepository":
-            if path == entry:
-                return {(kind, ns, name): "."}
-            if path == ".":  # the artifact's root applies the entry: the entry is the artifact
-                return {(kind, ns, name): entry}
-            if entry.endswith("/" + path):
-                return {(kind, ns, name): entry[: -len(path) - 1]}
+    for (kind, ns, name), path in candidates:
+        if kind in SOURCE_KINDS and kind != "GitRepository" and entry.endswith("/" + path):
+            return {(kind, ns, name): entry[: -len(path) - 1]}
+    for (kind, ns, name), path in candidates:
+        if kind in SOURCE_KINDS and kind != "GitRepository" and path == ".":
+            return {(kind, ns, name): entry}  # the artifact's root applies the entry
     return {DEFAULT_SOURCE.key: DEFAULT_SOURCE.dir}
 
 

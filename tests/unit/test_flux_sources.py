@@ -442,3 +442,70 @@ def test_auto_follows_the_source_a_flux_instance_generates(tmp_path: Path) -> No
     assert rc == 1 and codes(out) == ["NOT_RETIRED"], err
     rc, _, err = check(repo, "--flux-root", "clusters/prod")
     assert rc == 2 and "--flux-source GitRepository/flux-cd/flux-cd=DIR" in err
+
+
+#: Flux's own install manifests, applied from the upstream OCI artifact at its root (`./`), as
+#: many home-ops repositories do beside their own GitRepository (flux-manifests).
+UPSTREAM_FLUX = """\
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: OCIRepository
+metadata: {name: flux-manifests, namespace: flux-system}
+spec: {interval: 10m, url: "oci://ghcr.io/fluxcd/flux-manifests", ref: {tag: v2.7.3}}
+---
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: flux, namespace: flux-system}
+spec:
+  interval: 10m
+  path: ./
+  prune: true
+  sourceRef: {kind: OCIRepository, name: flux-manifests}
+"""
+OWN_SYNC = """\
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata: {name: home-ops, namespace: flux-system}
+spec: {interval: 30m, url: "https://example.com/home-ops", ref: {branch: main}}
+---
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: cluster, namespace: flux-system}
+spec:
+  interval: 30m
+  path: ./kubernetes/flux
+  prune: true
+  sourceRef: {kind: GitRepository, name: home-ops}
+"""
+
+
+@needs_renderer
+def test_the_upstream_flux_manifests_at_an_artifacts_root_are_not_this_repository(
+    tmp_path: Path,
+) -> None:
+    """The entry's own Kustomization (spec.path the entry, from a GitRepository) names the
+    source that is this repository, though another Kustomization beside it applies `./` of
+    an OCIRepository: that one is Flux's upstream install artifact, not this repository's
+    directory (before: taken for it, and every Kustomization of the repository refused)."""
+    repo = GitRepo(tmp_path / "repo")
+    repo.commit(
+        {
+            # listed before the entry's own: the order of the files must not decide
+            "kubernetes/flux/config/a-flux.yaml": UPSTREAM_FLUX,
+            "kubernetes/flux/config/cluster.yaml": OWN_SYNC,
+            "kubernetes/flux/apps.yaml": apps(
+                path="./kubernetes/apps", kind="GitRepository", name="home-ops"
+            ),
+            "kubernetes/apps/claim.yaml": CLAIM,
+            "kubernetes/apps/settings.yaml": KEEP,
+        },
+        "base",
+    )
+    repo.commit({"kubernetes/apps/claim.yaml": None}, "drop the claim")
+    rc, out, err = check(repo, "--flux-root", "kubernetes/flux")
+    assert rc == 2, (out, err)
+    assert "reads OCIRepository/flux-system/flux-manifests" in err, err
+    assert "followed: GitRepository/flux-system/home-ops=." in err, err
+    ignored = ("--flux-ignore-source", "OCIRepository/flux-system/flux-manifests")
+    rc, out, err = check(repo, "--flux-root", "kubernetes/flux", *ignored)
+    assert rc == 1, (out, err)
+    assert codes(out) == ["NOT_RETIRED"]
