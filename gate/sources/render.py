@@ -53,7 +53,7 @@ from gate.model.objects import RawObject, Source
 from gate.sources import gitsource
 from gate.sources.buildserver import BuildServer
 from gate.sources.manifests import KUSTOMIZATION_NAMES, parse_stream
-from gate.sources.remote import LEDGER
+from gate.sources.remote import LEDGER, NOT_FETCHED
 
 #: The annotation kustomize writes with `buildMetadata: [originAnnotations]`.
 ORIGIN_ANNOTATION = "config.kubernetes.io/origin"
@@ -376,7 +376,16 @@ def _build(
         wrapped if extra else _run(command, server, target, [root], wrapper, timeout, flux, remote)
     )
     if plain.returncode != 0:
-        stderr = _clean_stderr(plain.stderr) or plain.stdout.strip() or f"exit {plain.returncode}"
+        left_out = [line for line in plain.stderr.splitlines() if line.startswith(NOT_FETCHED)]
+        kept = "\n".join(line for line in plain.stderr.splitlines() if line not in left_out)
+        stderr = _clean_stderr(kept) or plain.stdout.strip() or f"exit {plain.returncode}"
+        if left_out:
+            urls = ", ".join(line.rpartition(": ")[2] for line in left_out)
+            stderr += (
+                f" (the build left out the remote entries it cannot read offline: {urls}; a "
+                "patch or transformer that targets their objects fails without them: give "
+                "--fetch-remote on a runner that may reach them, to build with their content)"
+            )
         if scrub is not None:
             stderr = scrub(stderr)
         tool = " ".join([Path(command[0]).name, *command[1:]])

@@ -9,7 +9,6 @@ written out by hand: bash's, except where Flux's fork differs (each said below).
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -19,13 +18,10 @@ import yaml
 
 from gate.sources import render
 from gate.sources.buildserver import BuildServer
+from tests.unit.test_build_server import needs_helper
 
 HELPER = shutil.which(render.HELPER)
 
-needs_helper = pytest.mark.skipif(
-    HELPER is None and os.environ.get("CI") != "true",
-    reason="prune-gate-kustomize is not on PATH (run `make test`, which builds it)",
-)
 
 VARS = {"ENV": "prod", "APP": "webserver", "IMG": "ghcr.io/a/b-prod", "EMPTY": ""}
 

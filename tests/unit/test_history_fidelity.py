@@ -5,7 +5,6 @@ parent could not be built (its last buildable ancestor). Real repositories, the 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -16,11 +15,8 @@ from click.testing import Result
 from gate.cli.root import main
 from gate.sources import render
 from tests.unit.helpers import GitRepo, claim, cli_runner
+from tests.unit.test_build_server import needs_helper
 
-needs_helper = pytest.mark.skipif(
-    shutil.which(render.HELPER) is None and os.environ.get("CI") != "true",
-    reason="prune-gate-kustomize is not on PATH (run `make test`, which builds it)",
-)
 needs_kubectl = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not on PATH")
 
 KUSTOMIZATION = "resources:\n- claim.yaml\n- settings.yaml\n"

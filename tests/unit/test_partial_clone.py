@@ -5,8 +5,6 @@ fetched by git on demand, or is an error naming its path when it cannot be."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -14,13 +12,9 @@ import pytest
 
 from gate.cli.root import main
 from gate.model.errors import GitError
-from gate.sources import gitsource, render
+from gate.sources import gitsource
 from tests.unit.helpers import GitRepo, cli_runner
-
-needs_helper = pytest.mark.skipif(
-    shutil.which(render.HELPER) is None and os.environ.get("CI") != "true",
-    reason="prune-gate-kustomize is not on PATH (run `make test`, which builds it)",
-)
+from tests.unit.test_build_server import needs_helper
 
 KUSTOMIZATION = """\
 apiVersion: kustomize.config.k8s.io/v1beta1

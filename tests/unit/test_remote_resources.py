@@ -12,7 +12,6 @@ from __future__ import annotations
 import http.server
 import json
 import os
-import shutil
 import ssl
 import subprocess
 import threading
@@ -21,15 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from gate.sources import render
 from gate.sources.remote import LEDGER
 from tests.unit.helpers import GitRepo, claim, deployment
+from tests.unit.test_build_server import needs_helper
 from tests.unit.test_cli import gate
-
-needs_helper = pytest.mark.skipif(
-    shutil.which(render.HELPER) is None and os.environ.get("CI") != "true",
-    reason="prune-gate-kustomize is not on PATH (run `make test`, which builds it)",
-)
 
 PINNED = "https://github.com/example/snapshot-controller/releases/download/v8.2.0/crds.yaml"
 NEXT = "https://github.com/example/snapshot-controller/releases/download/v8.3.0/crds.yaml"
@@ -336,3 +330,28 @@ def test_which_urls_move(url: str, expected: bool) -> None:
     from gate.engine.remotes import moving
 
     assert moving(url) is expected
+
+
+@needs_helper
+def test_a_patch_on_a_remote_bases_object_says_what_was_left_out(tmp_path: Path) -> None:
+    """A patch whose target only the remote base holds cannot apply offline (kustomize fails
+    on it, as it would on any missing target): the exit 2 names the remote entries the build
+    left out and `--fetch-remote`, not only kustomize's "no matches for Id" (zhorvath83/home-ops
+    patches the Namespace of system-upgrade-controller's remote base so)."""
+    repo = GitRepo(tmp_path / "repo")
+    kustomization = (
+        "resources:\n  - claim.yaml\n"
+        f"  - {MOVING}\n"
+        "patches:\n"
+        "  - patch: |\n"
+        "      apiVersion: v1\n"
+        "      kind: Namespace\n"
+        "      metadata: {name: system-upgrade, labels: {team: ops}}\n"
+    )
+    repo.commit({"app/kustomization.yaml": kustomization, "app/claim.yaml": claim()}, "base")
+    repo.commit({"app/claim.yaml": claim() + "# touched\n"}, "candidate")
+    done = gate(*ARGS, "--format", "json", cwd=repo.root)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "no matches for Id Namespace" in done.stderr, done.stderr
+    assert f"left out the remote entries it cannot read offline: {MOVING}" in done.stderr
+    assert "--fetch-remote" in done.stderr

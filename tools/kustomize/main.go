@@ -104,7 +104,9 @@ func build(roots []string, target string, flux *fluxPostBuild, fetched map[strin
 	opts.LoadRestrictions = types.LoadRestrictionsNone // the file system confines, as Flux's does
 	resMap, err := krusty.MakeKustomizer(opts).Run(fs, target)
 	if err != nil {
-		return result{Code: 1, Stderr: fmt.Sprintf("%v\n", err)}
+		// The remote entries left out come first: a patch whose target only they held fails
+		// here, and the caller says so.
+		return result{Code: 1, Stderr: fs.remote.report() + fmt.Sprintf("%v\n", err)}
 	}
 	if err := flux.substitute(resMap); err != nil {
 		return result{Code: 1, Stderr: fmt.Sprintf("%v\n", err)}
