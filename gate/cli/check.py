@@ -19,9 +19,8 @@ from gate.app.check import (
     write_deferral,
 )
 from gate.cli.common import (
-    FLUX_IGNORE_HELP,
-    FLUX_SOURCE_HELP,
     fail,
+    flux_source_options,
     kube_options,
     parse_flux_ignore,
     parse_flux_source,
@@ -95,20 +94,7 @@ from gate.speed import without_cyclic_gc
     metavar="DIR",
     help="A Flux entry point of the head revision only (repeatable; see --base-flux-root).",
 )
-@click.option(
-    "--flux-source",
-    "flux_sources",
-    multiple=True,
-    metavar="[KIND/]NS/NAME[=DIR]",
-    help=FLUX_SOURCE_HELP,
-)
-@click.option(
-    "--flux-ignore-source",
-    "flux_ignores",
-    multiple=True,
-    metavar="[KIND/]NS/NAME",
-    help=FLUX_IGNORE_HELP,
-)
+@flux_source_options
 @click.option(
     "--repo",
     default=".",

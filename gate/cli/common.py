@@ -59,6 +59,24 @@ def parse_flux_ignore(text: str) -> FluxSource:
     return parse_source(text, "--flux-ignore-source", with_dir=False)
 
 
+def flux_source_options(f: F) -> F:
+    """--flux-source and --flux-ignore-source, shared by every command that reads Flux roots."""
+    f = click.option(
+        "--flux-ignore-source",
+        "flux_ignores",
+        multiple=True,
+        metavar="[KIND/]NS/NAME",
+        help=FLUX_IGNORE_HELP,
+    )(f)
+    return click.option(
+        "--flux-source",
+        "flux_sources",
+        multiple=True,
+        metavar="[KIND/]NS/NAME[=DIR]",
+        help=FLUX_SOURCE_HELP,
+    )(f)
+
+
 #: `--flux-source`'s help, the same on every command that reads Flux roots.
 FLUX_SOURCE_HELP = (
     "A Flux source that is this repository, for --flux-root: [KIND/]NAMESPACE/NAME[=DIR], KIND "

@@ -17,10 +17,9 @@ import click
 from gate.app.policy import policy_at
 from gate.app.sides import FLUX_ROOT_ALONE, GitReading, read_revision
 from gate.cli.common import (
-    FLUX_IGNORE_HELP,
-    FLUX_SOURCE_HELP,
     F,
     fail,
+    flux_source_options,
     kube_options,
     parse_flux_ignore,
     parse_flux_source,
@@ -160,20 +159,7 @@ def scope_options(f: F) -> F:
             "its Kustomizations apply, as in `gate check --flux-root` (instead of --path and "
             "--render).",
         ),
-        click.option(
-            "--flux-source",
-            "flux_sources",
-            multiple=True,
-            metavar="[KIND/]NS/NAME[=DIR]",
-            help=FLUX_SOURCE_HELP,
-        ),
-        click.option(
-            "--flux-ignore-source",
-            "flux_ignores",
-            multiple=True,
-            metavar="[KIND/]NS/NAME",
-            help=FLUX_IGNORE_HELP,
-        ),
+        flux_source_options,
         kube_options,
         click.option(
             "--config",

@@ -16,9 +16,8 @@ import click
 from gate.app.policy import policy_at
 from gate.app.sides import AUTO_ROOT, FLUX_ROOT_ALONE, FluxSide, GitReading, existing_paths
 from gate.cli.common import (
-    FLUX_IGNORE_HELP,
-    FLUX_SOURCE_HELP,
     fail,
+    flux_source_options,
     parse_flux_ignore,
     parse_flux_source,
     say,
@@ -77,20 +76,7 @@ from gate.sources.remote import LEDGER
     "revision is what its Kustomizations apply, as in `gate check --flux-root` (instead of "
     "--path and --render).",
 )
-@click.option(
-    "--flux-source",
-    "flux_sources",
-    multiple=True,
-    metavar="[KIND/]NS/NAME[=DIR]",
-    help=FLUX_SOURCE_HELP,
-)
-@click.option(
-    "--flux-ignore-source",
-    "flux_ignores",
-    multiple=True,
-    metavar="[KIND/]NS/NAME",
-    help=FLUX_IGNORE_HELP,
-)
+@flux_source_options
 @click.option(
     "--config",
     "config_path",

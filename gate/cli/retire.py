@@ -9,9 +9,8 @@ import click
 from gate.app.policy import policy_at
 from gate.app.sides import FLUX_ROOT_ALONE, GitReading, read_revision
 from gate.cli.common import (
-    FLUX_IGNORE_HELP,
-    FLUX_SOURCE_HELP,
     fail,
+    flux_source_options,
     kube_options,
     parse_flux_ignore,
     parse_flux_source,
@@ -85,20 +84,7 @@ def retire_group() -> None:
     help="A Flux cluster entry point of --base (repeatable): the base is what its "
     "Kustomizations apply, as in `gate check --flux-root` (instead of --path and --render).",
 )
-@click.option(
-    "--flux-source",
-    "flux_sources",
-    multiple=True,
-    metavar="[KIND/]NS/NAME[=DIR]",
-    help=FLUX_SOURCE_HELP,
-)
-@click.option(
-    "--flux-ignore-source",
-    "flux_ignores",
-    multiple=True,
-    metavar="[KIND/]NS/NAME",
-    help=FLUX_IGNORE_HELP,
-)
+@flux_source_options
 def retire_status_command(
     namespace: str | None,
     name: str | None,
