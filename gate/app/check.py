@@ -216,11 +216,7 @@ def _remote_findings(
         context is Context.SPECULATIVE,
         (LEDGER.lines(base_sha), LEDGER.lines(head_sha)),
     )
-    notes += [
-        f"patch on {target} (in {file}) was left out of the build: its target is in remote "
-        "content not fetched, whose objects were not judged (--fetch-remote fetches them)"
-        for file, target in sorted(LEDGER.patches(head_sha))
-    ]
+    notes += LEDGER.patch_notes(head_sha)
     return [*guard, *found], notes
 
 

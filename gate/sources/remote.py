@@ -112,6 +112,14 @@ class RemoteLedger:
         with self._lock:
             return dict(self._lines.get(sha, {}))
 
+    def patch_notes(self, sha: str) -> list[str]:
+        """The notes naming each patch `sha`'s builds left out with the remote content."""
+        return [
+            f"patch on {target} (in {file}) was left out of the build: its target is in remote "
+            "content not fetched, whose objects were not judged (--fetch-remote fetches them)"
+            for file, target in sorted(self.patches(sha))
+        ]
+
     def fetched_for(self, tree: Path) -> dict[str, str]:
         """With `fetch`: each remote URL the kustomizations of `tree` name, fetched (URL ->
         file); else nothing."""
