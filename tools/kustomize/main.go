@@ -97,6 +97,9 @@ func build(roots []string, target string, flux *fluxPostBuild, fetched map[strin
 	if err == nil {
 		fs.remote, err = newRemotes(fetched)
 	}
+	if err == nil {
+		fs.remote.read = fs.ReadFile
+	}
 	if err != nil {
 		return result{Code: 2, Stderr: fmt.Sprintf("prune-gate-kustomize: %v\n", err)}
 	}

@@ -10,7 +10,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -31,6 +30,7 @@ type remotes struct {
 	// entries left out (the target is the remote content); dropped the "FILE: Kind/name" lines.
 	drop    map[string]bool
 	dropped map[string]bool
+	read    func(string) ([]byte, error) // the confined file system's: a patch file is read through it
 }
 
 // patchLeftOut starts the stderr line naming a patch left out with the remote content.
@@ -56,7 +56,7 @@ func (r *remotes) leaveOutPatchOn(err error) bool {
 
 // patchTargets is the "Kind/name" a patches or patchesStrategicMerge entry names: its target
 // selector's, and its patch document's (inline, or the file at its path).
-func patchTargets(dir string, item any) []string {
+func patchTargets(read func(string) ([]byte, error), dir string, item any) []string {
 	var doc string
 	var out []string
 	switch v := item.(type) {
@@ -75,7 +75,7 @@ func patchTargets(dir string, item any) []string {
 		}
 	}
 	if doc != "" && !strings.Contains(doc, "\n") {
-		if data, err := os.ReadFile(filepath.Join(dir, doc)); err == nil {
+		if data, err := read(filepath.Join(dir, doc)); err == nil {
 			doc = string(data)
 		}
 	}
@@ -159,7 +159,7 @@ func (r *remotes) rewrite(path string, data []byte) []byte {
 		kept := make([]any, 0, len(list))
 		for _, item := range list {
 			hit := ""
-			for _, t := range patchTargets(filepath.Dir(path), item) {
+			for _, t := range patchTargets(r.read, filepath.Dir(path), item) {
 				if r.drop[t] {
 					hit = t
 				}
