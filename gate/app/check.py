@@ -216,6 +216,7 @@ def _remote_findings(
         context is Context.SPECULATIVE,
         (LEDGER.lines(base_sha), LEDGER.lines(head_sha)),
     )
+    notes += LEDGER.patch_notes(head_sha)
     return [*guard, *found], notes
 
 

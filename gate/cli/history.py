@@ -249,6 +249,8 @@ def _reader(reading: GitReading, paths: Sequence[str]) -> Callable[[str], Revisi
         objects = side.read() if auto or present or not wanted else []
         notes = tuple(side.notes) if isinstance(side, FluxSide) else ()
         remote = frozenset(LEDGER.skipped(sha)) if reading.builds else frozenset()
+        if reading.builds:
+            notes = (*notes, *LEDGER.patch_notes(sha))
         return Revision(tuple(objects), tuple(missing), notes, remote)
 
     return read

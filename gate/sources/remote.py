@@ -24,6 +24,12 @@ from gate.sources.manifests import KUSTOMIZATION_NAMES
 #: The stderr line prefix by which the helper names a remote entry it left out.
 NOT_FETCHED = "prune-gate-kustomize: remote not fetched: "
 
+#: The stderr line prefix by which the helper names a patch it left out with the remote content
+#: (its target was only there): `FILE: Kind/name`.
+PATCH_LEFT_OUT = (
+    "prune-gate-kustomize: patch left out (its target is in remote content not fetched): "
+)
+
 #: A fetched remote resource larger than this is refused (an install manifest is far below).
 MAX_REMOTE_BYTES = 16 << 20
 
@@ -63,18 +69,24 @@ class RemoteLedger:
         self._skipped: dict[str, set[tuple[str, str]]] = {}
         self._lines: dict[str, dict[tuple[str, str], int]] = {}
         self._fetched: dict[str, str] = {}
+        self._patches: dict[str, set[tuple[str, str]]] = {}
 
     def reset(self, fetch: bool = False) -> None:
         """Forget every revision (a new check), and say whether to fetch."""
         with self._lock:
             self.fetch, self._skipped, self._lines, self._fetched = fetch, {}, {}, {}
+            self._patches = {}
 
     def record(self, sha: str, stderr: str, tree: Path) -> None:
         """Keep the entries a build of `sha` (exported at `tree`) names in its `stderr`."""
         found = set()
         lines = {}
+        patches = set()
         for line in stderr.splitlines():
-            if line.startswith(NOT_FETCHED):
+            if line.startswith(PATCH_LEFT_OUT):
+                file, _, target = line[len(PATCH_LEFT_OUT) :].rpartition(": ")
+                patches.add((_relative(file, tree), target))
+            elif line.startswith(NOT_FETCHED):
                 file, _, url = line[len(NOT_FETCHED) :].partition(": ")
                 entry = (_relative(file, tree), url)
                 found.add(entry)
@@ -82,6 +94,13 @@ class RemoteLedger:
         with self._lock:
             self._skipped.setdefault(sha, set()).update(found)
             self._lines.setdefault(sha, {}).update(lines)
+            self._patches.setdefault(sha, set()).update(patches)
+
+    def patches(self, sha: str) -> set[tuple[str, str]]:
+        """(kustomization file, "Kind/name") of each patch `sha`'s builds left out with the
+        remote content its target was in."""
+        with self._lock:
+            return set(self._patches.get(sha, set()))
 
     def skipped(self, sha: str) -> set[tuple[str, str]]:
         """(kustomization file from the repository root, URL) left out of `sha`'s builds."""
@@ -92,6 +111,14 @@ class RemoteLedger:
         """The line of each left-out entry of `sha` in its kustomization file (1 if unsure)."""
         with self._lock:
             return dict(self._lines.get(sha, {}))
+
+    def patch_notes(self, sha: str) -> list[str]:
+        """The notes naming each patch `sha`'s builds left out with the remote content."""
+        return [
+            f"patch on {target} (in {file}) was left out of the build: its target is in remote "
+            "content not fetched, whose objects were not judged (--fetch-remote fetches them)"
+            for file, target in sorted(self.patches(sha))
+        ]
 
     def fetched_for(self, tree: Path) -> dict[str, str]:
         """With `fetch`: each remote URL the kustomizations of `tree` name, fetched (URL ->

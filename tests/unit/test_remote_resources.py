@@ -332,26 +332,51 @@ def test_which_urls_move(url: str, expected: bool) -> None:
     assert moving(url) is expected
 
 
+GIT_PINNED = "https://github.com/example/system-upgrade-controller?ref=v0.18.0"
+
+_NAMESPACE_PATCH = (
+    "patches:\n"
+    "  - patch: |\n"
+    "      apiVersion: v1\n"
+    "      kind: Namespace\n"
+    "      metadata: {name: system-upgrade, labels: {team: ops}}\n"
+)
+
+
 @needs_helper
-def test_a_patch_on_a_remote_bases_object_says_what_was_left_out(tmp_path: Path) -> None:
+def test_a_patch_on_a_remote_bases_object_is_left_out_with_it(tmp_path: Path) -> None:
     """A patch whose target only the remote base holds cannot apply offline (kustomize fails
-    on it, as it would on any missing target): the exit 2 names the remote entries the build
-    left out and `--fetch-remote`, not only kustomize's "no matches for Id" (zhorvath83/home-ops
-    patches the Namespace of system-upgrade-controller's remote base so)."""
+    on "no matches for Id"): it is left out with the remote content, whose objects the gate
+    does not judge, and noted; the unchanged URL allows (zhorvath83/home-ops patches the
+    Namespace of system-upgrade-controller's remote base so, and Flux renders it)."""
     repo = GitRepo(tmp_path / "repo")
     kustomization = (
-        "resources:\n  - claim.yaml\n"
-        f"  - {MOVING}\n"
-        "patches:\n"
-        "  - patch: |\n"
-        "      apiVersion: v1\n"
-        "      kind: Namespace\n"
-        "      metadata: {name: system-upgrade, labels: {team: ops}}\n"
+        f"resources:\n  - claim.yaml\n  - {PINNED}\n  - {GIT_PINNED}\n" + _NAMESPACE_PATCH
     )
+    repo.commit({"app/kustomization.yaml": kustomization, "app/claim.yaml": claim()}, "base")
+    repo.commit({"app/claim.yaml": claim() + "# touched\n"}, "candidate")
+    done = gate(*ARGS, "--format", "json", cwd=repo.root)
+    assert done.returncode == 0, done.stdout + done.stderr
+    data = _json(done)
+    assert data["verdict"] == "allow" and data["findings"] == []
+    notes = data["notes"]
+    assert isinstance(notes, list)
+    assert any(GIT_PINNED in n and "read, not fetched" in n for n in notes), notes
+    assert any(
+        "patch on Namespace/system-upgrade (in app/kustomization.yaml) was left out" in n
+        for n in notes
+    ), notes
+
+
+@needs_helper
+def test_a_patch_on_a_missing_local_object_stays_an_error(tmp_path: Path) -> None:
+    """Without a remote entry left out, a patch on a missing target is the repository's own
+    error: exit 2, nothing left out."""
+    repo = GitRepo(tmp_path / "repo")
+    kustomization = "resources:\n  - claim.yaml\n" + _NAMESPACE_PATCH
     repo.commit({"app/kustomization.yaml": kustomization, "app/claim.yaml": claim()}, "base")
     repo.commit({"app/claim.yaml": claim() + "# touched\n"}, "candidate")
     done = gate(*ARGS, "--format", "json", cwd=repo.root)
     assert done.returncode == 2, done.stdout + done.stderr
     assert "no matches for Id Namespace" in done.stderr, done.stderr
-    assert f"left out the remote entries it cannot read offline: {MOVING}" in done.stderr
-    assert "--fetch-remote" in done.stderr
+    assert "left out" not in done.stderr, done.stderr

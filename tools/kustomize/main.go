@@ -97,12 +97,20 @@ func build(roots []string, target string, flux *fluxPostBuild, fetched map[strin
 	if err == nil {
 		fs.remote, err = newRemotes(fetched)
 	}
+	if err == nil {
+		fs.remote.read = fs.ReadFile
+	}
 	if err != nil {
 		return result{Code: 2, Stderr: fmt.Sprintf("prune-gate-kustomize: %v\n", err)}
 	}
 	opts := krusty.MakeDefaultOptions()
 	opts.LoadRestrictions = types.LoadRestrictionsNone // the file system confines, as Flux's does
 	resMap, err := krusty.MakeKustomizer(opts).Run(fs, target)
+	// A patch whose target only the remote content left out held cannot apply: leave it out
+	// too (bounded), and say so.
+	for try := 0; err != nil && try < 8 && fs.remote.leaveOutPatchOn(err); try++ {
+		resMap, err = krusty.MakeKustomizer(opts).Run(fs, target)
+	}
 	if err != nil {
 		// The remote entries left out come first: a patch whose target only they held fails
 		// here, and the caller says so.

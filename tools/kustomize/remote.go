@@ -11,6 +11,7 @@ package main
 import (
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -25,10 +26,76 @@ type remotes struct {
 	fetched map[string]string // URL -> absolute path of its fetched content
 	allowed map[string]bool   // the fetched files, readable though outside the roots
 	skipped map[string]bool   // "FILE: URL" lines
+	// drop is the "Kind/name" targets a patch may not reach in a kustomization that had remote
+	// entries left out (the target is the remote content); dropped the "FILE: Kind/name" lines.
+	drop    map[string]bool
+	dropped map[string]bool
+	read    func(string) ([]byte, error) // the confined file system's: a patch file is read through it
+}
+
+// patchLeftOut starts the stderr line naming a patch left out with the remote content.
+const patchLeftOut = "prune-gate-kustomize: patch left out (its target is in remote content not fetched): "
+
+// missingTarget reads the Id of kustomize's "no matches for Id Kind.v.[grp]/name.[ns]" and
+// "failed to find unique target for patch Kind.v.[grp]/name.[ns]" errors.
+var missingTarget = regexp.MustCompile(`(?:no matches for Id|unique target for patch) (\w+)\.\S*?/(\S+?)\.(?:\[noNs\]|[a-z0-9-]+)(?:;|\s|$)`)
+
+// leaveOutPatchOn says, after a failed build, whether to build again without the patches on
+// the target the error names: only when remote entries were left out, once per target.
+func (r *remotes) leaveOutPatchOn(err error) bool {
+	if len(r.skipped) == 0 {
+		return false
+	}
+	m := missingTarget.FindStringSubmatch(err.Error())
+	if m == nil || r.drop[m[1]+"/"+m[2]] {
+		return false
+	}
+	r.drop[m[1]+"/"+m[2]] = true
+	return true
+}
+
+// patchTargets is the "Kind/name" a patches or patchesStrategicMerge entry names: its target
+// selector's, and its patch document's (inline, or the file at its path).
+func patchTargets(read func(string) ([]byte, error), dir string, item any) []string {
+	var doc string
+	var out []string
+	switch v := item.(type) {
+	case string:
+		doc = v
+	case map[string]any:
+		if t, ok := v["target"].(map[string]any); ok {
+			k, _ := t["kind"].(string)
+			n, _ := t["name"].(string)
+			out = append(out, k+"/"+n)
+		}
+		if p, ok := v["patch"].(string); ok {
+			doc = p
+		} else if p, ok := v["path"].(string); ok {
+			doc = p
+		}
+	}
+	if doc != "" && !strings.Contains(doc, "\n") {
+		if data, err := read(filepath.Join(dir, doc)); err == nil {
+			doc = string(data)
+		}
+	}
+	for _, part := range strings.Split(doc, "\n---") {
+		var d struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+		}
+		if yaml.Unmarshal([]byte(part), &d) == nil && d.Kind != "" {
+			out = append(out, d.Kind+"/"+d.Metadata.Name)
+		}
+	}
+	return out
 }
 
 func newRemotes(fetched map[string]string) (*remotes, error) {
-	r := &remotes{fetched: map[string]string{}, allowed: map[string]bool{}, skipped: map[string]bool{}}
+	r := &remotes{fetched: map[string]string{}, allowed: map[string]bool{}, skipped: map[string]bool{},
+		drop: map[string]bool{}, dropped: map[string]bool{}}
 	for url, file := range fetched {
 		abs, err := filepath.Abs(file)
 		if err != nil {
@@ -61,7 +128,7 @@ func (r *remotes) rewrite(path string, data []byte) []byte {
 	if yaml.Unmarshal(data, &k) != nil || k == nil {
 		return data
 	}
-	changed := false
+	changed, left := false, false
 	for _, field := range []string{"resources", "bases", "components"} {
 		list, ok := k[field].([]any)
 		if !ok {
@@ -80,6 +147,29 @@ func (r *remotes) rewrite(path string, data []byte) []byte {
 				continue
 			}
 			r.skipped[path+": "+entry] = true
+			left = true
+		}
+		k[field] = kept
+	}
+	for _, field := range []string{"patches", "patchesStrategicMerge"} {
+		list, ok := k[field].([]any)
+		if !ok || !left || len(r.drop) == 0 {
+			continue
+		}
+		kept := make([]any, 0, len(list))
+		for _, item := range list {
+			hit := ""
+			for _, t := range patchTargets(r.read, filepath.Dir(path), item) {
+				if r.drop[t] {
+					hit = t
+				}
+			}
+			if hit == "" {
+				kept = append(kept, item)
+				continue
+			}
+			changed = true
+			r.dropped[path+": "+hit] = true
 		}
 		k[field] = kept
 	}
@@ -98,6 +188,9 @@ func (r *remotes) report() string {
 	lines := make([]string, 0, len(r.skipped))
 	for s := range r.skipped {
 		lines = append(lines, remoteNotFetched+s+"\n")
+	}
+	for s := range r.dropped {
+		lines = append(lines, patchLeftOut+s+"\n")
 	}
 	sort.Strings(lines)
 	return strings.Join(lines, "")
