@@ -698,13 +698,13 @@ def _raise_missing(stderr: bytes, entries: Sequence[TreeEntry]) -> None:
     said = stderr.decode("utf-8", "replace")
     for entry in entries:
         if f"could not fetch {entry.sha}" in said:
-            raise GitError(_unreadable(entry, f"{entry.sha} missing"))
+            raise GitError(_unreadable(entry, f"{entry.sha} missing", partial=True))
 
 
-def _unreadable(entry: TreeEntry, got: str) -> str:
-    """Why a blob could not be read; a missing one is a partial clone's blob git could not
-    fetch (its remote unreachable), named by its path."""
-    if got.endswith(" missing"):
+def _unreadable(entry: TreeEntry, got: str, partial: bool = False) -> str:
+    """Why a blob could not be read; with `partial` (git said it could not fetch it from the
+    promisor remote), a partial clone's blob its unreachable remote holds, named by its path."""
+    if partial:
         return (
             f"cannot read {entry.path}: its blob {entry.sha} is not in this clone (a partial "
             "clone, `--filter=blob:none`?) and git could not fetch it from the promisor "
