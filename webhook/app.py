@@ -182,7 +182,8 @@ class WebhookFlask(Flask):
             super().do_teardown_request(*exc)  # none given: Flask reads sys.exc_info()
 
     def create_url_adapter(self, request: Request | None) -> MapAdapter | None:
-        if request is None or self.config["TRUSTED_HOSTS"] is not None:
+        # TRUSTED_HOSTS is Flask 3.1's; 3.0 (the floor) has no host check and no such key.
+        if request is None or self.config.get("TRUSTED_HOSTS") is not None:
             return super().create_url_adapter(request)  # the host is checked, as Flask does
         return self._bound(request.root_path, request.scheme, request.method, request.path)
 

@@ -149,6 +149,7 @@ def _note_renderer(command: Sequence[str]) -> None:
             f"each kustomization (LoadRestrictionsRootOnly, where Flux loads any file of the "
             f"repository). To use the helper: {INSTALL_HINT.partition('; or')[0]}",
             file=sys.stderr,
+            flush=True,  # before the report; click 8.1's test runner flushes only stdout
         )
 
 
