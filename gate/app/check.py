@@ -236,7 +236,7 @@ def _git_sides(
 ) -> tuple[Policy, list[Finding], tuple[Side, Side], SideFiles | None]:
     """Git mode: the policy at the base revision, GUARD_TAMPERED for each guard setting the
     candidate's policy file changes, both sides' readers and the placement of findings."""
-    from gate.sources import gitsource  # git mode only: GitPython is slow to import
+    from gate.sources import gitsource  # git mode only
 
     repo, config_path = request.repo, request.config_path
     target_sha = gitsource.resolve_revision(repo, inputs.base_rev)

@@ -86,11 +86,10 @@ def policy_in_repository(repo: str, config_path: str | None) -> str | None:
     if config_path is None:
         return POLICY_FILE
     require_regular_file(config_path)
-    from gate.sources import gitsource  # git mode only: GitPython is slow to import
+    from gate.sources import gitsource  # git mode only
 
     try:
-        with gitsource.open_repo(repo) as r:
-            root = r.working_tree_dir
+        root = gitsource.work_tree(repo)
     except GateError:
         root = None
     return _inside(Path(root), config_path) if root is not None else None
@@ -100,7 +99,7 @@ def in_a_checkout(path: str) -> bool:
     """True when the file `path` lies in a git work tree (its directory is in a repository):
     with a base revision to read at, such a policy may be a candidate's checkout, and is read
     from disk only when it is outside every checkout."""
-    from gate.sources import gitsource  # git only: GitPython is slow to import
+    from gate.sources import gitsource  # git only
 
     return gitsource.is_repository(os.path.dirname(os.path.abspath(path)) or ".")  # noqa: PTH100, PTH120
 
@@ -140,7 +139,7 @@ def rendered_policy(
     clone), whatever the working tree holds."""
     if not ci.base:
         return policy_for_files(config_path), []
-    from gate.sources import gitsource  # git only: GitPython is slow to import
+    from gate.sources import gitsource  # git only
 
     if not gitsource.is_repository(repo):
         if config_path is None and not os.path.lexists(POLICY_FILE):

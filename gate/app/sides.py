@@ -96,7 +96,7 @@ class TreeSide:
             refuse_kustomizations(self.repo, self.sha, self.paths)
 
     def read(self) -> list[RawObject]:
-        from gate.sources import gitsource  # git mode only: GitPython is slow to import
+        from gate.sources import gitsource  # git mode only
 
         return gitsource.read_tree(self.repo, self.sha, self.paths)
 
@@ -202,7 +202,7 @@ def read_revision(reading: GitReading, rev: str, paths: Sequence[str]) -> list[R
     """Revision `rev` as `reading` reads it, under `paths` (the entry points with Flux): the
     one side of a door that looks at a single revision (`gate doctor --rev`, `gate retire
     status --base`)."""
-    from gate.sources import gitsource  # git only: GitPython is slow to import
+    from gate.sources import gitsource  # git only
 
     sha = gitsource.resolve_revision(reading.repo, rev)
     return reading.side(sha, rev_label(rev, sha), reading.flux_roots or paths).read()
@@ -280,17 +280,8 @@ def existing_paths(repo: str, sha: str, paths: Sequence[str]) -> tuple[list[str]
 
     present: list[str] = []
     missing: list[str] = []
-    with gitsource.open_repo(repo) as r:
-        tree = r.commit(sha).tree
-        for path in paths:
-            norm = path.strip("/").removeprefix("./") or "."
-            try:
-                if norm != ".":
-                    tree.join(norm)
-            except KeyError:
-                missing.append(path)
-                continue
-            present.append(path)
+    for path in paths:
+        (present if gitsource.path_exists(repo, sha, path) else missing).append(path)
     return present, missing
 
 

@@ -75,7 +75,7 @@ def _fence_policy(where: Where) -> tuple[Policy, str | None]:
     the base revision. Without a base revision no policy file is read (the defaults: no fence),
     so that `--lease` or `--base` must say it. A `--config` in a checkout with a base revision
     but no repository to read it at is refused: it may be the candidate's checkout."""
-    from gate.sources import gitsource  # git only: GitPython is slow to import
+    from gate.sources import gitsource  # git only
     from gate.sources.github import detect_ci_context
 
     repo, base_rev, config_path = where

@@ -203,18 +203,13 @@ def _parse_range(range_: str) -> tuple[str, str]:
 
 def _commits(repo: str, start: str, end: str) -> tuple[list[Commit], str]:
     """The first-parent commits after `start` up to `end`, oldest first, and `end`'s sha."""
-    from gate.sources import gitsource  # GitPython is slow to import
+    from gate.sources import gitsource
 
-    a = gitsource.resolve_revision(repo, start)
-    b = gitsource.resolve_revision(repo, end)
-    with gitsource.open_repo(repo) as r:
-        out = str(r.git.log("--first-parent", "--reverse", "--format=%H%x00%P%x00%s", f"{a}..{b}"))
-    commits: list[Commit] = []
-    for line in out.splitlines():
-        sha, parents, subject = line.split("\0", 2)
-        first = parents.split()[0] if parents.split() else None
-        commits.append(Commit(sha, first, subject))
-    return commits, b
+    commits = [
+        Commit(sha, parent or None, subject)
+        for sha, parent, subject in gitsource.first_parent_log(repo, start, end)
+    ]
+    return commits, gitsource.resolve_revision(repo, end)
 
 
 def _require_paths(repo: str, paths: Sequence[str], commits: Sequence[Commit]) -> None:

@@ -184,8 +184,9 @@ CODES: dict[Code, CodeInfo] = {
     ),
     Code.KUSTOMIZATION_REMOVED: CodeInfo(
         Severity.BLOCK,
-        "a Flux Kustomization with prune on is removed and nothing says what it applied (no "
-        "--flux-root, no live view): everything it applied is deleted",
+        "a Flux Kustomization with prune on is removed or re-pointed (path, targetNamespace, "
+        "sourceRef) and nothing says what it applied (no --flux-root, no live view): what it "
+        "applied is deleted",
     ),
     Code.APPLICATION_DELETES_RESOURCES: CodeInfo(
         Severity.BLOCK,

@@ -25,8 +25,9 @@ from typing import IO, Any
 
 from gate.model.errors import RenderError
 
-#: What the helper says first when it serves.
-HELLO = {"serve": 1}
+#: What the helper says first when it serves; 2 since it also runs Flux's generator (a helper
+#: that says 1 is older, and treated as one that does not serve).
+HELLO = {"serve": 2}
 
 
 class BuildServer:
@@ -45,12 +46,16 @@ class BuildServer:
         target: Path,
         flux: dict[str, Any] | None = None,
         remote: dict[str, str] | None = None,
+        generate: dict[str, Any] | None = None,
     ) -> subprocess.CompletedProcess[str] | None:
         """The helper's result for `target` confined to `roots`, or None when it does not serve
         (the caller runs it once per build instead). `flux` is a Flux Kustomization's post-build
         (tools/kustomize/flux.go): the helper substitutes with Flux's own code; `remote` maps a
-        remote entry's URL to its fetched file."""
+        remote entry's URL to its fetched file; `generate` has Flux's generator make (or amend)
+        a directory's kustomization file before the build (flux.go's fluxGenerate)."""
         ask: dict[str, Any] = {"roots": [str(r) for r in roots], "target": str(target)}
+        if generate is not None:
+            ask["generate"] = generate
         if flux is not None:
             ask["flux"] = flux
         if remote:

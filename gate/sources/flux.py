@@ -7,14 +7,15 @@ so a Kustomization that is removed, or whose `spec.path`, `targetNamespace` or `
 changes, is compared as what the cluster will be told to hold, and a repository that moves its
 roots needs no flags per revision.
 
-Each path is built as kustomize-controller builds it (`gate.sources.render.ExportedTree`: a
-generated kustomization where there is none), with its `spec.postBuild` variable substitution
-run by the helper with Flux's own code (github.com/fluxcd/pkg/kustomize's `SubstituteVariables`,
-strict as kustomize-controller v1.9 is: tools/kustomize/flux.go), the values being the inline
-`substitute` over the `substituteFrom` ConfigMaps and plain Secrets found in the same revision
-(when one cannot be read, an object needing a variable without a value keeps its `${VAR}` text,
-so identities stay stable between the two revisions); then `spec.targetNamespace` is set on
-namespaced objects. Every object is tagged with the Kustomization that applies it
+Each path is built as kustomize-controller builds it, by the helper with Flux's own code
+(github.com/fluxcd/pkg/kustomize, tools/kustomize/flux.go): its `Generator` makes the path's
+kustomization file where there is none and adds the Kustomization's build fields
+(`targetNamespace`, `namePrefix`, `patches`, `components`, `images`...), then kustomize builds it,
+then `SubstituteVariables` runs its `spec.postBuild` substitution (strict as kustomize-controller
+v1.9 is), the values being the inline `substitute` over the `substituteFrom` ConfigMaps and
+plain Secrets found in the same revision (when one cannot be read, an object needing a variable
+without a value keeps its `${VAR}` text, so identities stay stable between the two revisions).
+Every object is tagged with the Kustomization that applies it
 (`flux:NS/NAME`), which the engine reads (`gate.engine.flux`) to tell a prune from an orphaning.
 
 Only Kustomizations whose `sourceRef` is this repository are followed: the source the entry
@@ -39,7 +40,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -65,7 +66,19 @@ AUTO_ROOT = "auto"
 SUBSTITUTE_ANNOTATION = flux.SUBSTITUTE
 #: Fields of a Flux Kustomization that change what its path builds; a `$patch: delete` in
 #: `spec.patches` removes an object as surely as deleting its file.
-BUILD_FIELDS = ("patches", "images", "components", "namePrefix", "nameSuffix")
+#: The fields of a Kustomization's spec that Flux's generator reads into the build (fluxcd/pkg
+#: kustomize `Generator`; patchesStrategicMerge and patchesJson6902 are v1beta2's).
+BUILD_FIELDS = (
+    "targetNamespace",
+    "namePrefix",
+    "nameSuffix",
+    "patches",
+    "patchesStrategicMerge",
+    "patchesJson6902",
+    "components",
+    "ignoreMissingComponents",
+    "images",
+)
 #: How many Kustomizations one revision may chain before it is called a loop.
 MAX_KUSTOMIZATIONS = 2000
 
@@ -115,8 +128,8 @@ class _Job:
     target_namespace: str
     substitute: dict[str, str]
     substitute_from: tuple[dict[str, Any], ...]
-    #: Kustomization fields Flux adds to the build (patches, images, components, name affixes).
-    extra: dict[str, Any] | None = None
+    #: The Kustomization as Flux's generator reads it (its BUILD_FIELDS): the build of its path.
+    kustomization: dict[str, Any] = field(default_factory=dict)
     #: spec.postBuild.substituteStrategy: `Always` substitutes even with no variables (defaults).
     strategy: str = ""
 
@@ -149,7 +162,7 @@ def render_flux(
     with ExportedTree(repo, rev, timeout=timeout) as tree:
         entry, declared = _resolve_entry(tree, entry, said)
         out: list[RawObject] = []
-        found = [o for o in tree.build(entry) if _is_kustomization(o.body)]
+        found = [o for o in tree.build(entry, kustomization={}) if _is_kustomization(o.body)]
         given = sources or ([declared] if declared else [])
         own = {s.key: s.dir for s in given} or _own_sources(found, entry)
         said.extend(_inferred(own, sources, entry))
@@ -158,7 +171,7 @@ def render_flux(
         queue, seen = [first], {first.root}
         while queue:
             job = queue.pop(0)
-            built = tree.build(job.path, job.root, job.extra, _post_build(job, out))
+            built = tree.build(job.path, job.root, job.kustomization, _post_build(job, out))
             objects = [_finish(o, job, out) for o in built]
             out.extend(objects)
             kustomizations = [o for o in objects if _is_kustomization(o.body)]
@@ -249,7 +262,7 @@ def _entry_job(
     whose spec.path names the entry, or which is named as this repository's source), so its
     objects are that Kustomization's (its prune decides their removal); when the candidate
     re-points it elsewhere, Flux applies the new path instead, and so does this."""
-    plain = _Job(entry, entry, "", "", {}, (), None)
+    plain = _Job(entry, entry, "", "", {}, ())
     for k in found:
         job = _job_for(k, sources)
         if job is None:
@@ -570,18 +583,25 @@ def _job_for(k: RawObject, own: _Sources) -> _Job | None:
         target_namespace=str(spec.get("targetNamespace") or ""),
         substitute={str(k): str(v) for k, v in inline.items()},
         substitute_from=tuple(s for s in sources if isinstance(s, dict)),
-        extra={f: spec[f] for f in BUILD_FIELDS if spec.get(f)} or None,
+        kustomization={"spec": {f: spec[f] for f in BUILD_FIELDS if f in spec}},
         strategy=str(post.get("substituteStrategy") or ""),
     )
 
 
 def _finish(raw: RawObject, job: _Job, known: Sequence[RawObject]) -> RawObject:
-    """One built (and substituted) object as the Kustomization applies it: its namespace set."""
+    """One built (and substituted) object as the cluster will name it.
+
+    Flux's build sets `targetNamespace` on every object kustomize does not know to be
+    cluster-scoped, so also on a custom kind whose CRD (in this revision) says `Cluster`; the
+    API server keeps no namespace on such an object, so neither does its identity here."""
     body = raw.body
-    if job.target_namespace and not _cluster_scoped(body, known):
-        meta = dict(_meta(body))
-        meta["namespace"] = job.target_namespace
-        body = {**body, "metadata": meta}
+    meta = _meta(body)
+    if (
+        job.target_namespace
+        and meta.get("namespace") == job.target_namespace
+        and _cluster_scoped(body, known)
+    ):
+        body = {**body, "metadata": {k: v for k, v in meta.items() if k != "namespace"}}
     return replace(raw, body=body) if body is not raw.body else raw
 
 

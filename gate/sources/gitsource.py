@@ -2,14 +2,15 @@
 
 In the merge queue the gate compares two revisions (base and candidate) of one repository, and the
 work tree holds at most one of them. Checking the other one out would race with the CI job and is
-slow, so every read here goes through the object database, with git itself (not GitPython,
-whose import alone cost more than a tree's reads): one `git ls-tree -r` per revision (kept for
-the process: a commit's tree never changes, and a check lists it for submodules, kustomizations,
-manifests and placement) and one `git cat-file --batch` given every blob id at once. That keeps a
-tree of 2,000 files at two process starts, instead of 2,000 subprocesses; files read one at a
-time (placement's) are asked of one `cat-file` process kept open. A blob is parsed once per
-process whatever the paths and sides that hold it, and not at all when the parse cache has its
-id from an earlier run.
+slow, so every read here goes through the object database, with git itself (no Python git
+library: GitPython's import alone cost more than a tree's reads, and it mistook a git directory
+without a `config` file, as mirrors hold, for a work tree's parent): one `git ls-tree -r` per
+revision (kept for the process: a commit's tree never changes, and a check lists it for
+submodules, kustomizations, manifests and placement) and one `git cat-file --batch` given every
+blob id at once. That keeps a tree of 2,000 files at two process starts, instead of 2,000
+subprocesses; files read one at a time (placement's) are asked of one `cat-file` process kept
+open. A blob is parsed once per process whatever the paths and sides that hold it, and not at
+all when the parse cache has its id from an earlier run.
 
 Labels are paths relative to the repository root, so a finding points at `path:line` in the
 repository, which is what GitHub annotations need.
@@ -27,10 +28,9 @@ import stat
 import subprocess
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from gate.model.errors import GitError, InputError
 from gate.model.objects import RawObject
@@ -43,9 +43,6 @@ from gate.sources.manifests import (
     parse_uncached,
     relabel,
 )
-
-if TYPE_CHECKING:
-    import git
 
 #: Files kustomize reads as its own configuration: they are build instructions, not objects.
 
@@ -63,26 +60,10 @@ class TreeEntry:
     sha: str
 
 
-@contextmanager
-def open_repo(repo: str | Path) -> Iterator[git.Repo]:
-    """Open the repository that contains `repo` (a work tree, a subdirectory, or a bare repo)
-    with GitPython, for callers that want its API; the reads of this module run git itself
-    (GitPython's import alone cost ~150 ms of a git-mode check, and a Repo per call ~1 ms).
-
-    The Repo is closed on exit: its persistent `git cat-file` processes would otherwise leak.
-    """
-    import git  # slow to import, and only some callers need it
-
-    try:
-        handle = git.Repo(repo, search_parent_directories=True)
-    except git.NoSuchPathError:
-        raise GitError(f"{repo}: no such directory") from None
-    except git.InvalidGitRepositoryError:
-        raise GitError(_not_a_repository(repo)) from None
-    try:
-        yield handle
-    finally:
-        handle.close()
+def work_tree(repo: str | Path) -> str | None:
+    """The work tree of the repository that contains `repo`, or None for a bare one (a git
+    directory, a mirror)."""
+    return _open(repo).working_tree_dir
 
 
 def _not_a_repository(repo: str | Path) -> str:
@@ -134,6 +115,36 @@ def merge_base(repo: str | Path, base: str, head: str) -> str:
         f"{base} and {head} have no common ancestor, so there is no merge base to compare "
         "the head with: give --base and --head explicitly"
     )
+
+
+def first_parent_log(repo: str | Path, start: str, end: str) -> list[tuple[str, str, str]]:
+    """The first-parent commits after `start` up to `end`, oldest first: (sha, first parent or
+    "", subject). Run by git itself, so a bare clone or git directory (a mirror) reads as a
+    work tree does."""
+    r = _open(repo)
+    a, b = _resolve(r, start), _resolve(r, end)
+    try:
+        out = r.git("log", "--first-parent", "--reverse", "--format=%H%x00%P%x00%s", f"{a}..{b}")
+    except _GitFailedError as exc:
+        raise GitError(f"cannot list the commits {start}..{end}: {exc.stderr}") from None
+    commits = []
+    for line in out.splitlines():
+        sha, parents, subject = line.split("\0", 2)
+        commits.append((sha, (parents.split() or [""])[0], subject))
+    return commits
+
+
+def path_exists(repo: str | Path, rev: str, path: str) -> bool:
+    """True when `path` (from the repository root) is a file or directory at `rev`."""
+    r = _open(repo)
+    norm = path.strip("/").removeprefix("./") or "."
+    if norm == ".":
+        return True
+    try:
+        r.git("cat-file", "-e", f"{_resolve(r, rev)}:{norm}")
+    except _GitFailedError:
+        return False
+    return True
 
 
 def read_tree(repo: str | Path, rev: str, paths: Sequence[str] = ()) -> list[RawObject]:

@@ -126,7 +126,7 @@ class GitFiles:
         return ""
 
     def _read(self, sha: str, path: str) -> str | None:
-        from gate.sources import gitsource  # git mode only: GitPython is slow to import
+        from gate.sources import gitsource  # git mode only
 
         key = (sha, path)
         if key not in self._cache:

@@ -44,7 +44,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -171,9 +171,10 @@ def render_kustomize_paths(
 class ExportedTree:
     """One revision materialised in a temporary directory, to build any of its paths.
 
-    The tree is exported once from the object database; each `build` runs the confined
-    renderer on one path (generating the kustomization Flux would, where there is none), in one
-    kept process (`gate.sources.buildserver`) when it is the helper."""
+    The tree is exported once from the object database and never written to; each `build` runs
+    the confined renderer on one path, in one kept process (`gate.sources.buildserver`) when it
+    is the helper. A path with no kustomization file is built from the one Flux's generator
+    makes for it (every manifest below it), by the helper with Flux's own code."""
 
     def __init__(self, repo: str | Path, rev: str, *, timeout: float = DEFAULT_TIMEOUT) -> None:
         self.repo, self.rev, self.timeout = repo, rev, timeout
@@ -214,40 +215,41 @@ class ExportedTree:
         self,
         rel: str,
         root: str | None = None,
-        extra: dict[str, Any] | None = None,
+        kustomization: dict[str, Any] | None = None,
         flux: dict[str, Any] | None = None,
     ) -> list[RawObject]:
-        """The objects `rel` builds to, each tagged with `root` (default: `rel`); `extra`
-        kustomization fields are applied on top (`components` relative to `rel`); `flux` is a
-        Flux Kustomization's post-build, run by the helper with Flux's code
-        (`gate.sources.flux`). A path is built once per set of fields."""
-        key = (rel, json.dumps([extra, flux], sort_keys=True) if extra or flux else "")
+        """The objects `rel` builds to, each tagged with `root` (default: `rel`).
+
+        `kustomization` is the Flux Kustomization that applies `rel` (its build fields:
+        targetNamespace, patches, components...): Flux's generator amends the path's
+        kustomization file with them, or makes one; `flux` is its post-build, both run by the
+        helper with Flux's code (`gate.sources.flux`). A path is built once per set of fields."""
+        key = (rel, json.dumps([kustomization, flux], sort_keys=True))
         if key not in self._built:
-            self._built[key] = self._build(rel, extra, flux)
+            self._built[key] = self._build(rel, kustomization, flux)
         return [replace(o, root=rel if root is None else root) for o in self._built[key]]
 
     def _build(
-        self, rel: str, extra: dict[str, Any] | None, flux: dict[str, Any] | None
+        self, rel: str, kustomization: dict[str, Any] | None, flux: dict[str, Any] | None
     ) -> list[RawObject]:
         target = self.tree / rel
         if not target.is_dir():
             what = "is not a directory" if target.exists() else "does not exist"
             raise GitError(f"{rel} {what} at revision {self.rev} ({self.sha[:12]})")
         label = f"{rel} (kustomize build at {self.sha[:12]})"
-        generated = flux_generated_kustomization(target)
-        if generated is not None:
-            (target / "kustomization.yaml").write_text(generated, encoding="utf-8")
+        if kustomization is None and not any(
+            (target / name).is_file() for name in KUSTOMIZATION_NAMES
+        ):
+            kustomization = {}  # none to build: Flux generates one from what is below it
+        if kustomization is not None:
             label = f"{rel} (kustomize build as Flux generates it, at {self.sha[:12]})"
         tree = self.tree
         wrapper = self.root / _WRAPPER_DIR
-        if extra and "components" in extra:
-            extra = {
-                **extra,
-                "components": [
-                    os.path.relpath(target / str(c), wrapper).replace(os.sep, "/")
-                    for c in extra["components"]
-                ],
-            }
+        generate = (
+            None
+            if kustomization is None
+            else {"root": str(tree), "dir": str(target), "kustomization": kustomization}
+        )
         return _build(
             self.command,
             self._server,
@@ -258,7 +260,7 @@ class ExportedTree:
             label_file=lambda f: _under(f, tree),
             scrub=self.repository_paths,
             timeout=self.timeout,
-            extra=extra,
+            generate=generate,
             flux=flux,
             remote=self.remote,
             heard=lambda stderr: LEDGER.record(self.sha, stderr, tree),
@@ -273,35 +275,6 @@ def repository_paths(text: str, tree: Path, wrapper: Path) -> str:
     relative = re.escape(os.path.relpath(tree, wrapper).replace(os.sep, "/"))  # `../tree`
     text = re.sub(rf"(?<![\w./-]){relative}/", "", text)
     return re.sub(rf"(?<![\w./-]){relative}(?![\w./-])", ".", text)
-
-
-def flux_generated_kustomization(target: Path) -> str | None:
-    """The kustomization Flux's kustomize-controller builds for a path that has none, or None.
-
-    Flux (fluxcd/pkg `kustomize.Generator`) lists every `.yaml`/`.yml` file below the path as a
-    resource, and a directory that has its own kustomization file as one resource, without
-    descending into it. So a Flux root without a kustomization builds here as in the cluster.
-    """
-    if any((target / name).is_file() for name in KUSTOMIZATION_NAMES):
-        return None
-    resources: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(target):
-        here = Path(dirpath)
-        dirnames.sort()
-        for d in list(dirnames):
-            if any((here / d / name).is_file() for name in KUSTOMIZATION_NAMES):
-                resources.append((here / d).relative_to(target).as_posix())
-                dirnames.remove(d)
-        resources.extend(
-            (here / f).relative_to(target).as_posix()
-            for f in sorted(filenames)
-            if f.endswith((".yaml", ".yml"))
-        )
-    return "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n" + (
-        "resources:\n" + "".join(f"- {_yaml_scalar(r)}\n" for r in sorted(resources))
-        if resources
-        else "resources: []\n"
-    )
 
 
 # --- internals -------------------------------------------------------------------------------
@@ -341,19 +314,17 @@ def _build(
     label_file: Callable[[Path], str | None],
     scrub: Callable[[str], str] | None,
     timeout: float,
-    extra: dict[str, Any] | None = None,
+    generate: dict[str, Any] | None = None,
     flux: dict[str, Any] | None = None,
     remote: dict[str, str] | None = None,
     heard: Callable[[str], None] = lambda _stderr: None,
 ) -> list[RawObject]:
     """Build `target` through an origin-annotating wrapper, else plainly; parse and trace back.
 
-    `extra` are kustomization fields a Flux Kustomization adds to the build (`patches`, `images`,
-    `components`, `namePrefix`, `nameSuffix`): they go into the wrapper, and a build that needs
-    them never falls back to the plain one, which would leave them out. `flux` is its
-    post-build, which the helper runs on either build. `remote` maps a remote entry's URL to its
-    fetched file; `heard` is given a successful build's stderr (where the helper names the remote
-    entries it left out)."""
+    `generate` has the helper build `target` from the kustomization file Flux's generator makes
+    of it (with a Flux Kustomization's build fields), `flux` is its post-build: the helper runs
+    both on either build. `remote` maps a remote entry's URL to its fetched file; `heard` is
+    given a successful build's stderr (where the helper names the remote entries it left out)."""
     wrapper.mkdir(exist_ok=True)
     resource = os.path.relpath(target, wrapper).replace(os.sep, "/")
     (wrapper / "kustomization.yaml").write_text(
@@ -363,19 +334,17 @@ def _build(
                 "kind": "Kustomization",
                 "resources": [resource],
                 "buildMetadata": ["originAnnotations"],
-                **(extra or {}),
             }
         ),
         encoding="utf-8",
     )
-    wrapped = _run(command, server, wrapper, [root, wrapper], wrapper, timeout, flux, remote)
+    flux_steps = _FluxSteps(generate, flux)
+    wrapped = _run(command, server, wrapper, [root, wrapper], wrapper, timeout, flux_steps, remote)
     if wrapped.returncode == 0:
         heard(wrapped.stderr)
         objects = parse_stream(wrapped.stdout, label)
         return _trace(objects, wrapper, root, label_file)
-    plain = (
-        wrapped if extra else _run(command, server, target, [root], wrapper, timeout, flux, remote)
-    )
+    plain = _run(command, server, target, [root], wrapper, timeout, flux_steps, remote)
     if plain.returncode != 0:
         left_out = [line for line in plain.stderr.splitlines() if line.startswith(NOT_FETCHED)]
         kept = "\n".join(line for line in plain.stderr.splitlines() if line not in left_out)
@@ -406,6 +375,17 @@ def _argv(
     return [*command, LOAD_RESTRICTOR, str(target)]
 
 
+class _FluxSteps(NamedTuple):
+    """What kustomize-controller does around kustomize's build, for the helper to do with Flux's
+    code: generate (or amend) the kustomization file, and substitute the built objects."""
+
+    generate: dict[str, Any] | None
+    post_build: dict[str, Any] | None
+
+
+_NO_FLUX_STEPS = _FluxSteps(None, None)
+
+
 def _run(
     command: list[str],
     server: BuildServer | None,
@@ -413,21 +393,27 @@ def _run(
     roots: list[Path],
     cwd: Path,
     timeout: float,
-    flux: dict[str, Any] | None = None,
+    flux: _FluxSteps = _NO_FLUX_STEPS,
     remote: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Build `target` confined to `roots`: by the kept helper when there is one and it serves,
-    else by a process of its own, in `cwd`. A Flux post-build (`flux`) needs the serving
-    helper: only it runs Flux's substitution code."""
+    else by a process of its own, in `cwd`. Flux's steps need the serving helper: only it runs
+    Flux's generator and substitution code."""
     if server is not None and server.serves:
-        done = server.build(roots, target, flux, remote)
+        done = server.build(roots, target, flux.post_build, remote, flux.generate)
         if done is not None:
             return done
-    if flux is not None:
+    if flux.generate is not None or flux.post_build is not None:
+        what = (
+            "substitutes variables (spec.postBuild)"
+            if flux.post_build is not None
+            else "generates its kustomization file (the path has none, or the Flux "
+            "Kustomization adds build fields: targetNamespace, patches, components...)"
+        )
         raise RenderError(
-            "cannot render a Flux Kustomization's path as Flux does: it substitutes variables "
-            f"(spec.postBuild), which only `{HELPER}` renders, with Flux's own code, and "
-            f"`{command[0]}` is not it (or too old to serve builds); {INSTALL_HINT}"
+            f"cannot render a Flux Kustomization's path as Flux does: Flux {what}, which only "
+            f"`{HELPER}` renders, with Flux's own code, and `{command[0]}` is not it (or too "
+            f"old to serve builds); {INSTALL_HINT}"
         )
     argv = _argv(command, target, roots, remote)
     try:
@@ -456,10 +442,6 @@ def _clean_stderr(stderr: str) -> str:
                 line = match.group(1)[1:-1]
         lines.append(line)
     return "\n".join(lines).strip()
-
-
-def _yaml_scalar(text: str) -> str:
-    return yaml.safe_dump(text, default_style='"').strip()
 
 
 def _trace(

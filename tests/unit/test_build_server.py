@@ -172,10 +172,23 @@ def test_a_helper_that_does_not_serve_is_run_once_per_build(tmp_path: Path) -> N
     assert server.serves is False
 
 
+def test_a_helper_older_than_the_generator_is_not_served_from(tmp_path: Path) -> None:
+    """A helper that says {"serve": 1} predates Flux's generator: it would ignore the request's
+    "generate" and build a Flux path without the Kustomization's patches or targetNamespace, so
+    it is run as one that does not serve (and a Flux build then says the helper is too old)."""
+    older = fake_helper(tmp_path, f'print(json.dumps({{"serve": 1}}), flush=True)\n{ANSWER}')
+    server = BuildServer(older, timeout=60)
+    try:
+        assert server.build([tmp_path], tmp_path, generate={"root": str(tmp_path)}) is None
+    finally:
+        server.close()
+    assert server.serves is False
+
+
 def test_a_kept_process_that_ended_is_started_again(tmp_path: Path) -> None:
     # answers one build, then ends (as the helper does after a build that panicked)
     once = fake_helper(
-        tmp_path, f'print(json.dumps({{"serve": 1}}), flush=True)\nsys.stdin.readline()\n{ANSWER}'
+        tmp_path, f'print(json.dumps({{"serve": 2}}), flush=True)\nsys.stdin.readline()\n{ANSWER}'
     )
     server = BuildServer(once, timeout=60)
     try:
@@ -189,7 +202,7 @@ def test_a_kept_process_that_ended_is_started_again(tmp_path: Path) -> None:
 def test_a_fresh_process_that_ends_without_answering_is_the_builds_error(tmp_path: Path) -> None:
     dies = fake_helper(
         tmp_path,
-        'print(json.dumps({"serve": 1}), flush=True)\nsys.stdin.readline()\n'
+        'print(json.dumps({"serve": 2}), flush=True)\nsys.stdin.readline()\n'
         "print('fatal error: stack overflow', file=sys.stderr)\nsys.exit(2)",
     )
     server = BuildServer(dies, timeout=60)
@@ -199,7 +212,7 @@ def test_a_fresh_process_that_ends_without_answering_is_the_builds_error(tmp_pat
 
 
 def test_a_build_past_its_timeout_is_an_error_and_ends_the_process(tmp_path: Path) -> None:
-    hangs = fake_helper(tmp_path, 'print(json.dumps({"serve": 1}), flush=True)\nsys.stdin.read()')
+    hangs = fake_helper(tmp_path, 'print(json.dumps({"serve": 2}), flush=True)\nsys.stdin.read()')
     server = BuildServer(hangs, timeout=0.5)
     with pytest.raises(RenderError, match=r"did not finish a build in 0\.5 s"):
         server.build([tmp_path], tmp_path)

@@ -222,3 +222,51 @@ def test_a_removed_suspended_app_deletes_nothing(tmp_path: Path, suspend: bool) 
     code, report, err = check(repo, "--flux-root", "kubernetes/flux/cluster")
     assert bool(findings(report, "NOT_RETIRED")) is not suspend, err
     assert (code == 0) is suspend
+
+
+REPOINTED = KS.format(app="immich").replace("/immich/app", "/immich/app-v2")
+
+
+@needs_renderer
+def test_path_mode_blocks_a_kustomization_re_pointed_it_cannot_see_into(tmp_path: Path) -> None:
+    """Failed before: a Kustomization that stays but whose spec.path changes (its next apply
+    prunes what the old path built) passed path mode silently."""
+    repo = home_ops(tmp_path)
+    repo.commit(
+        {
+            "kubernetes/apps/default/immich/ks.yaml": REPOINTED,
+            "kubernetes/apps/default/immich/app-v2/kustomization.yaml": "resources: []\n",
+        },
+        "immich: new layout",
+    )
+    code, report, err = check(repo, "--render", "kustomize", "--path", "kubernetes/apps")
+    assert code == 1, err
+    (ks,) = findings(report, "KUSTOMIZATION_REMOVED")
+    assert ks["object"]["name"] == "immich"
+    assert "re-pointed (spec.path: ./kubernetes/apps/default/immich/app ->" in ks["message"]
+    assert "--flux-root" in ks["remediation"]
+    # With the entry point both paths are built: the claim the old path made is judged itself.
+    code, report, err = check(repo, "--flux-root", "kubernetes/flux/cluster")
+    assert code == 1, err
+    assert not findings(report, "KUSTOMIZATION_REMOVED")
+    assert [f["object"]["name"] for f in findings(report, "NOT_RETIRED")] == ["immich"]
+
+
+@needs_renderer
+@pytest.mark.parametrize("guard", ["prune: false", "suspend: true"])
+def test_a_re_point_that_prunes_nothing_passes_path_mode(tmp_path: Path, guard: str) -> None:
+    """Without prune, or suspended, a re-pointed Kustomization deletes nothing on its next apply."""
+    repo = home_ops(tmp_path)
+    spec = REPOINTED.replace("  prune: true\n", f"  {guard}\n")
+    if guard.startswith("suspend"):
+        spec += "  prune: true\n"
+    repo.commit(
+        {
+            "kubernetes/apps/default/immich/ks.yaml": spec,
+            "kubernetes/apps/default/immich/app-v2/kustomization.yaml": "resources: []\n",
+        },
+        "immich: new layout",
+    )
+    code, report, err = check(repo, "--render", "kustomize", "--path", "kubernetes/apps")
+    assert not findings(report, "KUSTOMIZATION_REMOVED"), report
+    assert code == 0, err

@@ -138,9 +138,9 @@ def test_a_claim_deleted_through_its_kustomization_is_found(tmp_path: Path, how:
     assert finding["code"] == "NOT_RETIRED"
     assert finding["object"]["namespace"] == "shop" and finding["object"]["name"] == "web-data"
     assert finding["evidence"][0].startswith("cause: ") and cause in finding["evidence"][0]
-    # Reading the entry point as one more directory sees only a Kustomization change: a pass,
-    # except a removal with prune on, which deletes what it applied unseen (KUSTOMIZATION_REMOVED,
-    # issue 33); a re-pointed one is still a pass there (only --flux-root or --live see it).
+    # Reading the entry point as one more directory sees only a Kustomization change: removed
+    # or re-pointed with prune on, it deletes what it applied unseen, so it blocks
+    # (KUSTOMIZATION_REMOVED, issue 33; a re-point passed in silence before).
     plain = gate(
         "check",
         "--base",
@@ -153,9 +153,10 @@ def test_a_claim_deleted_through_its_kustomization_is_found(tmp_path: Path, how:
         "clusters/prod",
         cwd=repo.root,
     )
-    removed = how == "the Kustomization is removed"
-    assert plain.returncode == (1 if removed else 0), plain.stdout + plain.stderr
-    assert ("KUSTOMIZATION_REMOVED" in plain.stdout) is removed
+    assert plain.returncode == 1, plain.stdout + plain.stderr
+    assert "KUSTOMIZATION_REMOVED" in plain.stdout
+    verb = "removed" if how == "the Kustomization is removed" else "re-pointed"
+    assert f"Kustomization flux-system/apps is {verb}" in plain.stdout
 
 
 @needs_renderer

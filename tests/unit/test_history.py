@@ -187,6 +187,26 @@ def test_bad_arguments_exit_2(history: tuple[GitRepo, str], args: list[str], mes
     assert message in result.stderr
 
 
+def test_a_git_directory_without_a_work_tree_or_config_is_replayed(
+    history: tuple[GitRepo, str], tmp_path: Path
+) -> None:
+    """A mirror (a bare git directory; some hold no `config` file, which GitPython then takes
+    for a work tree's parent): exit 3 before, from GitPython's `git log` run outside it."""
+    repo, start = history
+    bare = tmp_path / "mirror"
+    repo.git("clone", "--quiet", "--bare", str(repo.root), str(bare))
+    (bare / "config").unlink()
+    args = ["--range", f"{start}..HEAD", "--path", "app", "-o", "json"]
+    got = rows(gate("--repo", str(bare), *args))
+    assert [r["verdict"] for r in got] == ["allow", "block", "error", "allow"]
+    assert got == [
+        {**row, "seconds": r["seconds"]}
+        for row, r in zip(rows(gate("--repo", str(repo.root), *args)), got, strict=True)
+    ]
+    missing = gate("--repo", str(bare), "--range", f"{start}..HEAD", "--path", "typo")
+    assert missing.exit_code == 2 and "typo: not in the repository" in missing.stderr
+
+
 def test_an_unreadable_repository_exits_2(tmp_path: Path) -> None:
     result = gate("--repo", str(tmp_path), "--range", "HEAD~1..HEAD")
     assert result.exit_code == 2

@@ -13,6 +13,7 @@ import pytest
 from click.testing import Result
 
 from gate.cli.root import main
+from gate.model.errors import RenderError
 from gate.sources import render
 from tests.unit.helpers import GitRepo, claim, cli_runner
 from tests.unit.test_build_server import needs_helper
@@ -195,8 +196,8 @@ def test_tree_paths_are_repository_paths_in_build_errors(tmp_path: Path) -> None
     `../tree/<path>`: kustomize's message names it, and it is mapped back."""
     repo = GitRepo(tmp_path / "repo")
     repo.commit({"app/kustomization.yaml": "resources:\n- nothere.yaml\n"})
-    with render.ExportedTree(repo.root, "HEAD") as tree, pytest.raises(Exception) as info:
-        tree.build("app", extra={"namePrefix": "p-"})
+    with render.ExportedTree(repo.root, "HEAD") as tree, pytest.raises(RenderError) as info:
+        tree.build("app", kustomization={"spec": {"namePrefix": "p-"}})
     message = str(info.value)
     assert "../tree" not in message and str(tree.root) not in message
     assert "prune-gate-wrapper" not in message

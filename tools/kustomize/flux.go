@@ -1,6 +1,9 @@
 package main
 
-// Flux's post-build, with Flux's own code: kustomize-controller substitutes variables in each
+// What kustomize-controller does around kustomize's build, with Flux's own code: the generator
+// before it (fluxGenerate, below), and the post-build after it.
+//
+// The post-build: kustomize-controller substitutes variables in each
 // built object with github.com/fluxcd/pkg/kustomize's SubstituteVariables (the fluxcd/envsubst
 // fork of drone/envsubst: `${var}`, `${var:=default}`, `${var/prod/stg}`, `${var:0:4}`,
 // `${#var}`, `${var^^}`...), in strict mode (its StrictPostBuildSubstitutions feature gate, on
@@ -70,4 +73,34 @@ func (f *fluxPostBuild) substitute(m resmap.ResMap) error {
 		}
 	}
 	return nil
+}
+
+// fluxGenerate is what kustomize-controller does to a Kustomization's path before it builds it:
+// github.com/fluxcd/pkg/kustomize's Generator writes the kustomization file the build reads,
+// generated from every manifest below the path when there is none, and with the Kustomization's
+// own build fields (targetNamespace, namePrefix, nameSuffix, patches, components, images...)
+// merged in. Flux writes it into its copy of the source; this helper's file system is read-only,
+// so the generated text is served in place of the file (confinedFS.generated) instead.
+type fluxGenerate struct {
+	// Root is the source's directory (Flux's working directory): the generator reads nothing
+	// outside it.
+	Root string `json:"root"`
+	// Dir is the Kustomization's spec.path, inside Root.
+	Dir string `json:"dir"`
+	// Kustomization is the Flux Kustomization object as the repository declares it (only its
+	// spec is read); {} for a path applied without one (generated as Flux generates it).
+	Kustomization map[string]any `json:"kustomization"`
+}
+
+// generate returns the kustomization file Flux would build `g.Dir` from, and its content.
+func (g *fluxGenerate) generate() (string, []byte, error) {
+	obj := unstructured.Unstructured{Object: g.Kustomization}
+	if obj.Object == nil {
+		obj.Object = map[string]any{}
+	}
+	manifest, kfile, _, err := fluxkustomize.NewGenerator(g.Root, obj).GenerateManifest(g.Dir)
+	if err != nil {
+		return "", nil, fmt.Errorf("failed to generate kustomization.yaml: %w", err)
+	}
+	return kfile, manifest, nil
 }

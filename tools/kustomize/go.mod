@@ -1,6 +1,6 @@
 // Builds prune-gate-kustomize: kustomize's API on a file system confined to the revision's tree
-// (scripts/build-binaries), with Flux's post-build substitution from github.com/fluxcd/pkg/kustomize
-// at the version kustomize-controller v1.9.6 uses (tools/flux); the kustomize version is the one
+// (scripts/build-binaries), with Flux's generator and post-build substitution from
+// github.com/fluxcd/pkg/kustomize at the version kustomize-controller v1.9.6 uses (tools/flux); the kustomize version is the one
 // that module requires (v5.8.1: api v0.21.1), so the helper renders as Flux does.
 module prune-gate/tools/kustomize
 

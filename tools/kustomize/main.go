@@ -18,14 +18,16 @@
 // 2 usage error.
 //
 // With --serve it builds one kustomization per request: a JSON line on stdin,
-// {"roots": [DIR...], "target": DIR, "flux": POSTBUILD, "remote": {URL: FILE}}, answered by a JSON
-// line on stdout, {"code": 0|1|2,
-// "stdout": YAML, "stderr": message}, the exit code and output the one-build form would have
-// given; it says {"serve": 1} first, and ends at the end of its input. A repository with many
+// {"roots": [DIR...], "target": DIR, "generate": GENERATE, "flux": POSTBUILD, "remote": {URL: FILE}},
+// answered by a JSON line on stdout, {"code": 0|1|2, "stdout": YAML, "stderr": message}, the exit
+// code and output the one-build form would have given; it says {"serve": 2} first (1 was a helper
+// without "generate"), and ends at the end of its input. A repository with many
 // Flux Kustomizations then pays kustomize's start once: a build with patches parses the
-// embedded Kubernetes OpenAPI schema, 0.2 s each time. The optional "flux" member is what a
-// Flux Kustomization adds after the build, its post-build substitution (flux.go): the objects
-// are then substituted with Flux's own code before they are answered.
+// embedded Kubernetes OpenAPI schema, 0.2 s each time. The optional members are what Flux's
+// kustomize-controller does around kustomize's build of a Kustomization's path, each with Flux's
+// own code (flux.go): "generate", the kustomization file it generates or amends before the
+// build (its targetNamespace, patches, components...); "flux", the post-build substitution of
+// the built objects.
 package main
 
 import (
@@ -72,7 +74,7 @@ func main() {
 		os.Exit(2)
 	}
 	offline()
-	r := build(roots, target, nil, fetched)
+	r := build(roots, target, nil, nil, fetched)
 	fmt.Fprint(os.Stderr, r.Stderr)
 	if r.Code != 0 {
 		os.Exit(r.Code)
@@ -90,9 +92,10 @@ type result struct {
 }
 
 // build builds `target` on a file system confined to `roots`, with the remote entries in
-// `fetched` read from their fetched files, then runs a Flux Kustomization's post-build on it when
-// `flux` is not nil.
-func build(roots []string, target string, flux *fluxPostBuild, fetched map[string]string) result {
+// `fetched` read from their fetched files: when `gen` is not nil, with the kustomization file
+// Flux generates for its directory; then runs a Flux Kustomization's post-build on it when `flux`
+// is not nil.
+func build(roots []string, target string, gen *fluxGenerate, flux *fluxPostBuild, fetched map[string]string) result {
 	fs, err := newConfinedFS(roots)
 	if err == nil {
 		fs.remote, err = newRemotes(fetched)
@@ -102,6 +105,11 @@ func build(roots []string, target string, flux *fluxPostBuild, fetched map[strin
 	}
 	if err != nil {
 		return result{Code: 2, Stderr: fmt.Sprintf("prune-gate-kustomize: %v\n", err)}
+	}
+	if gen != nil {
+		if err := fs.serveGenerated(gen); err != nil {
+			return result{Code: 1, Stderr: fmt.Sprintf("%v\n", err)}
+		}
 	}
 	opts := krusty.MakeDefaultOptions()
 	opts.LoadRestrictions = types.LoadRestrictionsNone // the file system confines, as Flux's does
@@ -137,7 +145,7 @@ func serve(in io.Reader, out io.Writer) error {
 	requests := bufio.NewReader(in)
 	answers := bufio.NewWriter(out)
 	defaultSchema := openapi.GetSchemaVersion()
-	if err := answer(answers, map[string]int{"serve": 1}); err != nil {
+	if err := answer(answers, map[string]int{"serve": 2}); err != nil {
 		return err
 	}
 	for {
@@ -149,17 +157,18 @@ func serve(in io.Reader, out io.Writer) error {
 			return err
 		}
 		var req struct {
-			Roots  []string          `json:"roots"`
-			Target string            `json:"target"`
-			Flux   *fluxPostBuild    `json:"flux"`
-			Remote map[string]string `json:"remote"`
+			Roots    []string          `json:"roots"`
+			Target   string            `json:"target"`
+			Generate *fluxGenerate     `json:"generate"`
+			Flux     *fluxPostBuild    `json:"flux"`
+			Remote   map[string]string `json:"remote"`
 		}
 		var r result
 		panicked := false
 		if jerr := json.Unmarshal(line, &req); jerr != nil || len(req.Roots) == 0 || req.Target == "" {
 			r = result{Code: 2, Stderr: fmt.Sprintf("prune-gate-kustomize: a request is {\"roots\": [DIR...], \"target\": DIR}, not %q\n", line)}
 		} else {
-			r, panicked = buildRecovering(req.Roots, req.Target, req.Flux, req.Remote)
+			r, panicked = buildRecovering(req.Roots, req.Target, req.Generate, req.Flux, req.Remote)
 		}
 		if openapi.GetSchemaVersion() != defaultSchema {
 			openapi.ResetOpenAPI()
@@ -185,13 +194,13 @@ func answersAside() (*os.File, error) {
 }
 
 // buildRecovering is build, with a panic in kustomize made that build's error.
-func buildRecovering(roots []string, target string, flux *fluxPostBuild, fetched map[string]string) (r result, panicked bool) {
+func buildRecovering(roots []string, target string, gen *fluxGenerate, flux *fluxPostBuild, fetched map[string]string) (r result, panicked bool) {
 	defer func() {
 		if p := recover(); p != nil {
 			r, panicked = result{Code: 1, Stderr: fmt.Sprintf("kustomize failed: %v\n", p)}, true
 		}
 	}()
-	return build(roots, target, flux, fetched), false
+	return build(roots, target, gen, flux, fetched), false
 }
 
 func answer(w *bufio.Writer, v any) error {
@@ -257,6 +266,41 @@ type confinedFS struct {
 	disk   filesys.FileSystem
 	roots  []string
 	remote *remotes // remote entries: fetched files, those left out (remote.go)
+	// generated maps a kustomization file's real path to the text Flux generated for it
+	// (fluxGenerate), read in place of the file, which may not exist on disk.
+	generated map[string][]byte
+}
+
+// serveGenerated has Flux's generator make the kustomization file of gen.Dir, and serves it in
+// place of the file on disk. The directory must be inside a root: the generator reads it
+// through Flux's own confined file system, rooted at gen.Root.
+func (c *confinedFS) serveGenerated(gen *fluxGenerate) error {
+	if _, err := c.resolve(gen.Root); err != nil {
+		return err
+	}
+	kfile, manifest, err := gen.generate()
+	if err != nil {
+		return err
+	}
+	real, err := c.resolve(kfile)
+	if err != nil {
+		return err
+	}
+	c.generated = map[string][]byte{real: manifest}
+	return nil
+}
+
+// generatedAt is the generated text served for `path`, if any.
+func (c *confinedFS) generatedAt(path string) ([]byte, bool) {
+	if c.generated == nil {
+		return nil, false
+	}
+	real, err := c.resolve(path)
+	if err != nil {
+		return nil, false
+	}
+	data, ok := c.generated[real]
+	return data, ok
 }
 
 func newConfinedFS(roots []string) (*confinedFS, error) {
@@ -329,6 +373,9 @@ func (c *confinedFS) RemoveAll(string) error              { return errReadOnly }
 func (c *confinedFS) WriteFile(string, []byte) error      { return errReadOnly }
 
 func (c *confinedFS) Open(path string) (filesys.File, error) {
+	if _, ok := c.generatedAt(path); ok {
+		return nil, errors.New("refusing to open a generated kustomization file: it is only read whole")
+	}
 	real, err := c.resolve(path)
 	if err != nil {
 		return nil, err
@@ -342,6 +389,9 @@ func (c *confinedFS) IsDir(path string) bool {
 }
 
 func (c *confinedFS) Exists(path string) bool {
+	if _, ok := c.generatedAt(path); ok {
+		return true
+	}
 	real, err := c.resolve(path)
 	return err == nil && c.disk.Exists(real)
 }
@@ -387,7 +437,10 @@ func (c *confinedFS) ReadFile(path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	data, err := c.disk.ReadFile(real)
+	data, generated := c.generatedAt(real)
+	if !generated {
+		data, err = c.disk.ReadFile(real)
+	}
 	if err == nil && c.remote != nil && isKustomizationFile(real) {
 		data = c.remote.rewrite(path, data)
 	}

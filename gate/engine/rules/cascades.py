@@ -390,6 +390,55 @@ def check_kustomization_repointed(world: World) -> Iterator[Finding]:
         )
 
 
+def check_kustomization_repointed_unread(world: World) -> Iterator[Finding]:
+    """KUSTOMIZATION_REMOVED for a Kustomization that stays but is re-pointed (`spec.path`,
+    `targetNamespace`, `sourceRef`) with prune on, when nothing says what it applied: no live
+    inventory and its build not read. Its next apply prunes whatever the old path built and
+    the new one does not; path mode sees only the Kustomization object change, so, failing
+    closed, this blocks (`--flux-root` builds both paths and judges each object instead)."""
+    if world.live is not None:
+        return
+    for now in world.head.of_kind(*FLUX_KUSTOMIZATION):
+        before = world.base.get(now.ref)
+        if before is None or was_read(now.ref, world.base):
+            continue
+        moved = [f for f in POINTING if before.spec.get(f) != now.spec.get(f)]
+        # a re-point prunes by spec.prune (deletionPolicy only acts on deletion); a suspended
+        # Kustomization does not apply
+        if not moved or now.spec.get("prune") is not True or now.spec.get("suspend") is True:
+            continue
+        ref = now.ref
+        change = Change(ref, Action.UPDATE, before, now, "changed by the candidate")
+        what = "; ".join(
+            f"spec.{f}: {_shown(before.spec.get(f))} -> {_shown(now.spec.get(f))}" for f in moved
+        )
+        yield finding(
+            Code.KUSTOMIZATION_REMOVED,
+            change,
+            f"{ref.display()} is re-pointed ({what}) with pruning on: its next apply prunes "
+            "everything it applied that the new source does not build, and these manifests do "
+            "not say what that is",
+            [
+                what,
+                "spec.prune: true (candidate)",
+                "its build was not read (no --flux-root) and there is no live view (--live not "
+                "given)",
+            ],
+            "check it with the Flux entry point, which builds the old and the new path and "
+            "judges each object that leaves (gate check --flux-root DIR), or with --live; to "
+            "re-point it safely, make the new path still build what must stay, or set "
+            "`spec.prune: false` on it first, merge and let it deploy, then re-point it",
+            [
+                edit("run gate check with --flux-root DIR (or --live) to see what it prunes"),
+                command(f"kubectl get {ref.kubectl()} -o jsonpath='{{.status.inventory}}'"),
+                edit(
+                    f"make the new spec of {ref.display()} still build what must stay",
+                    source_of(change),
+                ),
+            ],
+        )
+
+
 def _shown(value: object) -> str:
     if isinstance(value, dict):
         return f"{value.get('kind', '')} {value.get('name', '')}".strip()
@@ -579,3 +628,4 @@ def check_cascades(world: World) -> Iterator[Finding]:
         if dying and world.context is Context.SPECULATIVE:
             yield _speculative(change, world, dying[0])
     yield from check_kustomization_repointed(world)
+    yield from check_kustomization_repointed_unread(world)
