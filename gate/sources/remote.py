@@ -1,9 +1,10 @@
 """Remote kustomize resources: what the confined helper left out of a build, and `--fetch-remote`.
 
-A `resources:` entry naming a URL (a CRD or a controller's install manifest) is content outside
-the repository. The helper stays offline: it builds everything else and names each remote entry
-it left out (`prune-gate-kustomize: remote not fetched: FILE: URL` on stderr), and `RemoteLedger`
-keeps those per revision so the check can compare the two sides' URLs (`gate.app.remotes`).
+A `resources:` entry naming a URL (a CRD or a controller's install manifest), or a generator's
+`files:` entry naming one (a dashboard from a release), is content outside the repository. The
+helper stays offline: it builds everything else and names each remote entry it left out
+(`prune-gate-kustomize: remote not fetched: FILE: URL` on stderr), and `RemoteLedger` keeps
+those per revision so the check can compare the two sides' URLs (`gate.app.remotes`).
 With `--fetch-remote` (a CI runner with network), each HTTPS URL is fetched here, in Python, into
 a content cache (`~/.cache/prune-gate/remote`, a file per URL and content hash, read-only, size
 and time limited) and the helper builds from that file: the decision is on the real objects.
@@ -140,7 +141,8 @@ LEDGER = RemoteLedger()
 
 
 def remote_entries(tree: Path) -> set[str]:
-    """Every remote entry of `resources:` in the kustomization files below `tree`."""
+    """Every remote entry of `resources:`, and of a generator's `files:` (`[KEY=]URL`), in the
+    kustomization files below `tree`."""
     urls: set[str] = set()
     for dirpath, _dirs, files in os.walk(tree):
         for name in files:
@@ -150,9 +152,29 @@ def remote_entries(tree: Path) -> set[str]:
                 data: Any = yaml.safe_load((Path(dirpath) / name).read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError, yaml.YAMLError):
                 continue  # the build reports it
-            entries = data.get("resources") if isinstance(data, dict) else None
-            if isinstance(entries, list):
-                urls.update(e for e in entries if isinstance(e, str) and is_remote(e))
+            if isinstance(data, dict):
+                urls.update(_remote_entries_of(data))
+    return urls
+
+
+def _remote_entries_of(kustomization: dict[str, Any]) -> set[str]:
+    entries = kustomization.get("resources")
+    urls = (
+        {e for e in entries if isinstance(e, str) and is_remote(e)}
+        if isinstance(entries, list)
+        else set()
+    )
+    for field in ("configMapGenerator", "secretGenerator"):
+        generators = kustomization.get(field)
+        for gen in generators if isinstance(generators, list) else []:
+            files = gen.get("files") if isinstance(gen, dict) else None
+            for f in files if isinstance(files, list) else []:
+                if not isinstance(f, str):
+                    continue
+                key, eq, src = f.partition("=")
+                src = src if eq and is_remote(src) and not is_remote(key) else f
+                if is_remote(src):
+                    urls.add(src)
     return urls
 
 

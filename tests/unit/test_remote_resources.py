@@ -380,3 +380,85 @@ def test_a_patch_on_a_missing_local_object_stays_an_error(tmp_path: Path) -> Non
     assert done.returncode == 2, done.stdout + done.stderr
     assert "no matches for Id Namespace" in done.stderr, done.stderr
     assert "left out" not in done.stderr, done.stderr
+
+
+# --- a generator's remote file (a dashboard from a release) ------------------------------------
+
+DASHBOARDS = """\
+resources:
+  - claim.yaml
+configMapGenerator:
+  - name: dashboards
+    files:
+      - local.json
+      - {entry}
+    options: {{disableNameSuffixHash: true}}
+"""
+
+
+def _dashboard_repo(tmp_path: Path, base_entry: str, head_entry: str) -> GitRepo:
+    repo = GitRepo(tmp_path / "repo")
+    files: dict[str, str | None] = {
+        "app/kustomization.yaml": DASHBOARDS.format(entry=base_entry),
+        "app/claim.yaml": claim(),
+        "app/local.json": '{"title": "local"}\n',
+    }
+    repo.commit(files, "base")
+    candidate: dict[str, str | None] = {
+        "app/kustomization.yaml": DASHBOARDS.format(entry=head_entry),
+        "README": "x\n",
+    }
+    repo.commit(candidate, "candidate")
+    return repo
+
+
+def _dashboards(repo: GitRepo) -> dict[str, str]:
+    from gate.sources.render import render_kustomize
+
+    (cm,) = [o for o in render_kustomize(repo.root, "HEAD", "app") if o.body["kind"] == "ConfigMap"]
+    data = cm.body["data"]
+    assert isinstance(data, dict)
+    return data
+
+
+@needs_helper
+def test_a_generators_remote_file_is_left_out_offline_and_not_exit_2(tmp_path: Path) -> None:
+    """Failed before (exit 2, every commit): kustomize fetches a `files:` URL, the offline helper
+    refused it. Now the object is generated from the rest of its data, the URL compared."""
+    entry = f"nginx.json={PINNED}"
+    repo = _dashboard_repo(tmp_path, entry, entry)
+    LEDGER.reset()
+    assert _dashboards(repo) == {"local.json": '{"title": "local"}\n'}
+    data = _json(gate(*ARGS, "--format", "json", cwd=repo.root))
+    assert data["verdict"] == "allow", data
+    notes = data["notes"]
+    assert isinstance(notes, list) and any(PINNED in n and "read, not fetched" in n for n in notes)
+    changed = _dashboard_repo(tmp_path / "changed", entry, f"nginx.json={NEXT}")
+    assert _codes(_json(gate(*ARGS, "--format", "json", cwd=changed.root))) == [
+        ("REMOTE_CONTENT_UNKNOWN", "warn", PINNED)
+    ]
+
+
+@needs_helper
+@pytest.mark.parametrize("keyed", [True, False])
+def test_fetch_remote_reads_a_generators_remote_file_under_its_key(
+    tmp_path: Path,
+    https_server: tuple[str, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    keyed: bool,
+) -> None:
+    """Fetched, the file is the generator's data under the key the entry gives, else the URL's
+    last path element (kustomize's own default)."""
+    url, cert = https_server
+    (tmp_path / "www" / "nginx.json").write_text('{"title": "nginx"}\n')
+    entry = f"ingress.json={url}/nginx.json" if keyed else f"{url}/nginx.json"
+    repo = _dashboard_repo(tmp_path, entry, entry)
+    monkeypatch.setenv("PRUNE_GATE_REMOTE_CA", str(cert))
+    monkeypatch.setenv("PRUNE_GATE_CACHE", str(tmp_path / "cache"))
+    LEDGER.reset(fetch=True)
+    try:
+        data = _dashboards(repo)
+    finally:
+        LEDGER.reset()
+    key = "ingress.json" if keyed else "nginx.json"
+    assert data == {"local.json": '{"title": "local"}\n', key: '{"title": "nginx"}\n'}

@@ -1,7 +1,8 @@
 package main
 
 // Remote resources: a kustomization's `resources:` entry naming a URL (a CRD or a controller's
-// install manifest, very often) is not fetched here: the helper stays offline. Instead, as
+// install manifest, very often), or a generator's `files:` entry naming one (a Grafana dashboard
+// from a release, as often), is not fetched here: the helper stays offline. Instead, as
 // kustomize reads a kustomization file, each remote entry is either replaced by the local file
 // the caller fetched it into (`--remote URL=FILE`, or "remote" in a --serve request: the gate
 // fetches, over HTTPS, into its content cache) or left out of the build, and reported on stderr
@@ -151,6 +152,15 @@ func (r *remotes) rewrite(path string, data []byte) []byte {
 		}
 		k[field] = kept
 	}
+	for _, field := range []string{"configMapGenerator", "secretGenerator"} {
+		if gens, ok := k[field].([]any); ok {
+			for _, gen := range gens {
+				if g, ok := gen.(map[string]any); ok && r.rewriteFiles(path, g) {
+					changed = true
+				}
+			}
+		}
+	}
 	for _, field := range []string{"patches", "patchesStrategicMerge"} {
 		list, ok := k[field].([]any)
 		if !ok || !left || len(r.drop) == 0 {
@@ -181,6 +191,47 @@ func (r *remotes) rewrite(path string, data []byte) []byte {
 		return data
 	}
 	return out
+}
+
+// rewriteFiles replaces each remote `files:` entry of one generator (`[KEY=]URL`) by its fetched
+// file under the same key (kustomize's default key is the URL's last path element), or leaves it
+// out and records it: the object is generated from the rest of its data, the same on two
+// revisions that name the same URL. It says whether anything changed.
+func (r *remotes) rewriteFiles(path string, gen map[string]any) bool {
+	files, ok := gen["files"].([]any)
+	if !ok {
+		return false
+	}
+	changed := false
+	kept := make([]any, 0, len(files))
+	for _, item := range files {
+		entry, ok := item.(string)
+		key, src := "", entry
+		if i := strings.Index(entry, "="); ok && i > 0 && isRemote(entry[i+1:]) && !isRemote(entry[:i]) {
+			key, src = entry[:i], entry[i+1:]
+		}
+		if !ok || !isRemote(src) {
+			kept = append(kept, item)
+			continue
+		}
+		changed = true
+		if file, ok := r.fetched[src]; ok {
+			if key == "" {
+				key = urlBase(src)
+			}
+			kept = append(kept, key+"="+file)
+			continue
+		}
+		r.skipped[path+": "+src] = true
+	}
+	gen["files"] = kept
+	return changed
+}
+
+// urlBase is the last element of a URL's path, as kustomize names a file source's key.
+func urlBase(url string) string {
+	url = strings.SplitN(strings.SplitN(url, "?", 2)[0], "#", 2)[0]
+	return url[strings.LastIndex(url, "/")+1:]
 }
 
 // report is the stderr lines naming the entries left out, sorted.
