@@ -254,3 +254,28 @@ def test_without_the_helper_a_path_flux_would_generate_is_an_error_naming_it(
     assert "generates its kustomization file" in message
     assert "prune-gate-kustomize" in message and "build-binaries" in message
     assert not ran.exists()
+
+
+@needs_helper
+def test_the_paths_own_patch_reaches_what_the_kustomizations_components_add(
+    tmp_path: Path,
+) -> None:
+    """The pattern of a public home-ops repository (an app's kustomization patches the
+    SecurityPolicy its Flux Kustomization's `spec.components` adds): Flux builds it, since the
+    components join the app's kustomization. Before, the components went on top of the build,
+    the patch found no target, and every commit of that cluster was exit 2."""
+    component = "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n"
+    policy = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: policy}\ndata: {group: admins}\n"
+    patch = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: policy}\ndata: {group: users}\n"
+    repo = repository(
+        tmp_path,
+        "  components: [../shared]\n",
+        {
+            "apps/shared/kustomization.yaml": component + "resources: [policy.yaml]\n",
+            "apps/shared/policy.yaml": policy,
+            "apps/web/kustomization.yaml": WEB + "patches:\n  - path: policy.patch.yaml\n",
+            "apps/web/policy.patch.yaml": patch,
+        },
+    )
+    objects = applied(repo)
+    assert objects[("ConfigMap", "web/web-policy")].body["data"] == {"group": "users"}
