@@ -369,6 +369,29 @@ def test_a_patch_on_a_remote_bases_object_is_left_out_with_it(tmp_path: Path) ->
 
 
 @needs_helper
+def test_a_parents_patch_on_a_childs_remote_object_is_left_out_with_it(tmp_path: Path) -> None:
+    """The same patch one kustomization up (an overlay patching what its base's remote entry
+    holds): exit 2 before, as only the kustomization holding the remote entry dropped it."""
+    repo = GitRepo(tmp_path / "repo")
+    files: dict[str, str | None] = {
+        "app/kustomization.yaml": "resources:\n  - claim.yaml\n  - ./upstream\n" + _NAMESPACE_PATCH,
+        "app/upstream/kustomization.yaml": f"resources:\n  - {GIT_PINNED}\n",
+        "app/claim.yaml": claim(),
+    }
+    repo.commit(files, "base")
+    repo.commit({"app/claim.yaml": claim() + "# touched\n"}, "candidate")
+    done = gate(*ARGS, "--format", "json", cwd=repo.root)
+    assert done.returncode == 0, done.stdout + done.stderr
+    notes = _json(done)["notes"]
+    assert isinstance(notes, list)
+    assert any(GIT_PINNED in n and "app/upstream/kustomization.yaml" in n for n in notes), notes
+    assert any(
+        "patch on Namespace/system-upgrade (in app/kustomization.yaml) was left out" in n
+        for n in notes
+    ), notes
+
+
+@needs_helper
 def test_a_patch_on_a_missing_local_object_stays_an_error(tmp_path: Path) -> None:
     """Without a remote entry left out, a patch on a missing target is the repository's own
     error: exit 2, nothing left out."""

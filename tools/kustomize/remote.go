@@ -161,9 +161,13 @@ func (r *remotes) rewrite(path string, data []byte) []byte {
 			}
 		}
 	}
+	// A patch on a target kustomize found nowhere, in a build that left remote content out, is
+	// left out with it: in this kustomization, or in one that builds it (a parent patching
+	// what a child's remote base holds). The targets to drop are only those a failed build
+	// named (leaveOutPatchOn), and each drop is reported.
 	for _, field := range []string{"patches", "patchesStrategicMerge"} {
 		list, ok := k[field].([]any)
-		if !ok || !left || len(r.drop) == 0 {
+		if !ok || (!left && len(r.skipped) == 0) || len(r.drop) == 0 {
 			continue
 		}
 		kept := make([]any, 0, len(list))
