@@ -242,7 +242,7 @@ class ExportedTree:
         ):
             kustomization = {}  # none to build: Flux generates one from what is below it
         if kustomization is not None:
-            label = f"{rel} (kustomize build as Flux generates it, at {self.sha[:12]})"
+            label = f"{rel} (built as kustomize-controller builds it, at {self.sha[:12]})"
         tree = self.tree
         wrapper = self.root / _WRAPPER_DIR
         generate = (
