@@ -253,13 +253,10 @@ def test_path_mode_blocks_a_kustomization_re_pointed_it_cannot_see_into(tmp_path
 
 
 @needs_renderer
-@pytest.mark.parametrize("guard", ["prune: false", "suspend: true"])
-def test_a_re_point_that_prunes_nothing_passes_path_mode(tmp_path: Path, guard: str) -> None:
-    """Without prune, or suspended, a re-pointed Kustomization deletes nothing on its next apply."""
+def test_a_re_point_without_prune_passes_path_mode(tmp_path: Path) -> None:
+    """Without prune, a re-pointed Kustomization deletes nothing on its next apply."""
     repo = home_ops(tmp_path)
-    spec = REPOINTED.replace("  prune: true\n", f"  {guard}\n")
-    if guard.startswith("suspend"):
-        spec += "  prune: true\n"
+    spec = REPOINTED.replace("  prune: true\n", "  prune: false\n")
     repo.commit(
         {
             "kubernetes/apps/default/immich/ks.yaml": spec,
@@ -270,3 +267,22 @@ def test_a_re_point_that_prunes_nothing_passes_path_mode(tmp_path: Path, guard: 
     code, report, err = check(repo, "--render", "kustomize", "--path", "kubernetes/apps")
     assert not findings(report, "KUSTOMIZATION_REMOVED"), report
     assert code == 0, err
+
+
+@needs_renderer
+def test_a_re_point_while_suspended_still_blocks(tmp_path: Path) -> None:
+    """The attack: re-point and suspend in one change, resume in the next. The resume changes
+    no path, so it is the re-point that must block: a suspended Kustomization prunes what the
+    old path built as soon as it resumes."""
+    repo = home_ops(tmp_path)
+    repo.commit(
+        {
+            "kubernetes/apps/default/immich/ks.yaml": REPOINTED + "  suspend: true\n",
+            "kubernetes/apps/default/immich/app-v2/kustomization.yaml": "resources: []\n",
+        },
+        "immich: new layout, suspended",
+    )
+    code, report, err = check(repo, "--render", "kustomize", "--path", "kubernetes/apps")
+    assert code == 1, err
+    (ks,) = findings(report, "KUSTOMIZATION_REMOVED")
+    assert ks["object"]["name"] == "immich" and "re-pointed" in ks["message"]

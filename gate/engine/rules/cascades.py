@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from gate.engine.context import Context
 from gate.engine.deployers import FLUX, Event, argocd, helm, keep_mark, live_keep_mark, parent_of
@@ -348,6 +348,33 @@ def check_kustomization_removed(change: Change, world: World) -> Iterator[Findin
     )
 
 
+class _Repoint(NamedTuple):
+    """A Kustomization the candidate keeps with prune on but re-points: the change, and what
+    moved (`spec.path: a -> b; ...`)."""
+
+    change: Change
+    what: str
+
+
+def _repoints(world: World) -> Iterator[_Repoint]:
+    """Each Kustomization whose `spec.path`, `targetNamespace` or `sourceRef` the candidate
+    changes, with prune on: its next apply prunes what the old spec built and the new one does
+    not. A suspended one counts too: the prune waits for the change that resumes it, which
+    changes none of these fields and so would pass unseen."""
+    for now in world.head.of_kind(*FLUX_KUSTOMIZATION):
+        before = world.base.get(now.ref)
+        if before is None or now.spec.get("prune") is not True:
+            continue
+        moved = [f for f in POINTING if before.spec.get(f) != now.spec.get(f)]
+        if moved:
+            change = Change(now.ref, Action.UPDATE, before, now, "changed by the candidate")
+            what = "; ".join(
+                f"spec.{f}: {_shown(before.spec.get(f))} -> {_shown(now.spec.get(f))}"
+                for f in moved
+            )
+            yield _Repoint(change, what)
+
+
 def check_kustomization_repointed(world: World) -> Iterator[Finding]:
     """KUSTOMIZATION_PRUNES_GUARDED for a Kustomization that stays but whose `spec.path`,
     `targetNamespace` or `sourceRef` changes, with prune on: on its next apply it prunes every
@@ -355,21 +382,11 @@ def check_kustomization_repointed(world: World) -> Iterator[Finding]:
     candidate does not declare (with `--flux-root` the candidate is what the new path builds)."""
     if world.live is None:
         return
-    for now in world.head.of_kind(*FLUX_KUSTOMIZATION):
-        before = world.base.get(now.ref)
-        if before is None or now.spec.get("prune") is not True:
-            continue
-        moved = [f for f in POINTING if before.spec.get(f) != now.spec.get(f)]
-        if not moved:
-            continue
-        ref = now.ref
+    for change, what in _repoints(world):
+        ref = change.ref
         children = _applied_children(ref, world, {ref})
         if not children:
             continue
-        change = Change(ref, Action.UPDATE, before, now, "changed by the candidate")
-        what = "; ".join(
-            f"spec.{f}: {_shown(before.spec.get(f))} -> {_shown(now.spec.get(f))}" for f in moved
-        )
         yield _cascade(
             Code.KUSTOMIZATION_PRUNES_GUARDED,
             change,
@@ -398,20 +415,10 @@ def check_kustomization_repointed_unread(world: World) -> Iterator[Finding]:
     closed, this blocks (`--flux-root` builds both paths and judges each object instead)."""
     if world.live is not None:
         return
-    for now in world.head.of_kind(*FLUX_KUSTOMIZATION):
-        before = world.base.get(now.ref)
-        if before is None or was_read(now.ref, world.base):
+    for change, what in _repoints(world):
+        ref = change.ref
+        if was_read(ref, world.base):
             continue
-        moved = [f for f in POINTING if before.spec.get(f) != now.spec.get(f)]
-        # a re-point prunes by spec.prune (deletionPolicy only acts on deletion); a suspended
-        # Kustomization does not apply
-        if not moved or now.spec.get("prune") is not True or now.spec.get("suspend") is True:
-            continue
-        ref = now.ref
-        change = Change(ref, Action.UPDATE, before, now, "changed by the candidate")
-        what = "; ".join(
-            f"spec.{f}: {_shown(before.spec.get(f))} -> {_shown(now.spec.get(f))}" for f in moved
-        )
         yield finding(
             Code.KUSTOMIZATION_REMOVED,
             change,
