@@ -19,6 +19,7 @@ import pytest
 
 from gate.model.errors import RenderError
 from gate.sources import render
+from gate.sources.buildserver import BuildServer
 from gate.sources.flux import render_flux
 from tests.unit.helpers import GitRepo
 from tests.unit.test_build_server import needs_helper
@@ -279,3 +280,64 @@ def test_the_paths_own_patch_reaches_what_the_kustomizations_components_add(
     )
     objects = applied(repo)
     assert objects[("ConfigMap", "web/web-policy")].body["data"] == {"group": "users"}
+
+
+# --- attacks on the generator's confinement: a candidate's Kustomization and files -----------
+
+SECRET = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: runner-secret}\ndata: {token: s3cr3t}\n"
+
+
+@needs_helper
+def test_a_component_outside_the_repository_is_refused(tmp_path: Path) -> None:
+    """A candidate's `spec.components` climbing out of the tree (to a Component a runner
+    happens to hold) is refused with the build, its content never read."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\nresources: [s.yaml]\n"
+    )
+    (outside / "s.yaml").write_text(SECRET)
+    climb = "../" * 12 + str(outside).lstrip("/")
+    repo = repository(tmp_path, f"  components: [{climb}]\n")
+    with pytest.raises(RenderError) as info:
+        applied(repo)
+    assert "s3cr3t" not in str(info.value)
+
+
+@needs_helper
+def test_a_manifest_linked_outside_the_repository_is_never_read(tmp_path: Path) -> None:
+    """A path with no kustomization file whose manifest is a symlink out of the tree: the
+    export writes no link that leaves the tree, so Flux's generator lists only the path's own
+    manifests, and the linked file's content is in nothing built."""
+    secret = tmp_path / "secret.yaml"
+    secret.write_text(SECRET)
+    repo = GitRepo(tmp_path / "repo")
+    (repo.root / "apps" / "a").mkdir(parents=True)
+    (repo.root / "apps" / "a" / "leak.yaml").symlink_to(secret)
+    repo.commit({"apps/a/cm.yaml": CONFIGMAP})
+    with render.ExportedTree(repo.root, "HEAD") as tree:
+        built = tree.build("apps/a", kustomization={})
+    assert [o.body["metadata"]["name"] for o in built] == ["settings"]
+    assert "s3cr3t" not in json.dumps([o.body for o in built])
+
+
+@needs_helper
+def test_the_helpers_generator_refuses_a_link_out_of_its_root(tmp_path: Path) -> None:
+    """The same link given to the helper directly (a tree that does hold it): Flux's confined
+    file system refuses the walk, so the build fails and says nothing of the file."""
+    secret = tmp_path / "secret.yaml"
+    secret.write_text(SECRET)
+    root = tmp_path / "tree"
+    (root / "app").mkdir(parents=True)
+    (root / "app" / "cm.yaml").write_text(CONFIGMAP)
+    (root / "app" / "leak.yaml").symlink_to(secret)
+    helper = shutil.which(render.HELPER)
+    assert helper is not None
+    server = BuildServer(helper, timeout=120)
+    generate = {"root": str(root), "dir": str(root / "app"), "kustomization": {}}
+    try:
+        done = server.build([root], root / "app", generate=generate)
+    finally:
+        server.close()
+    assert done is not None and done.returncode == 1, done
+    assert "s3cr3t" not in done.stdout + done.stderr
