@@ -205,10 +205,7 @@ def _commits(repo: str, start: str, end: str) -> tuple[list[Commit], str]:
     """The first-parent commits after `start` up to `end`, oldest first, and `end`'s sha."""
     from gate.sources import gitsource
 
-    commits = [
-        Commit(sha, parent or None, subject)
-        for sha, parent, subject in gitsource.first_parent_log(repo, start, end)
-    ]
+    commits = [Commit(*c) for c in gitsource.first_parent_log(repo, start, end)]
     return commits, gitsource.resolve_revision(repo, end)
 
 

@@ -64,10 +64,9 @@ SOURCE_KINDS = ("GitRepository", "OCIRepository", "Bucket")
 AUTO_ROOT = "auto"
 #: An object that opts out of substitution (kustomize-controller honours it).
 SUBSTITUTE_ANNOTATION = flux.SUBSTITUTE
-#: Fields of a Flux Kustomization that change what its path builds; a `$patch: delete` in
-#: `spec.patches` removes an object as surely as deleting its file.
-#: The fields of a Kustomization's spec that Flux's generator reads into the build (fluxcd/pkg
-#: kustomize `Generator`; patchesStrategicMerge and patchesJson6902 are v1beta2's).
+#: The fields of a Kustomization's spec that Flux's generator reads into the build of its path
+#: (fluxcd/pkg kustomize `Generator`; patchesStrategicMerge and patchesJson6902 are v1beta2's):
+#: a `$patch: delete` in `spec.patches` removes an object as surely as deleting its file.
 BUILD_FIELDS = (
     "targetNamespace",
     "namePrefix",
@@ -125,13 +124,18 @@ class _Job:
     path: str
     root: str
     namespace: str
-    target_namespace: str
     substitute: dict[str, str]
     substitute_from: tuple[dict[str, Any], ...]
     #: The Kustomization as Flux's generator reads it (its BUILD_FIELDS): the build of its path.
     kustomization: dict[str, Any] = field(default_factory=dict)
     #: spec.postBuild.substituteStrategy: `Always` substitutes even with no variables (defaults).
     strategy: str = ""
+
+    @property
+    def target_namespace(self) -> str:
+        """spec.targetNamespace, which the generator sets; `_finish` takes it off again where
+        the API server would."""
+        return str(self.kustomization.get("spec", {}).get("targetNamespace") or "")
 
 
 def root_of(namespace: str, name: str) -> str:
@@ -262,7 +266,7 @@ def _entry_job(
     whose spec.path names the entry, or which is named as this repository's source), so its
     objects are that Kustomization's (its prune decides their removal); when the candidate
     re-points it elsewhere, Flux applies the new path instead, and so does this."""
-    plain = _Job(entry, entry, "", "", {}, ())
+    plain = _Job(entry, entry, "", {}, ())
     for k in found:
         job = _job_for(k, sources)
         if job is None:
@@ -580,7 +584,6 @@ def _job_for(k: RawObject, own: _Sources) -> _Job | None:
         path=_inside(own[key], str(spec.get("path") or ".")),
         root=root_of(own_ns, str(meta.get("name", ""))),
         namespace=own_ns,
-        target_namespace=str(spec.get("targetNamespace") or ""),
         substitute={str(k): str(v) for k, v in inline.items()},
         substitute_from=tuple(s for s in sources if isinstance(s, dict)),
         kustomization={"spec": {f: spec[f] for f in BUILD_FIELDS if f in spec}},

@@ -117,20 +117,20 @@ def merge_base(repo: str | Path, base: str, head: str) -> str:
     )
 
 
-def first_parent_log(repo: str | Path, start: str, end: str) -> list[tuple[str, str, str]]:
+def first_parent_log(repo: str | Path, start: str, end: str) -> list[tuple[str, str | None, str]]:
     """The first-parent commits after `start` up to `end`, oldest first: (sha, first parent or
-    "", subject). Run by git itself, so a bare clone or git directory (a mirror) reads as a
-    work tree does."""
+    None for a root commit, subject). Run by git itself, so a bare clone or git directory (a
+    mirror) reads as a work tree does."""
     r = _open(repo)
     a, b = _resolve(r, start), _resolve(r, end)
     try:
         out = r.git("log", "--first-parent", "--reverse", "--format=%H%x00%P%x00%s", f"{a}..{b}")
     except _GitFailedError as exc:
         raise GitError(f"cannot list the commits {start}..{end}: {exc.stderr}") from None
-    commits = []
+    commits: list[tuple[str, str | None, str]] = []
     for line in out.splitlines():
         sha, parents, subject = line.split("\0", 2)
-        commits.append((sha, (parents.split() or [""])[0], subject))
+        commits.append((sha, next(iter(parents.split()), None), subject))
     return commits
 
 

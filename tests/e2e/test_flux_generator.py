@@ -11,19 +11,16 @@ must be what prune-gate's Flux reader renders.
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 import pytest
-import yaml
 
-from gate.sources.flux import render_flux
 from tests.unit.helpers import GitRepo
 
-from .flux import KUSTOMIZATIONS, KUSTOMIZE_GROUP, KUSTOMIZE_VERSION, Flux
+from .flux import Flux
 from .kube import Cluster
-from .test_defer_artifact import SOURCE, exists, flux_ns, kustomization, target, tree_files
-from .test_flux_substitution import applied_by_apps
+from .test_defer_artifact import flux_ns, kustomization, target
+from .test_flux_substitution import applied_by_apps, read_for_apps, reconcile_main
 
 pytestmark = pytest.mark.e2e
 
@@ -72,11 +69,7 @@ def test_the_controller_applies_what_the_generator_reads(
     repo = GitRepo(tmp_path / "repo")
     base = repo.commit(main_tree(ns), "main")
 
-    read = {
-        (str(o.body["kind"]), str(o.body["metadata"]["name"])): dict(o.body.get("data") or {})
-        for o in render_flux(repo.root, base, "clusters/prod")
-        if o.root == f"flux:{ns}/apps"
-    }
+    read = read_for_apps(repo, base, ns)
     assert read == {
         ("ConfigMap", "p-settings"): {"from": "settings", "patched": "yes"},
         ("ConfigMap", "p-deep"): {"from": "deep"},
@@ -84,13 +77,5 @@ def test_the_controller_applies_what_the_generator_reads(
         ("ConfigMap", "p-extra"): {"from": "extra"},
     }
 
-    flux.git_repository(ns, SOURCE)
-    revision = flux.serve(ns, SOURCE, "main", tree_files(repo))
-    root = yaml.safe_load(main_tree(ns)["clusters/prod/root.yaml"] or "")
-    flux.custom.create_namespaced_custom_object(
-        KUSTOMIZE_GROUP, KUSTOMIZE_VERSION, ns, KUSTOMIZATIONS, root
-    )
-    for name in ("root", "apps"):
-        flux.wait(functools.partial(exists, flux, ns, name), timeout=120, what=f"{ns}/{name}")
-        flux.wait_reconciled(ns, name, revision, ready=True)
+    reconcile_main(flux, ns, repo, main_tree(ns)["clusters/prod/root.yaml"] or "")
     assert applied_by_apps(kube, ns) == read

@@ -122,6 +122,29 @@ def applied_by_apps(kube: Cluster, ns: str) -> dict[tuple[str, str], dict[str, s
     return out
 
 
+def read_for_apps(repo: GitRepo, rev: str, ns: str) -> dict[tuple[str, str], dict[str, str]]:
+    """(kind, name) -> data of what prune-gate's Flux reader says Kustomization `apps` applies."""
+    return {
+        (str(o.body["kind"]), str(o.body["metadata"]["name"])): dict(o.body.get("data") or {})
+        for o in render_flux(repo.root, rev, "clusters/prod")
+        if o.root == f"flux:{ns}/apps"
+    }
+
+
+def reconcile_main(flux: Flux, ns: str, repo: GitRepo, root_yaml: str) -> None:
+    """Serve the repository as the GitRepository's artifact, create the root Kustomization and
+    wait until the controller has applied `root` and `apps` at that revision."""
+    flux.git_repository(ns, SOURCE)
+    revision = flux.serve(ns, SOURCE, "main", tree_files(repo))
+    root = yaml.safe_load(root_yaml)
+    flux.custom.create_namespaced_custom_object(
+        KUSTOMIZE_GROUP, KUSTOMIZE_VERSION, ns, KUSTOMIZATIONS, root
+    )
+    for name in ("root", "apps"):
+        flux.wait(functools.partial(exists, flux, ns, name), timeout=120, what=f"{ns}/{name}")
+        flux.wait_reconciled(ns, name, revision, ready=True)
+
+
 def test_the_controller_applies_the_names_gate_check_reads(
     kube: Cluster, flux: Flux, flux_ns: str, tmp_path: Path
 ) -> None:
@@ -130,26 +153,14 @@ def test_the_controller_applies_the_names_gate_check_reads(
     base = repo.commit(main_tree(ns), "main")
 
     # What prune-gate reads for apps at main.
-    read = {
-        (str(o.body["kind"]), str(o.body["metadata"]["name"])): dict(o.body.get("data") or {})
-        for o in render_flux(repo.root, base, "clusters/prod")
-        if o.root == f"flux:{ns}/apps"
-    }
+    read = read_for_apps(repo, base, ns)
     names = {name for kind, name in read if kind == "ConfigMap"}
     assert names == EXPECTED | {"opted-out", "cases"}, names
     assert read[("ConfigMap", "cases")] == DATA_EXPECTED
     assert read[("ConfigMap", "opted-out")] == {"raw": "${APP}"}
 
     # What the real controller applies.
-    flux.git_repository(ns, SOURCE)
-    revision = flux.serve(ns, SOURCE, "main", tree_files(repo))
-    root = yaml.safe_load(main_tree(ns)["clusters/prod/root.yaml"] or "")
-    flux.custom.create_namespaced_custom_object(
-        KUSTOMIZE_GROUP, KUSTOMIZE_VERSION, ns, KUSTOMIZATIONS, root
-    )
-    for name in ("root", "apps"):
-        flux.wait(functools.partial(exists, flux, ns, name), timeout=120, what=f"{ns}/{name}")
-        flux.wait_reconciled(ns, name, revision, ready=True)
+    reconcile_main(flux, ns, repo, main_tree(ns)["clusters/prod/root.yaml"] or "")
     assert applied_by_apps(kube, ns) == read
 
     # A candidate that drops the claim: gate check names the claim the controller made.

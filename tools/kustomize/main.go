@@ -290,19 +290,6 @@ func (c *confinedFS) serveGenerated(gen *fluxGenerate) error {
 	return nil
 }
 
-// generatedAt is the generated text served for `path`, if any.
-func (c *confinedFS) generatedAt(path string) ([]byte, bool) {
-	if c.generated == nil {
-		return nil, false
-	}
-	real, err := c.resolve(path)
-	if err != nil {
-		return nil, false
-	}
-	data, ok := c.generated[real]
-	return data, ok
-}
-
 func newConfinedFS(roots []string) (*confinedFS, error) {
 	fs := &confinedFS{disk: filesys.MakeFsOnDisk()}
 	for _, r := range roots {
@@ -373,12 +360,12 @@ func (c *confinedFS) RemoveAll(string) error              { return errReadOnly }
 func (c *confinedFS) WriteFile(string, []byte) error      { return errReadOnly }
 
 func (c *confinedFS) Open(path string) (filesys.File, error) {
-	if _, ok := c.generatedAt(path); ok {
-		return nil, errors.New("refusing to open a generated kustomization file: it is only read whole")
-	}
 	real, err := c.resolve(path)
 	if err != nil {
 		return nil, err
+	}
+	if _, ok := c.generated[real]; ok {
+		return nil, errors.New("refusing to open a generated kustomization file: it is only read whole")
 	}
 	return c.disk.Open(real)
 }
@@ -389,11 +376,12 @@ func (c *confinedFS) IsDir(path string) bool {
 }
 
 func (c *confinedFS) Exists(path string) bool {
-	if _, ok := c.generatedAt(path); ok {
-		return true
-	}
 	real, err := c.resolve(path)
-	return err == nil && c.disk.Exists(real)
+	if err != nil {
+		return false
+	}
+	_, generated := c.generated[real]
+	return generated || c.disk.Exists(real)
 }
 
 func (c *confinedFS) ReadDir(path string) ([]string, error) {
@@ -437,7 +425,7 @@ func (c *confinedFS) ReadFile(path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	data, generated := c.generatedAt(real)
+	data, generated := c.generated[real]
 	if !generated {
 		data, err = c.disk.ReadFile(real)
 	}
