@@ -21,6 +21,7 @@ from kubernetes import client
 
 from tests.ci import ci
 
+from . import charts
 from . import kube as k
 from .flux import FLUX_APP, Flux, run_flux
 from .kube import Cluster
@@ -165,3 +166,47 @@ def clean(kube: Cluster, namespace: str, webhook: Webhook) -> Iterator[str]:
         yield namespace
     finally:
         cleanup_claims(kube, namespace)
+
+
+@pytest.fixture(scope="session")
+def chart_helm(
+    tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config
+) -> charts.Helm:
+    """The pinned helm (built when missing), with cache, config and data homes of its own."""
+    return charts.Helm(charts.built_binary("helm", pytestconfig), tmp_path_factory.mktemp("helm"))
+
+
+@pytest.fixture(scope="session")
+def fixture_charts(
+    chart_helm: charts.Helm, tmp_path_factory: pytest.TempPathFactory
+) -> charts.PackagedCharts:
+    """tests/fixtures/charts packaged by ``helm package``: ``.archives`` and ``.versions``."""
+    return charts.package_charts(chart_helm, tmp_path_factory.mktemp("charts"))
+
+
+@pytest.fixture(scope="session")
+def chart_repo(
+    chart_helm: charts.Helm,
+    fixture_charts: charts.PackagedCharts,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[charts.ChartRepo]:
+    """A Helm chart repository of the fixture charts over HTTP on loopback (``.url``,
+    ``.charts``: name -> version, ``.requests``), served from a thread for the session."""
+    tmp = tmp_path_factory.mktemp("chart-repo")
+    with charts.serve_chart_repo(chart_helm, fixture_charts, tmp) as repo:
+        yield repo
+
+
+@pytest.fixture(scope="session")
+def oci_registry(
+    chart_helm: charts.Helm,
+    fixture_charts: charts.PackagedCharts,
+    tmp_path_factory: pytest.TempPathFactory,
+    pytestconfig: pytest.Config,
+) -> Iterator[charts.OciRegistry]:
+    """The distribution registry (tools/registry) on loopback, plain HTTP, with the fixture charts
+    pushed (``.url`` = oci://127.0.0.1:PORT/charts, ``.host``, ``.charts``, ``.log``)."""
+    binary = charts.built_binary("registry", pytestconfig)
+    tmp = tmp_path_factory.mktemp("oci-registry")
+    with charts.run_oci_registry(binary, chart_helm, fixture_charts, tmp) as registry:
+        yield registry
