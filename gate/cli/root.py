@@ -162,6 +162,11 @@ COMMANDS = {
         "gate.cli.heal",
         "heal_command",
     ),
+    "audit": (
+        "List the guarded claims whose data a deletion would destroy.",
+        "gate.cli.audit",
+        "audit_command",
+    ),
     "history": (
         "Replay the gate over past commits: how would it have judged each one?",
         "gate.cli.history",

@@ -155,6 +155,7 @@ def project_object(ref: ObjectRef, obj: dict[str, Any], api_version: str = "") -
             facts["claimNamespace"] = str(claim_ref.get("namespace", ""))
             facts["claimName"] = str(claim_ref["name"])
         facts["reclaimPolicy"] = str(spec.get("persistentVolumeReclaimPolicy", "Delete"))
+        facts["storageClassName"] = str(spec.get("storageClassName") or "")
     elif (ref.group, ref.kind) == ("", "PersistentVolumeClaim"):
         # Immutable fields the API server may have filled in at creation (a default class, the
         # bound volume, the default mode): the candidate is compared with these under --live.
@@ -357,7 +358,9 @@ class LiveState:
         pv = self.objects.get(ObjectRef("", "PersistentVolume", "", name)) if name else None
         if pv is None or name is None:
             return None
-        return Volume(name, pv.facts.get("reclaimPolicy", "Delete"))
+        return Volume(
+            name, pv.facts.get("reclaimPolicy", "Delete"), pv.facts.get("storageClassName", "")
+        )
 
     def ready_snapshots(self, namespace: str, claim: str) -> list[str]:
         return sorted(

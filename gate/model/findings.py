@@ -29,6 +29,7 @@ class Code(StrEnum):
     ORPHANED_BY_KEEP = "ORPHANED_BY_KEEP"
     CLAIM_MOUNTED = "CLAIM_MOUNTED"
     RECLAIM_DELETE_LOSES_DATA = "RECLAIM_DELETE_LOSES_DATA"
+    VOLUME_RETAINS_DATA = "VOLUME_RETAINS_DATA"
     ALREADY_TERMINATING = "ALREADY_TERMINATING"
     SPECULATION_FENCE = "SPECULATION_FENCE"
     UNIDENTIFIED_OBJECT = "UNIDENTIFIED_OBJECT"
@@ -118,6 +119,11 @@ CODES: dict[Code, CodeInfo] = {
     Code.RECLAIM_DELETE_LOSES_DATA: CodeInfo(
         Severity.BLOCK,
         "the claim's volume has reclaimPolicy Delete and no ready snapshot: its data goes with it",
+    ),
+    Code.VOLUME_RETAINS_DATA: CodeInfo(
+        Severity.WARN,
+        "an unretired claim is deleted, but its volume has reclaimPolicy Retain: the data stays "
+        "in the Released volume, which no new claim binds by itself",
     ),
     Code.ALREADY_TERMINATING: CodeInfo(
         Severity.BLOCK, "the object already has a deletionTimestamp: the deploy will wedge on it"

@@ -49,6 +49,8 @@ class Volume:
 
     name: str
     reclaim_policy: str
+    #: Its storageClassName ("" for a class-less volume): a claim that re-binds it names the same.
+    storage_class: str = ""
 
 
 class LiveView(Protocol):

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator
 
 from gate.engine.context import Context
 from gate.engine.plan import Change
+from gate.engine.rules.volumes import data_fate
 from gate.engine.rules.world import World
 from gate.model.findings import Code, Finding, FixAction, Severity, command, edit
 from gate.model.objects import Source
@@ -41,6 +42,17 @@ def finding(
         suggested=suggested,
         actions=tuple(actions),
     )
+
+
+def with_data(change: Change, world: World, evidence: Iterable[str]) -> list[str]:
+    """The evidence, and for a deleted claim a last line that says what happens to its data
+    (`gate.engine.rules.volumes`): whether the data outlives the claim is what the owner weighs
+    first, and a `Delete` volume and a `Retain` one call for different fixes."""
+    lines = list(evidence)
+    fate = data_fate(change, world) if change.deletes else None
+    if fate is not None:
+        lines.append(fate.evidence())
+    return lines
 
 
 def source_of(change: Change) -> Source | None:
@@ -169,7 +181,7 @@ def consumer_findings(change: Change, world: World, what: str) -> Iterator[Findi
         Code.CONSUMER_REMAINS,
         change,
         f"claim {ref.namespace}/{ref.name} {what} but {len(users)} workload(s) still use it",
-        users,
+        with_data(change, world, users),
         f"remove claim {ref.name} from these workloads in the same change that retires the claim "
         "(stage 1), and remove the claim only after that has deployed",
         [*steps, edit(f"remove claim {ref.name} only after that has deployed", change_source)],

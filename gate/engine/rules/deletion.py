@@ -14,7 +14,15 @@ from gate.engine.context import Context
 from gate.engine.deployers import live_keep_mark
 from gate.engine.flux import root_removed
 from gate.engine.plan import Action, Change
-from gate.engine.rules.common import at_source, consumer_findings, finding, retire_fix, source_of
+from gate.engine.rules.common import (
+    at_source,
+    consumer_findings,
+    finding,
+    retire_fix,
+    source_of,
+    with_data,
+)
+from gate.engine.rules.volumes import DataFate, data_fate, rebind_claim_json
 from gate.engine.rules.world import (
     CLAIM,
     CRD,
@@ -92,6 +100,10 @@ def check_not_retired(change: Change, world: World) -> Iterator[Finding]:
     stage_1 = retirement(change, world)
     if stage_1.reason:
         return
+    fate = data_fate(change, world) if change.action is Action.DELETE else None
+    if fate is not None and fate.kept:
+        yield _volume_retains_data(change, world, fate, stage_1.evidence)
+        return
     verb = "force-replaced" if change.action is Action.REPLACE else "deleted"
     fix, actions = retire_fix(change.ref, world, source_of(change))
     if change.action is Action.REPLACE:
@@ -119,9 +131,54 @@ def check_not_retired(change: Change, world: World) -> Iterator[Finding]:
         Code.NOT_RETIRED,
         change,
         f"{change.ref.display()} would be {verb} but was never retired",
-        [f"cause: {change.cause}", stage_1.evidence],
+        with_data(change, world, [f"cause: {change.cause}", stage_1.evidence]),
         fix,
         actions,
+    )
+
+
+def _volume_retains_data(change: Change, world: World, fate: DataFate, stage_1: str) -> Finding:
+    """VOLUME_RETAINS_DATA: the claim goes but its Retain volume keeps the data, Released.
+
+    What the owner has to know is that nothing brings it back by itself: a Released volume
+    keeps the old claim's uid in its claimRef, so a claim re-created under the same name gets a
+    new, empty volume. The fix is how to bind it again (KUBERNETES-FACTS, "Volumes")."""
+    ref, pv = change.ref, fate.name
+    unbind = command(
+        f"kubectl patch pv {pv} -p "
+        """'{"spec":{"claimRef":{"uid":null,"resourceVersion":null}}}'"""
+    )
+    body = rebind_claim_json(ref, fate, world)
+    bind_to = f'spec.volumeName: {pv} and spec.storageClassName: "{fate.storage_class}"'
+    by_hand = (
+        f" (or by hand: echo '{body}' | kubectl create -f -)"
+        if body is not None
+        else " and the old claim's access modes and size"
+    )
+    # A claim is the repository's to declare: re-creating it is an edit, merged and deployed.
+    rebind = edit(f"restore the manifest of {ref.display()} with {bind_to}; merge and deploy it")
+    return finding(
+        Code.VOLUME_RETAINS_DATA,
+        change,
+        f"{ref.display()} would be deleted without stage 1 of retirement, but its data stays: "
+        f"PersistentVolume {pv} has persistentVolumeReclaimPolicy Retain and is left Released, "
+        "data intact; no new claim binds it by itself",
+        [f"cause: {change.cause}", stage_1, fate.evidence()],
+        f"if the claim should go, nothing to do now: the data waits in PersistentVolume {pv}. "
+        f"To use it again once the claim is gone: 1) {unbind.text} (drops the old claim's uid, "
+        f"so the volume binds a claim of that name again); 2) restore the claim's manifest with "
+        f"{bind_to}{by_hand}. To free the storage "
+        f"instead: kubectl delete pv {pv}, then remove the data from its backend. To keep the "
+        "claim, keep it in the candidate and retire it in two stages",
+        [
+            command(f"kubectl get pv {pv}"),
+            unbind,
+            rebind,
+            edit(
+                f"or: keep {ref.display()} in the candidate and retire it in two stages",
+                source_of(change),
+            ),
+        ],
     )
 
 
@@ -136,7 +193,7 @@ def check_speculative_prune(change: Change, world: World) -> Iterator[Finding]:
         change,
         f"this merge-queue candidate would delete {change.ref.display()}; a deletion cannot be "
         "undone if the candidate is evicted",
-        [f"context: {world.context}", f"cause: {change.cause}"],
+        with_data(change, world, _speculative_evidence(change, world)),
         f"let the deletion wait for the merge: deploy this candidate with {change.ref.display()} "
         f"kept exactly as in base{at_source(change)}, so that only the merged deploy deletes it, "
         "after these checks run again: run the same gate check with --defer-to DIR, which writes "
@@ -151,6 +208,20 @@ def check_speculative_prune(change: Change, world: World) -> Iterator[Finding]:
             ),
         ],
     )
+
+
+def _speculative_evidence(change: Change, world: World) -> list[str]:
+    """Why the deletion waits for the merge, even where the data would outlive it: an evicted
+    candidate leaves main declaring the claim, the next deploy re-creates it, and the new claim
+    does not bind the Released volume (its claimRef keeps the old claim's uid)."""
+    lines = [f"context: {world.context}", f"cause: {change.cause}"]
+    fate = data_fate(change, world) if change.action is Action.DELETE else None
+    if fate is not None and fate.kept:
+        lines.append(
+            f"if this candidate is evicted, main still declares the claim and the next deploy "
+            f"re-creates it empty: a new claim does not bind the Released volume {fate.name}"
+        )
+    return lines
 
 
 def check_consumer_remains(change: Change, world: World) -> Iterator[Finding]:
@@ -311,8 +382,12 @@ def check_immutable_change(change: Change, world: World) -> Iterator[Finding]:
             change,
             f"{change.ref.display()} would be deleted and recreated ({change.force}) because "
             f"immutable field(s) change: {', '.join(change.immutable)}",
-            [f"{path} differs between base and candidate" for path in change.immutable]
-            + [f"force: {change.force}"],
+            with_data(
+                change,
+                world,
+                [f"{path} differs between base and candidate" for path in change.immutable]
+                + [f"force: {change.force}"],
+            ),
             "revert the immutable change, or create a new object under a new name and retire the "
             "old one in two stages; do not rely on force for objects that hold data",
             [
@@ -365,7 +440,7 @@ def check_claim_mounted(change: Change, world: World) -> Iterator[Finding]:
         f"{first.node}"
         + (f" and {len(users) - 1} more pod(s)" if len(users) > 1 else "")
         + ": the deletion would stick Terminating behind kubernetes.io/pvc-protection",
-        [u.describe() for u in users[:20]],
+        with_data(change, world, [u.describe() for u in users[:20]]),
         fix,
         actions,
     )

@@ -128,7 +128,7 @@ RULES: tuple[Rule, ...] = (
     ),
     ChangeRule(
         check=check_not_retired,
-        codes=(Code.NOT_RETIRED,),
+        codes=(Code.NOT_RETIRED, Code.VOLUME_RETAINS_DATA),
         doors=frozenset({Door.CHECK, Door.DEPLOYER}),
     ),
     ChangeRule(check=check_speculative_prune, codes=(Code.SPECULATIVE_PRUNE,), doors=_CHECK),

@@ -67,6 +67,18 @@ class World:
             index.setdefault((ref.group, ref.kind, ref.name), set()).add(ref.namespace)
         return index
 
+    @cached_property
+    def volumes_by_claim(self) -> dict[tuple[str, str], Manifest]:
+        """(namespace, claim) -> the PersistentVolume base declares with a claimRef naming it
+        (namespace `default` when the claimRef has none): indexed once, asked per claim."""
+        index: dict[tuple[str, str], Manifest] = {}
+        for pv in self.base.of_kind(*VOLUME):
+            claim_ref = pv.spec.get("claimRef")
+            if isinstance(claim_ref, dict) and isinstance(claim_ref.get("name"), str):
+                key = (str(claim_ref.get("namespace") or "default"), claim_ref["name"])
+                index.setdefault(key, pv)
+        return index
+
     def template_users(self, namespace: str, claim: str) -> list[Manifest]:
         """Workloads in the candidate whose pod template mounts the claim (indexed once)."""
         users = list(self._template_users.get((namespace, claim), ()))
