@@ -77,6 +77,8 @@ class GitInputs:
     flux_ignore: tuple[FluxSource, ...] = ()
     #: `--fetch-remote`: fetch remote kustomize resources (HTTPS) and judge their objects.
     fetch_remote: bool = False
+    #: `--fetch-charts`: read HelmReleases' charts from their HelmRepository or OCI registry.
+    fetch_charts: bool = False
 
     @property
     def roots(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -249,7 +251,12 @@ def _git_sides(
     refuse_changed_submodules(repo, (base_sha, inputs.base_paths), (head_sha, inputs.head_paths))
     base_roots, head_roots = inputs.roots
     reading = GitReading(
-        repo, inputs.render, base_roots + head_roots, inputs.flux_sources, inputs.flux_ignore
+        repo,
+        inputs.render,
+        base_roots + head_roots,
+        inputs.flux_sources,
+        inputs.flux_ignore,
+        fetch_charts=inputs.fetch_charts,
     )
     base_label = (
         f"merge base {base_sha[:12]} of {rev_label(inputs.base_rev, target_sha)} and head"

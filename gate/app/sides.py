@@ -136,6 +136,8 @@ class FluxSide:
     sources: tuple[FluxSource, ...] = ()
     ignore: tuple[FluxSource, ...] = ()
     notes: list[str] = field(default_factory=list, compare=False)
+    #: `--fetch-charts`: HelmReleases' charts read where they live (`gate.sources.charts`).
+    fetch_charts: bool = False
 
     @property
     def label(self) -> str:
@@ -155,7 +157,13 @@ class FluxSide:
             o
             for r in self.roots
             for o in render_flux(
-                self.repo, self.sha, r, sources=self.sources, ignore=self.ignore, notes=self.notes
+                self.repo,
+                self.sha,
+                r,
+                sources=self.sources,
+                ignore=self.ignore,
+                notes=self.notes,
+                fetch_charts=self.fetch_charts,
             )
         ]
 
@@ -172,6 +180,8 @@ class GitReading:
     #: Sources deliberately out of scope (`--flux-ignore-source`): their Kustomizations are
     #: skipped, and the side's label says so.
     flux_ignore: tuple[FluxSource, ...] = ()
+    #: `--fetch-charts`: with Flux, HelmReleases' charts read where they live.
+    fetch_charts: bool = False
 
     @property
     def builds(self) -> bool:
@@ -183,7 +193,13 @@ class GitReading:
         to build (`flux_roots`, or those of them the revision has)."""
         if self.flux_roots:
             return FluxSide(
-                self.repo, sha, label, tuple(paths), self.flux_sources, self.flux_ignore
+                self.repo,
+                sha,
+                label,
+                tuple(paths),
+                self.flux_sources,
+                self.flux_ignore,
+                fetch_charts=self.fetch_charts,
             )
         if self.render == "kustomize":
             return KustomizeSide(self.repo, sha, label, tuple(paths))

@@ -20,6 +20,7 @@ from gate.app.check import (
 )
 from gate.cli.common import (
     fail,
+    fetch_charts_option,
     flux_source_options,
     kube_options,
     parse_flux_ignore,
@@ -118,6 +119,7 @@ from gate.speed import without_cyclic_gc
     "PRUNE_GATE_REMOTE_CA). Without it, remote resources are left out of the build and their "
     "URLs compared between the revisions.",
 )
+@fetch_charts_option
 @click.option(
     "--context",
     "context_name",
@@ -279,6 +281,7 @@ def _inputs(options: dict[str, Any], ci: CIContext) -> RenderedInputs | GitInput
         # A pull request's own changes: from where it forked, unless --base says otherwise.
         from_merge_base=ci.from_merge_base and options["base_rev"] is None,
         fetch_remote=options["fetch_remote"],
+        fetch_charts=options["fetch_charts"],
     )
 
 

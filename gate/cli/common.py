@@ -77,6 +77,18 @@ def flux_source_options(f: F) -> F:
     )(f)
 
 
+def fetch_charts_option(f: F) -> F:
+    """--fetch-charts, shared by gate check and gate history."""
+    return click.option(
+        "--fetch-charts",
+        is_flag=True,
+        help="With --flux-root: pull each HelmRelease's chart from its HelmRepository or OCI "
+        "registry at the version it pins (with helm, into ~/.cache/prune-gate/charts; needs "
+        "network) and render it with the release's values, so that what an uninstall deletes is "
+        "known. Without it such a release's content is unknown (RELEASE_CONTENT_UNKNOWN).",
+    )(f)
+
+
 #: `--flux-source`'s help, the same on every command that reads Flux roots.
 FLUX_SOURCE_HELP = (
     "A Flux source that is this repository, for --flux-root: [KIND/]NAMESPACE/NAME[=DIR], KIND "

@@ -17,6 +17,7 @@ from gate.app.policy import policy_at
 from gate.app.sides import AUTO_ROOT, FLUX_ROOT_ALONE, FluxSide, GitReading, existing_paths
 from gate.cli.common import (
     fail,
+    fetch_charts_option,
     flux_source_options,
     parse_flux_ignore,
     parse_flux_source,
@@ -77,6 +78,7 @@ from gate.sources.remote import LEDGER
     "--path and --render).",
 )
 @flux_source_options
+@fetch_charts_option
 @click.option(
     "--config",
     "config_path",
@@ -120,6 +122,7 @@ def history_command(
     flux_roots: Sequence[str],
     flux_sources: Sequence[str],
     flux_ignores: Sequence[str],
+    fetch_charts: bool,
     config_path: str | None,
     namespace: str,
     fmt: str,
@@ -153,7 +156,9 @@ def history_command(
         policy = policy_at(repo, end_sha, config_path, say)
     except GateError as exc:
         fail(str(exc))
-    reading = GitReading(repo, render, tuple(flux_roots), tuple(sources), ignores)
+    reading = GitReading(
+        repo, render, tuple(flux_roots), tuple(sources), ignores, fetch_charts=fetch_charts
+    )
     reader = _reader(reading, paths)
     _renderers(reading, reset=True)
     show = sys.stderr.isatty() if progress is None else progress

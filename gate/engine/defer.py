@@ -5,9 +5,10 @@ the checks run again. The candidate is then deployed with each such object kept 
 declares it. Not with a keep annotation: Flux and Argo CD read that from the live object, so the
 merged deploy would orphan the object instead of deleting it. An object can be kept only when
 base declares it (an object only the cluster holds has no manifest to keep), and only in what the
-deployer applies (what a HelmRelease's chart renders is installed by helm-controller, not by the
-artifact: its release's upgrade or uninstall deletes what the chart no longer makes): otherwise
-its deletion cannot be deferred, and it blocks.
+deployer applies: what a HelmRelease's chart renders is installed by helm-controller, not by the
+artifact, so such an object is kept by keeping its HelmRelease as base declares it (neither the
+uninstall nor the upgrade that would delete it happens before the merge). Otherwise its
+deletion cannot be deferred, and it blocks.
 
 Whose word the artifact takes for what a deployer builds, and from where: base's. The artifact is
 applied as it is (`kubectl apply -R -f DIR`), and the deployers then build what it declares from
@@ -89,9 +90,13 @@ def plan_deferral(result: CheckResult) -> Deferral:
             by_ref.setdefault(f.ref, []).append(f)
     kept: list[Kept] = []
     unkeepable: list[tuple[Finding, str]] = []
+    releases: dict[ObjectRef, list[Finding]] = {}
     for ref, found in by_ref.items():
         m = result.base.get(ref)
-        if m is None:
+        release = _keeping_release(m, result) if m is not None else None
+        if release is not None:
+            releases.setdefault(release, []).extend(found)
+        elif m is None:
             why = (
                 "no manifest in base declares it (only the cluster holds it), so the "
                 "artifact has nothing to keep; retire it, or let the merged deploy judge it"
@@ -106,11 +111,35 @@ def plan_deferral(result: CheckResult) -> Deferral:
             unkeepable.extend((f, why) for f in found)
         else:
             kept.append(Kept(m, tuple(found)))
+    for release, found in releases.items():
+        base_release = result.base.get(release)
+        assert base_release is not None  # _keeping_release's
+        if release in by_ref:  # deferred itself: one entry, with every finding
+            kept = [
+                Kept(k.manifest, (*k.findings, *found)) if k.manifest.ref == release else k
+                for k in kept
+            ]
+        else:
+            kept.append(Kept(base_release, tuple(found)))
     as_base, withheld = _builders_as_base(result, kept)
     kept.extend(as_base)
     kept.sort(key=lambda k: _where(k.manifest))
     withheld.sort(key=lambda w: _where(w.manifest))
     return Deferral(tuple(kept), tuple(unkeepable), tuple(withheld))
+
+
+def _keeping_release(m: Manifest, result: CheckResult) -> ObjectRef | None:
+    """The HelmRelease to keep as base declares it so that what its chart made stays: `m` is
+    made by a release's chart (rendered), and base declares the HelmRelease itself in what the
+    artifact applies. helm-controller then neither uninstalls nor upgrades the release until the
+    merged deploy; None for any other object."""
+    if not m.root.startswith(HELM_PREFIX):
+        return None
+    release = parent_ref(m.root)
+    declared = result.base.get(release) if release is not None else None
+    if declared is None or declared.root.startswith(HELM_PREFIX):
+        return None
+    return release
 
 
 def _builders_as_base(result: CheckResult, kept: list[Kept]) -> tuple[list[Kept], list[Withheld]]:

@@ -14,11 +14,15 @@ from dataclasses import dataclass, field
 from gate.engine.context import Context
 from gate.model.findings import CODES, Code, Severity
 from gate.model.refs import ObjectRef, parse_group_kind
+from gate.model.stateful import CATALOGUE
 
 DEFAULT_GUARDED = (
     "PersistentVolumeClaim",
     "PersistentVolume",
     "VolumeSnapshot.snapshot.storage.k8s.io",
+    # The stateful custom kinds (database operators' clusters, storage systems' volumes): their
+    # deletion takes data with it, and their CRDs rarely sit beside them (gate.model.stateful).
+    *(k.name for k in CATALOGUE),
 )
 DEFAULT_WEBHOOK_GUARDED = (
     "PersistentVolumeClaim",

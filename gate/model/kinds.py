@@ -14,6 +14,7 @@ from typing import Any
 
 from gate.model.errors import ConfigError
 from gate.model.refs import crd_kind
+from gate.model.stateful import CATALOGUE, catalogued
 
 #: Kinds served by a v1.34 API server, by group (subresource kinds and List kinds left out).
 BUILTIN_KINDS: dict[str, frozenset[str]] = {
@@ -109,15 +110,17 @@ def unknown_guarded_kind(
     group: str, kind: str, custom: Collection[tuple[str, str]], live: bool
 ) -> str | None:
     """Why a guarded kind names nothing gate check can see, with the nearest known kind; None
-    when it is built in, or a custom kind a CRD on either side (or, `live`, the API server)
-    declares. A kind nothing declares guards nothing: its objects could never be found."""
+    when it is built in, catalogued (`gate.model.stateful`: known without its CRD), or a custom
+    kind a CRD on either side (or, `live`, the API server) declares. A kind nothing declares
+    guards nothing: its objects could never be found."""
     if group in BUILTIN_KINDS:
         return unknown_kind(group, kind)
-    if (group, kind) in custom:
+    if (group, kind) in custom or catalogued(group, kind) is not None:
         return None
     name = f"{kind}.{group}" if group else kind
     known = {f"{k}.{g}" if g else k for g, ks in BUILTIN_KINDS.items() for k in ks}
     known.update(f"{k}.{g}" for g, k in custom)
+    known.update(k.name for k in CATALOGUE)
     near = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
     where = "either side" + (" nor the live API server" if live else "")
     hint = f"; did you mean {near[0]}?" if near else ""

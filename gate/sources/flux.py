@@ -48,6 +48,7 @@ from gate.engine.deployers import flux, helm
 from gate.model.errors import GitError, InputError, RenderError
 from gate.model.objects import RawObject
 from gate.model.refs import CLUSTER_SCOPED, crd_kind, group_of
+from gate.sources.charts import ChartAt, Unreadable, helm_env, locate, pull
 from gate.sources.manifests import parse_stream
 from gate.sources.render import DEFAULT_TIMEOUT, ExportedTree
 
@@ -156,8 +157,10 @@ def render_flux(
     ignore: Sequence[FluxSource] = (),
     notes: list[str] | None = None,
     timeout: float = DEFAULT_TIMEOUT,
+    fetch_charts: bool = False,
 ) -> list[RawObject]:
-    """Every object the Kustomizations reachable from `entry` apply at `rev`, tagged by root.
+    """Every object the Kustomizations reachable from `entry` apply at `rev`, tagged by root
+    (with `fetch_charts`, the charts of HelmReleases read where they live as well).
 
     `entry` "auto" is found from what the revision declares (`find_roots`). A Kustomization
     whose source is neither in `sources` (or the default) nor in `ignore` is an `InputError`;
@@ -173,14 +176,14 @@ def render_flux(
         skip = {s.key for s in ignore}
         first = _entry_job(tree, entry, found, own)
         queue, seen = [first], {first.root}
+        releases: list[RawObject] = []
         while queue:
             job = queue.pop(0)
             built = tree.build(job.path, job.root, job.kustomization, _post_build(job, out))
             objects = [_finish(o, job, out) for o in built]
             out.extend(objects)
             kustomizations = [o for o in objects if _is_kustomization(o.body)]
-            for hr in (o for o in objects if _is_helm_release(o.body)):
-                out.extend(render_helm_release(tree, hr, own, timeout))
+            releases.extend(o for o in objects if _is_helm_release(o.body))
             for k in kustomizations:
                 job_for = _job_for(k, own)
                 if job_for is None:
@@ -189,6 +192,15 @@ def render_flux(
                     seen.add(job_for.root)
                     _check_next(tree, k, job_for, len(seen), entry)
                     queue.append(job_for)
+        # After every Kustomization: a release's HelmRepository may be applied by another.
+        fetched = FetchedCharts(list(out)) if fetch_charts else None
+        for hr in releases:
+            out.extend(render_helm_release(tree, hr, own, timeout, fetched))
+        if fetched is not None:
+            said.extend(
+                f"--fetch-charts: HelmRelease {name}'s chart was not read: {why}"
+                for name, why in sorted(fetched.unread.items())
+            )
         return out
 
 
@@ -424,62 +436,100 @@ def helm_root(namespace: str, name: str) -> str:
 
 
 def render_helm_release(
-    tree: ExportedTree, hr: RawObject, own: _Sources, timeout: float
+    tree: ExportedTree,
+    hr: RawObject,
+    own: _Sources,
+    timeout: float,
+    fetched: FetchedCharts | None = None,
 ) -> list[RawObject]:
-    """What a HelmRelease installs, when its chart is a directory of this repository
-    (`spec.chart.spec.chart: ./charts/x` from our GitRepository) and helm is on PATH: `helm
-    template` with its inline `spec.values`, each object tagged `helm:NS/NAME` and placed at the
-    HelmRelease's own line (where a reader edits). Anything else (a HelmRepository, OCI, a
-    chartRef, valuesFrom) is not rendered: the engine says the release's content is unknown."""
+    """What a HelmRelease installs, when its chart can be read and helm is on PATH: a directory
+    of this repository (`spec.chart.spec.chart: ./charts/x` from our GitRepository), or with
+    `--fetch-charts` (`fetched`) a chart at a pinned version in a HelmRepository or OCI registry
+    (`gate.sources.charts`). `helm template` with its inline `spec.values`, each object tagged
+    `helm:NS/NAME` and placed at the HelmRelease's own line (where a reader edits). Anything else
+    (a version range, valuesFrom, a source with credentials) is not rendered: the engine says the
+    release's content is unknown."""
     spec, meta = _spec(hr.body), _meta(hr.body)
-    chart = (
-        ((spec.get("chart") or {}).get("spec") or {}) if isinstance(spec.get("chart"), dict) else {}
-    )
-    if not isinstance(chart, dict) or spec.get("valuesFrom"):
-        return []
-    source = chart.get("sourceRef") if isinstance(chart.get("sourceRef"), dict) else {}
-    assert isinstance(source, dict)
-    src_ns = str(source.get("namespace") or meta.get("namespace") or "")
-    key = ("GitRepository", src_ns, str(source.get("name", "")))
-    if source.get("kind") != "GitRepository" or key not in own:
-        return []
     helm = shutil.which(os.environ.get(HELM_ENV, "helm"))
-    path = _inside(own[key], str(chart.get("chart") or ""))
-    if helm is None or not (tree.tree / path / "Chart.yaml").is_file():
+    if helm is None:
+        return []
+    chart = _chart_in_tree(tree, hr, own)
+    if chart is None and fetched is not None:
+        at = fetched.archive(hr, helm)
+        label = str(at[1]) if at is not None else ""
+        chart = at[0] if at is not None else None
+    else:
+        label = str(chart.relative_to(tree.tree)) if chart is not None else ""
+    if chart is None:
         return []
     namespace, release = release_identity(hr.body)
     values = spec.get("values") if isinstance(spec.get("values"), dict) else {}
     with tempfile.TemporaryDirectory(prefix="prune-gate-helm-") as home:
-        env = {
-            "PATH": os.environ.get("PATH", ""),
-            "HOME": home,
-            "HELM_CACHE_HOME": f"{home}/cache",
-            "HELM_CONFIG_HOME": f"{home}/config",
-            "HELM_DATA_HOME": f"{home}/data",
-        }
         values_file = Path(home) / "values.json"
         values_file.write_text(json.dumps(values), encoding="utf-8")
-        argv = [helm, "template", release, str(tree.tree / path), "--namespace", namespace]
+        argv = [helm, "template", release, str(chart), "--namespace", namespace]
         argv += ["--include-crds", "--values", str(values_file)]
         try:
             done = subprocess.run(
-                argv, capture_output=True, text=True, timeout=timeout, env=env, check=False
+                argv,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                env=helm_env(home),
+                check=False,
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
-            raise RenderError(f"{hr.source}: helm template {path}: {exc}") from None
+            raise RenderError(f"{hr.source}: helm template {label}: {exc}") from None
     if done.returncode != 0:
         raise RenderError(
             f"{hr.source}: HelmRelease {meta.get('namespace')}/{meta.get('name')}: "
-            f"`helm template {path}` failed: {tree.repository_paths(done.stderr.strip())}"
+            f"`helm template {label}` failed: {tree.repository_paths(done.stderr.strip())}"
         )
     root = helm_root(str(meta.get("namespace") or ""), str(meta.get("name", "")))
     out = []
-    for o in parse_stream(done.stdout, f"{path} (helm template)"):
+    for o in parse_stream(done.stdout, f"{label} (helm template)"):
         body = o.body
         if not _meta(body).get("namespace") and not _cluster_scoped(body, ()):
             body = {**body, "metadata": {**_meta(body), "namespace": namespace}}
         out.append(RawObject(body, hr.source, root))
     return out
+
+
+def _chart_in_tree(tree: ExportedTree, hr: RawObject, own: _Sources) -> Path | None:
+    """The chart directory of this repository a HelmRelease installs from our GitRepository
+    (without valuesFrom, which reads values from the cluster), or None."""
+    spec, meta = _spec(hr.body), _meta(hr.body)
+    chart = (
+        ((spec.get("chart") or {}).get("spec") or {}) if isinstance(spec.get("chart"), dict) else {}
+    )
+    if not isinstance(chart, dict) or spec.get("valuesFrom"):
+        return None
+    source = chart.get("sourceRef") if isinstance(chart.get("sourceRef"), dict) else {}
+    assert isinstance(source, dict)
+    src_ns = str(source.get("namespace") or meta.get("namespace") or "")
+    key = ("GitRepository", src_ns, str(source.get("name", "")))
+    if source.get("kind") != "GitRepository" or key not in own:
+        return None
+    path = _inside(own[key], str(chart.get("chart") or ""))
+    found = tree.tree / path
+    return found if (found / "Chart.yaml").is_file() else None
+
+
+@dataclass
+class FetchedCharts:
+    """`--fetch-charts` for one revision: each HelmRelease's chart located among the revision's
+    Flux sources and pulled (cached); why one was not is kept for the reader's notes."""
+
+    objects: list[RawObject]
+    unread: dict[str, str] = field(default_factory=dict)
+
+    def archive(self, hr: RawObject, helm: str) -> tuple[Path, ChartAt] | None:
+        at = locate(hr.body, (o.body for o in self.objects))
+        if isinstance(at, Unreadable):
+            meta = _meta(hr.body)
+            self.unread[f"{meta.get('namespace')}/{meta.get('name')}"] = at.why
+            return None
+        return pull(at, helm), at
 
 
 def _clean(path: str) -> str:

@@ -440,8 +440,8 @@ def test_a_kustomization_that_lists_itself_does_not_loop() -> None:
 # --- owners --------------------------------------------------------------------------------
 
 DB = """\
-apiVersion: postgresql.cnpg.io/v1
-kind: Cluster
+apiVersion: db.example.com/v1
+kind: Database
 metadata: {name: db, namespace: app}
 spec: {instances: 1}
 """
@@ -452,24 +452,26 @@ def owned_claim(*owners: tuple[str, str, str]) -> tuple[str, str, dict[str, Any]
     return ("v1", "PersistentVolumeClaim", live_claim("db-1", ownerReferences=refs))
 
 
-CNPG = ("postgresql.cnpg.io/v1", "Cluster", "db")
+#: An operator's cluster object the catalogue does not know: what makes it stateful is live, the
+#: claims whose ownerReferences name it (a catalogued one is guarded itself: test_stateful_kinds).
+DB_OWNER = ("db.example.com/v1", "Database", "db")
 
 
 def test_removed_owner_of_a_claim_the_garbage_collector_deletes_it() -> None:
-    result = run(DB, CONFIGMAP, live=state(owned_claim(CNPG)))
+    result = run(DB, CONFIGMAP, live=state(owned_claim(DB_OWNER)))
     f = one(result, Code.OWNER_DELETES_DEPENDENTS)
-    assert f.ref == ObjectRef("postgresql.cnpg.io", "Cluster", "app", "db")
+    assert f.ref == ObjectRef("db.example.com", "Database", "app", "db")
     assert "PersistentVolumeClaim app/db-1" in f.message
     assert any("ownerReferences" in c for c in f.commands())
 
 
 def test_a_dependent_with_another_owner_that_stays_survives() -> None:
-    other = ("postgresql.cnpg.io/v1", "Cluster", "db2")
+    other = ("db.example.com/v1", "Database", "db2")
     db2 = DB.replace("name: db,", "name: db2,")
-    result = run(doc(DB, db2), db2, live=state(owned_claim(CNPG, other)))
+    result = run(doc(DB, db2), db2, live=state(owned_claim(DB_OWNER, other)))
     assert result.decision.verdict is Verdict.ALLOW
     # Both owners removed: nothing keeps it.
-    both = run(doc(DB, db2), CONFIGMAP, live=state(owned_claim(CNPG, other)))
+    both = run(doc(DB, db2), CONFIGMAP, live=state(owned_claim(DB_OWNER, other)))
     assert Code.OWNER_DELETES_DEPENDENTS in codes(both)
 
 
@@ -508,11 +510,11 @@ spec:
 
 def test_forgetting_objects_forgets_their_cascades() -> None:
     live = state(
-        owned_claim(CNPG),
+        owned_claim(DB_OWNER),
         ("v1", "PersistentVolumeClaim", release_claim()),
         live_kustomization([CLAIM_ID]),
     )
-    owner = ObjectRef("postgresql.cnpg.io", "Cluster", "app", "db")
+    owner = ObjectRef("db.example.com", "Database", "app", "db")
     assert live.dependents(owner) == [ObjectRef("", "PersistentVolumeClaim", "app", "db-1")]
     assert live.owners(ObjectRef("", "PersistentVolumeClaim", "app", "db-1")) == [owner]
     live.delete(ObjectRef("", "PersistentVolumeClaim", "app", "db-1"))

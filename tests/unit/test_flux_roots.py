@@ -277,6 +277,8 @@ metadata:
   name: {{ .Release.Name }}-data
   {{- if .Values.keep }}
   annotations: {helm.sh/resource-policy: keep}
+  {{- else if .Values.retired }}
+  annotations: {prune-gate.io/retire: "db moves to the new cluster"}
   {{- end }}
 spec:
   accessModes: [ReadWriteOnce]
@@ -293,11 +295,13 @@ spec:
     spec:
       chart: ./charts/db
       sourceRef: {{kind: GitRepository, name: flux-system, namespace: flux-system}}
-  values: {{size: 20Gi, keep: {keep}}}
+  values: {{size: 20Gi, keep: {keep}, retired: {retired}}}
 """
 
 
-def release_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keep: str) -> GitRepo:
+def release_repo(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keep: str, retired: str = "false"
+) -> GitRepo:
     from tests.unit.test_chart import helm
 
     monkeypatch.setenv("PATH", f"{Path(helm()).parent}{os.pathsep}{os.environ['PATH']}")
@@ -306,7 +310,7 @@ def release_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keep: str) -> 
         {
             "clusters/prod/flux-system/gotk-sync.yaml": SYNC,
             "clusters/prod/apps.yaml": apps(),
-            "apps/prod/db.yaml": RELEASE.format(keep=keep),
+            "apps/prod/db.yaml": RELEASE.format(keep=keep, retired=retired),
             "apps/prod/README.md": "x",
             **CHART,
         },
@@ -323,14 +327,43 @@ def test_a_removed_helm_release_uninstalls_the_claims_its_chart_makes(
     repo = release_repo(tmp_path, monkeypatch, keep="false")
     rc, data, stderr = check(repo)
     assert rc == 1, (data, stderr)
-    finding = only(data)
-    assert finding["code"] == "NOT_RETIRED"
+    finding = only(data)  # said once, in the release's terms: not NOT_RETIRED besides
+    assert finding["code"] == "RELEASE_UNINSTALL_DELETES"
     assert (finding["object"]["namespace"], finding["object"]["name"]) == ("shop", "db-data")
     assert (
-        "HelmRelease shop/db is removed: helm-controller uninstalls the release"
-        in (finding["evidence"][0])
+        "uninstalls release shop/db, and Helm deletes PersistentVolumeClaim shop/db-data"
+        in (finding["message"])
     )
+    assert "./charts/db" in finding["evidence"][0]
     assert finding["source"]["path"] == "apps/prod/db.yaml"  # where a reader edits
+
+
+@needs_renderer
+def test_a_speculative_uninstall_defers_by_keeping_the_helm_release(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A merge-queue candidate that removes a HelmRelease whose chart makes a retired claim
+    defers, and the artifact keeps the HelmRelease as base declares it (the claim itself is
+    helm-controller's to install, not the artifact's): the release is not uninstalled until the
+    merge. Without retirement the uninstall blocks, as NOT_RETIRED would."""
+    repo = release_repo(tmp_path, monkeypatch, keep="false")
+    rc, data, stderr = check(repo, "--context", "speculative")
+    codes = {(f["code"], f["severity"]) for f in data["findings"]}
+    assert rc == 1 and data["verdict"] == "block", (data, stderr)
+    assert codes == {("RELEASE_UNINSTALL_DELETES", "block"), ("SPECULATIVE_PRUNE", "defer")}
+
+    repo = release_repo(tmp_path / "retired", monkeypatch, keep="false", retired="true")
+    out = tmp_path / "artifact"
+    rc, data, stderr = check(repo, "--context", "speculative", "--defer-to", str(out))
+    assert rc == 0 and data["verdict"] == "defer", (data, stderr)  # written: deploy the artifact
+    assert [(f["code"], f["object"]["name"]) for f in data["findings"]] == [
+        ("SPECULATIVE_PRUNE", "db-data")
+    ]
+    written = "\n".join(p.read_text() for p in sorted(out.rglob("*.yaml")))
+    assert "kind: HelmRelease" in written and "name: db" in written, written
+    assert "kind: PersistentVolumeClaim" not in written  # the chart's, not the artifact's
+    rc, data, _ = check(repo)  # merged: retired, the uninstall may go
+    assert rc == 0 and data["verdict"] == "allow", data
 
 
 @needs_renderer

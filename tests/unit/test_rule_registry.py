@@ -63,6 +63,7 @@ def test_gate_check_runs_every_rule_in_report_order() -> None:
     per_change = [r.name for r in change_rules(Door.CHECK)]
     assert per_change == [
         "check_orphaned_by_keep",
+        "check_uninstalled_member",
         "check_not_retired",
         "check_speculative_prune",
         "check_consumer_remains",
@@ -86,7 +87,8 @@ def test_gate_check_runs_every_rule_in_report_order() -> None:
         "check_void_force_disabled",
     ]
     assert [r.name for r in RULES if isinstance(r, ChangeRule) and r.settles] == [
-        "check_orphaned_by_keep"
+        "check_orphaned_by_keep",
+        "check_uninstalled_member",
     ]
 
 

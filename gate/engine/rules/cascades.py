@@ -22,12 +22,12 @@ from typing import Any, NamedTuple
 
 from gate.engine.context import Context
 from gate.engine.deployers import FLUX, Event, argocd, helm, keep_mark, live_keep_mark, parent_of
-from gate.engine.flux import POINTING, was_read, was_rendered
+from gate.engine.flux import POINTING, parent_ref, was_read, was_rendered
 from gate.engine.livestate import ARGO_APPLICATION, FLUX_KUSTOMIZATION, KEEP_MANAGERS
 from gate.engine.plan import Action, Change
-from gate.engine.rules.common import finding, source_of
-from gate.engine.rules.world import NAMESPACE, World, retirement
-from gate.model.findings import Code, Finding, FixAction, command, edit
+from gate.engine.rules.common import finding, source_of, with_data
+from gate.engine.rules.world import NAMESPACE, STATEFULSET, World, retirement, when_deleted
+from gate.model.findings import Code, Finding, FixAction, Severity, command, edit
 from gate.model.objects import Manifest
 from gate.model.refs import ObjectRef
 
@@ -199,6 +199,138 @@ def release_of(m: Manifest) -> tuple[str, str]:
     return (target or m.ref.namespace, name)
 
 
+def uninstalling_release(change: Change, world: World) -> ObjectRef | None:
+    """The HelmRelease whose removal deletes this object: it was made by that release's chart
+    (rendered from the repository, or with --fetch-charts from where the chart lives) and the
+    candidate removes the HelmRelease, so helm-controller uninstalls the release; else None."""
+    if change.action is not Action.DELETE or change.base is None:
+        return None
+    parent = parent_ref(change.base.root)
+    if parent is None or _kind(parent) != HELM_RELEASE:
+        return None
+    return parent if parent in world.base and parent not in world.head else None
+
+
+def check_uninstalled_member(change: Change, world: World) -> Iterator[Finding]:
+    """RELEASE_UNINSTALL_DELETES, read from the chart: a guarded object (or a StatefulSet whose
+    retention deletes its claims) that a removed HelmRelease's chart made. Said once, on the
+    object, in the release's terms (the uninstall deletes it, the fix is on the HelmRelease);
+    settles the change, so NOT_RETIRED and STATEFULSET_DELETES_CLAIMS do not say it again. In
+    speculative context it defers too: the artifact keeps the HelmRelease as base declares it
+    (`gate.engine.defer`), and no uninstall happens."""
+    hr = uninstalling_release(change, world)
+    if hr is None:
+        return
+    guarded = world.policy.is_guarded_kind(*_kind(change.ref))
+    claims = _kind(change.ref) == STATEFULSET and when_deleted(change, world) == "Delete"
+    if not guarded and not claims:
+        return
+    m = world.base.get(hr)
+    ns, release = release_of(m) if m is not None else (hr.namespace, hr.name)
+    stage_1 = retirement(change, world)
+    whom = change.ref.display()
+    what = (
+        f"{whom}, whose persistentVolumeClaimRetentionPolicy.whenDeleted: Delete deletes its "
+        "claims with it"
+        if claims
+        else whom
+    )
+    found: list[Finding] = []
+    if claims or stage_1.reason is None:
+        found.append(
+            finding(
+                Code.RELEASE_UNINSTALL_DELETES,
+                change,
+                f"{hr.display()} is removed: helm-controller uninstalls release {ns}/{release}, "
+                f"and Helm deletes {what}",
+                with_data(
+                    change,
+                    world,
+                    [
+                        f"{hr.display()}'s chart makes {whom} (rendered: {_rendered_from(m)})",
+                        f"cause: {change.cause}",
+                        *([] if claims else [stage_1.evidence]),
+                    ],
+                ),
+                f"keep the data first: add `{HELM_KEEP}: keep` to {whom} in the chart (or its "
+                "values) and let the upgrade deploy (Helm reads it from the stored release when "
+                "it uninstalls), or retire it in two stages; then remove the HelmRelease",
+                [
+                    edit(
+                        f"add `{HELM_KEEP}: keep` to {whom} in the chart; merge and let it deploy",
+                        source_of(change),
+                    ),
+                    edit(f"then remove {hr.display()}"),
+                ],
+            )
+        )
+    if world.context is Context.SPECULATIVE:
+        found.append(_member_speculative(change, world, hr))
+    yield from found
+
+
+def _member_speculative(change: Change, world: World, hr: ObjectRef) -> Finding:
+    """SPECULATIVE_PRUNE for a chart's object that a candidate's removed HelmRelease would
+    uninstall: deferred by keeping the HelmRelease as base declares it."""
+    return finding(
+        Code.SPECULATIVE_PRUNE,
+        change,
+        f"this merge-queue candidate removes {hr.display()}, whose uninstall deletes "
+        f"{change.ref.display()}; a deletion cannot be undone if the candidate is evicted",
+        [f"context: {world.context}", f"cause: {change.cause}"],
+        f"let the uninstall wait for the merge: deploy this candidate with {hr.display()} kept "
+        "exactly as in base (gate check --defer-to DIR writes it so), so that only the merged "
+        "deploy uninstalls the release, after these checks run again",
+        [
+            edit(
+                f"deploy the candidate with {hr.display()} kept exactly as base declares it; the "
+                "merged deploy removes it",
+                source_of(change),
+            )
+        ],
+    )
+
+
+def _chart_of(m: Manifest) -> str:
+    """Where a HelmRelease's chart comes from, as its spec says it (for evidence lines)."""
+    ref = m.spec.get("chartRef")
+    if isinstance(ref, dict):
+        where = ref.get("namespace") or m.ref.namespace
+        return f"chartRef {ref.get('kind')}/{where}/{ref.get('name')}"
+    chart = m.spec.get("chart")
+    spec = chart.get("spec") if isinstance(chart, dict) else None
+    if not isinstance(spec, dict):
+        return "none named"
+    found = spec.get("sourceRef")
+    source: dict[str, Any] = found if isinstance(found, dict) else {}
+    version = spec.get("version") or "* (latest)"
+    return (
+        f"{spec.get('chart')} {version} from {source.get('kind')}/"
+        f"{source.get('namespace') or m.ref.namespace}/{source.get('name')}"
+    )
+
+
+def _why_unrendered(m: Manifest) -> str:
+    """Why a release's chart was not rendered, as far as its spec says."""
+    if m.spec.get("valuesFrom"):
+        return "spec.valuesFrom reads values from the cluster"
+    chart = m.spec.get("chart")
+    spec = chart.get("spec") if isinstance(chart, dict) else None
+    source = spec.get("sourceRef") if isinstance(spec, dict) else None
+    if m.spec.get("chartRef") is not None or (
+        isinstance(source, dict) and source.get("kind") in ("HelmRepository", "Bucket")
+    ):
+        return (
+            "a chart from a registry is read with --fetch-charts, at a pinned version, "
+            "or not at all"
+        )
+    return "not a chart directory of this repository that helm could render"
+
+
+def _rendered_from(m: Manifest | None) -> str:
+    return _chart_of(m) if m is not None else "its chart"
+
+
 def check_release_uninstall(change: Change, world: World) -> Iterator[Finding]:
     """RELEASE_UNINSTALL_DELETES / RELEASE_CONTENT_UNKNOWN: a removed HelmRelease is uninstalled,
     and Helm deletes what its release made."""
@@ -211,19 +343,38 @@ def check_release_uninstall(change: Change, world: World) -> Iterator[Finding]:
     if world.live is None:
         if was_rendered(change.ref, world.base):
             return  # its chart was rendered: what it made is in base, each judged as a deletion
+        speculative = world.context is Context.SPECULATIVE
         yield finding(
             Code.RELEASE_CONTENT_UNKNOWN,
             change,
             f"{hr} is removed: helm-controller uninstalls release {ns}/{release}, and without "
-            "the live cluster nothing says which guarded objects it holds",
+            "the live cluster or its chart nothing says which guarded objects it holds"
+            + (
+                "; a merge-queue candidate must not uninstall it unseen, so it waits for the merge"
+                if speculative
+                else ""
+            ),
             [
                 f"cause: {change.cause}",
                 f"release {ns}/{release}",
+                f"chart: {_chart_of(m)}; not rendered ({_why_unrendered(m)})",
                 "no live view (--live not given)",
             ],
-            f"run gate check --live to see the release's guarded objects (those carrying "
-            f"meta.helm.sh/release-name: {release}), or read them with: {get.text}",
-            [get, edit("run gate check with --live and a kubeconfig that can read the cluster")],
+            (
+                f"deploy the candidate with {hr} kept exactly as in base (gate check --defer-to "
+                "DIR writes it so): the merged deploy uninstalls it, after these checks run "
+                "again; or "
+                if speculative
+                else ""
+            )
+            + "let the gate read the chart: gate check --fetch-charts on a runner with network "
+            "(a pinned chart version), or --live to see the release's guarded objects "
+            f"(those carrying meta.helm.sh/release-name: {release}); or read them with: {get.text}",
+            [
+                get,
+                edit("run gate check with --fetch-charts (network) or --live (a kubeconfig)"),
+            ],
+            suggested=Severity.DEFER if speculative else None,
         )
         return
     found = (_release_child(r, release, ns, world) for r in world.live.release_members(ns, release))

@@ -16,6 +16,7 @@ from gate.engine.rules.world import World
 from gate.model.findings import Code, Finding, FixAction, Severity, command, edit
 from gate.model.objects import Source
 from gate.model.refs import ObjectRef
+from gate.model.stateful import catalogued
 
 
 def finding(
@@ -47,11 +48,17 @@ def finding(
 def with_data(change: Change, world: World, evidence: Iterable[str]) -> list[str]:
     """The evidence, and for a deleted claim a last line that says what happens to its data
     (`gate.engine.rules.volumes`): whether the data outlives the claim is what the owner weighs
-    first, and a `Delete` volume and a `Retain` one call for different fixes."""
+    first, and a `Delete` volume and a `Retain` one call for different fixes. For a catalogued
+    stateful kind (`gate.model.stateful`), what its operator does to its claims on deletion."""
     lines = list(evidence)
     fate = data_fate(change, world) if change.deletes else None
     if fate is not None:
         lines.append(fate.evidence())
+    stateful = catalogued(change.ref.group, change.ref.kind) if change.deletes else None
+    if stateful is not None:
+        lines.append(f"data: {stateful.operator} {stateful.kind}: {stateful.claims}")
+        if stateful.protection:
+            lines.append(f"the operator's own protection: {stateful.protection}")
     return lines
 
 

@@ -31,7 +31,7 @@ from gate.engine.rules.candidate import (
     check_retiring_consumers,
     check_void_force_disabled,
 )
-from gate.engine.rules.cascades import check_cascades
+from gate.engine.rules.cascades import check_cascades, check_uninstalled_member
 from gate.engine.rules.deletion import (
     check_claim_mounted,
     check_consumer_remains,
@@ -125,6 +125,12 @@ _EVERYWHERE = frozenset({Door.CHECK, Door.ADMISSION})
 RULES: tuple[Rule, ...] = (
     ChangeRule(
         check=check_orphaned_by_keep, codes=(Code.ORPHANED_BY_KEEP,), doors=_CHECK, settles=True
+    ),
+    ChangeRule(
+        check=check_uninstalled_member,
+        codes=(Code.RELEASE_UNINSTALL_DELETES, Code.SPECULATIVE_PRUNE),
+        doors=_CHECK,
+        settles=True,
     ),
     ChangeRule(
         check=check_not_retired,
