@@ -38,7 +38,8 @@ from typing import Any
 from gate.engine.check import CheckResult
 from gate.engine.deployers import argocd, flux, kapp
 from gate.engine.flux import HELM_GROUP, SOURCE_GROUP, parent_ref
-from gate.engine.kustomizations import FLUX_GROUP, HELM_PREFIX
+from gate.engine.kustomizations import FLUX_GROUP, HELM_PREFIX, ROOT_PREFIX
+from gate.engine.remotes import REMOTE_GROUP
 from gate.model.findings import Finding, Severity
 from gate.model.objects import Manifest
 from gate.model.refs import ObjectRef
@@ -70,6 +71,9 @@ class Deferral:
     kept: tuple[Kept, ...]
     unkeepable: tuple[tuple[Finding, str], ...]
     withheld: tuple[Withheld, ...] = ()
+    #: Deferred findings the deployer keeps by itself, with why: a remote resource the
+    #: candidate drops, which Flux goes on building from base's files until the merge.
+    built_from_base: tuple[tuple[Finding, str], ...] = ()
 
     @property
     def refs(self) -> frozenset[ObjectRef]:
@@ -91,11 +95,17 @@ def plan_deferral(result: CheckResult) -> Deferral:
     kept: list[Kept] = []
     unkeepable: list[tuple[Finding, str]] = []
     releases: dict[ObjectRef, list[Finding]] = {}
+    built: list[tuple[Finding, str]] = []
+    flux_built = any(m.root.startswith(ROOT_PREFIX) for m in result.base.objects.values())
     for ref, found in by_ref.items():
         m = result.base.get(ref)
         release = _keeping_release(m, result) if m is not None else None
         if release is not None:
             releases.setdefault(release, []).extend(found)
+        elif ref.group == REMOTE_GROUP:
+            (built if flux_built else unkeepable).extend(
+                (f, _remote_kept(f, flux_built)) for f in found
+            )
         elif m is None:
             why = (
                 "no manifest in base declares it (only the cluster holds it), so the "
@@ -125,7 +135,25 @@ def plan_deferral(result: CheckResult) -> Deferral:
     kept.extend(as_base)
     kept.sort(key=lambda k: _where(k.manifest))
     withheld.sort(key=lambda w: _where(w.manifest))
-    return Deferral(tuple(kept), tuple(unkeepable), tuple(withheld))
+    return Deferral(tuple(kept), tuple(unkeepable), tuple(withheld), tuple(built))
+
+
+def _remote_kept(f: Finding, flux_built: bool) -> str:
+    """Why a remote resource the candidate drops is kept (read with --flux-root: the artifact's
+    Kustomizations and sources are base's, so kustomize-controller goes on building base's
+    file, URL included, until the merge), or why it cannot be (its objects were never read,
+    so no manifest of theirs can be written)."""
+    where = f.source.path if f.source is not None else "base's kustomization"
+    if flux_built:
+        return (
+            f"kept by Flux: the artifact's Kustomizations and sources are as base declares them, "
+            f"so kustomize-controller goes on building {where}, which names {f.ref.name}, until "
+            "the merge"
+        )
+    return (
+        f"what {f.ref.name} holds was never read, so the artifact cannot keep it: check with "
+        "--fetch-remote (its objects are then judged and kept one by one), or vendor the file"
+    )
 
 
 def _keeping_release(m: Manifest, result: CheckResult) -> ObjectRef | None:

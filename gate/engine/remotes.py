@@ -11,8 +11,10 @@ URLs instead, per kustomization file:
   in every context (nothing in the change itself deletes through it);
 - a removed or changed URL (a changed ref is a removed URL and an added one) is content the
   deploy stops applying and the gate cannot see: REMOTE_CONTENT_UNKNOWN, a warning, deferred in
-  speculative context (what it held may be pruned; the artifact cannot keep what it never read,
-  so `--defer-to` refuses it with a message), as RELEASE_CONTENT_UNKNOWN for a HelmRelease;
+  speculative context (what it held may be pruned). Read as Flux applies it, `--defer-to` keeps
+  it by keeping base's Kustomizations and sources, which build base's file until the merge;
+  read any other way, the artifact cannot keep what it never read, and `--defer-to` refuses it
+  (`gate.engine.defer`). As RELEASE_CONTENT_UNKNOWN for a HelmRelease;
 - an added URL deletes nothing: a note.
 
 With `--fetch-remote` nothing is left out: the objects are judged themselves, and nothing here.

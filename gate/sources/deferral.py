@@ -110,6 +110,10 @@ def write_artifact(
         "files": sorted(files),
         "kept": [_kept(k, kept_at) for k in deferral.kept],
         "withheld": [{"object": _object(w.manifest), "why": w.reason} for w in deferral.withheld],
+        "builtFromBase": [
+            {"remote": f.ref.name, "codes": [f.code.value], "why": why}
+            for f, why in deferral.built_from_base
+        ],
     }
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))

@@ -115,7 +115,37 @@ def test_defer_to_refuses_what_it_cannot_keep(tmp_path: Path) -> None:
     done = gate(*ARGS, "--context", "speculative", "--defer-to", str(out), cwd=repo.root)
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"cannot defer REMOTE_CONTENT_UNKNOWN on RemoteResource {PINNED}" in done.stderr
+    assert "was never read" in done.stderr and "--fetch-remote" in done.stderr
     assert not (out / "app").exists()
+
+
+@needs_helper
+def test_with_flux_the_dropped_url_is_kept_by_flux_building_base(tmp_path: Path) -> None:
+    """Read as Flux applies it, the artifact's Kustomizations and sources are base's, so
+    kustomize-controller goes on building base's kustomization (the URL with it) until the merge:
+    the deferral holds, and its record says so."""
+    from tests.unit.test_flux_roots import SYNC, apps
+
+    repo = GitRepo(tmp_path / "repo")
+    base = {
+        "clusters/prod/flux-system/gotk-sync.yaml": SYNC,
+        "clusters/prod/apps.yaml": apps(path="./app"),
+        "app/kustomization.yaml": _kustomization(PINNED),
+        "app/claim.yaml": claim(),
+        "app/app.yaml": deployment(),
+    }
+    repo.commit(base, "base")
+    repo.commit({"app/kustomization.yaml": _kustomization()}, "drop the remote CRDs")
+    out = tmp_path / "artifact"
+    flux = ("check", "--base", "HEAD~1", "--head", "HEAD", "--flux-root", "clusters/prod")
+    done = gate(*flux, "--context", "speculative", "--defer-to", str(out), cwd=repo.root)
+    assert done.returncode == 0, done.stdout + done.stderr
+    record = json.loads((tmp_path / "artifact.deferred.json").read_text())
+    (kept,) = record["builtFromBase"]
+    assert kept["remote"] == PINNED and kept["codes"] == ["REMOTE_CONTENT_UNKNOWN"]
+    assert "kustomize-controller goes on building app/kustomization.yaml" in kept["why"]
+    written = "\n".join(p.read_text() for p in sorted(out.rglob("*.yaml")))
+    assert "name: apps" in written  # the Kustomization that builds it, as base declares it
 
 
 @needs_helper
