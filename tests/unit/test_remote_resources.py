@@ -127,7 +127,7 @@ def test_with_flux_the_dropped_url_is_kept_by_flux_building_base(tmp_path: Path)
     from tests.unit.test_flux_roots import SYNC, apps
 
     repo = GitRepo(tmp_path / "repo")
-    base = {
+    base: dict[str, str | None] = {
         "clusters/prod/flux-system/gotk-sync.yaml": SYNC,
         "clusters/prod/apps.yaml": apps(path="./app"),
         "app/kustomization.yaml": _kustomization(PINNED),
