@@ -205,6 +205,57 @@ def test_values_switch_the_claim_off(
     assert rc == 0 and data["findings"] == [], (data, stderr)
 
 
+def test_an_upgrade_whose_values_drop_the_claim_blocks_and_defers_by_keeping_the_release(
+    tmp_path: Path, chart_repo: charts.ChartRepo, chart_helm: charts.Helm
+) -> None:
+    """Not a removal: the candidate keeps the HelmRelease but switches its claim off, and the
+    upgrade deletes what the chart no longer makes. Offline nothing is rendered on either side;
+    with --fetch-charts both are, and the claim's deletion is judged. In the merge queue the
+    artifact keeps the HelmRelease as base declares it: no upgrade before the merge."""
+    source = HTTP_REPO.format(url=chart_repo.url)
+    release = RELEASE.format(name="db", chart="db-claim", version="1.2.3", values="{}")
+    repo = GitRepo(tmp_path / "repo")
+    repo.commit(
+        {
+            "clusters/prod/flux-system/gotk-sync.yaml": SYNC,
+            "clusters/prod/apps.yaml": APPS,
+            "apps/source.yaml": source,
+            "apps/release.yaml": release,
+        },
+        "base",
+    )
+    off = release.replace("values: {}", "values: {persistence: {enabled: false}}")
+    repo.commit({"apps/release.yaml": off}, "switch the claim off")
+    rc, data, stderr = check(repo, chart_helm, "--fetch-charts")
+    assert rc == 1 and codes(data) == [("NOT_RETIRED", "PersistentVolumeClaim", "db-data")], stderr
+    assert "chart no longer makes it" in data["findings"][0]["evidence"][0]
+    rc, data, stderr = check(repo, chart_helm, "--fetch-charts", "--context", "speculative")
+    assert rc == 1 and data["verdict"] == "block", (data, stderr)  # unretired: a block
+    assert ("SPECULATIVE_PRUNE", "PersistentVolumeClaim", "db-data") in codes(data)
+
+    # Stage 1 merged (the chart's claim carries the retire mark in base): the queue defers.
+    retire = '{persistence: {annotations: {prune-gate.io/retire: "db moves"}}}'
+    repo = GitRepo(tmp_path / "retired")
+    repo.commit(
+        {
+            "clusters/prod/flux-system/gotk-sync.yaml": SYNC,
+            "clusters/prod/apps.yaml": APPS,
+            "apps/source.yaml": source,
+            "apps/release.yaml": release.replace("values: {}", f"values: {retire}"),
+        },
+        "base, the claim retired",
+    )
+    repo.commit({"apps/release.yaml": off}, "switch the claim off")
+    out = tmp_path / "artifact"
+    rc, data, stderr = check(
+        repo, chart_helm, "--fetch-charts", "--context", "speculative", "--defer-to", str(out)
+    )
+    assert rc == 0 and data["verdict"] == "defer", (data, stderr)
+    assert codes(data) == [("SPECULATIVE_PRUNE", "PersistentVolumeClaim", "db-data")]
+    written = "\n".join(p.read_text() for p in sorted(out.rglob("*.yaml")))
+    assert "prune-gate.io/retire" in written and "enabled: false" not in written, written
+
+
 @pytest.mark.parametrize(
     ("version", "why"),
     [("1.x", "is not one version"), ("", "(none: the latest)")],
