@@ -339,6 +339,36 @@ def test_a_removed_helm_release_uninstalls_the_claims_its_chart_makes(
 
 
 @needs_renderer
+def test_an_uninstalled_claim_on_a_retained_static_volume_keeps_its_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The chart's claim is bound to a static PersistentVolume with Retain that the repository
+    declares and keeps: the uninstall deletes the claim, not the data (VOLUME_RETAINS_DATA, a
+    warning, as for any claim), rather than RELEASE_UNINSTALL_DELETES."""
+    repo = release_repo(tmp_path, monkeypatch, keep="false")
+    volume = """\
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: db-nfs}
+spec:
+  capacity: {storage: 20Gi}
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Retain
+  claimRef: {namespace: shop, name: db-data}
+  nfs: {server: nas.internal, path: /export/db}
+"""
+    # The same repository, the release back with a static volume beside it, then removed.
+    repo.commit({"apps/prod/db.yaml": RELEASE.format(keep="false", retired="false")}, "back")
+    repo.commit({"apps/prod/pv.yaml": volume}, "a static volume for the claim")
+    repo.commit({"apps/prod/db.yaml": None}, "remove the release again")
+    rc, data, stderr = check(repo)
+    assert rc == 0 and data["verdict"] == "warn", (data, stderr)
+    finding = only(data)
+    assert finding["code"] == "VOLUME_RETAINS_DATA", finding
+    assert "db-nfs" in finding["message"]
+
+
+@needs_renderer
 def test_a_speculative_uninstall_defers_by_keeping_the_helm_release(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -26,6 +26,7 @@ from gate.engine.flux import POINTING, parent_ref, was_read, was_rendered
 from gate.engine.livestate import ARGO_APPLICATION, FLUX_KUSTOMIZATION, KEEP_MANAGERS
 from gate.engine.plan import Action, Change
 from gate.engine.rules.common import finding, source_of, with_data
+from gate.engine.rules.volumes import data_fate
 from gate.engine.rules.world import NAMESPACE, STATEFULSET, World, retirement, when_deleted
 from gate.model.findings import Code, Finding, FixAction, Severity, command, edit
 from gate.model.objects import Manifest
@@ -225,6 +226,9 @@ def check_uninstalled_member(change: Change, world: World) -> Iterator[Finding]:
     claims = _kind(change.ref) == STATEFULSET and when_deleted(change, world) == "Delete"
     if not guarded and not claims:
         return
+    fate = data_fate(change, world)
+    if fate is not None and fate.kept:
+        return  # its volume keeps the data: VOLUME_RETAINS_DATA says so, as for any claim
     m = world.base.get(hr)
     ns, release = release_of(m) if m is not None else (hr.namespace, hr.name)
     stage_1 = retirement(change, world)
