@@ -314,3 +314,22 @@ def test_a_speculative_candidate_defers_an_uninstall_it_cannot_read(
     assert rc == 0 and data["verdict"] == "defer", (data, stderr)
     written = "\n".join(p.read_text() for p in sorted(out.rglob("*.yaml")))
     assert "kind: HelmRelease" in written and "chart: db-claim" in written, written
+
+
+def test_history_reads_charts_too(
+    tmp_path: Path, oci_registry: charts.OciRegistry, chart_helm: charts.Helm
+) -> None:
+    """`gate history --fetch-charts` replays with each revision's charts read where they live:
+    the commit that removes the release blocks; offline it is only a warning."""
+    release = RELEASE.format(name="db", chart="db-claim", version="1.2.3", values="{}")
+    repo = flux_repo(tmp_path, OCI_REPO.format(url=oci_registry.url), release)
+    env = {"PRUNE_GATE_HELM": chart_helm.path, "PRUNE_GATE_CACHE": str(tmp_path / "cache")}
+    rows = {}
+    for extra in ((), ("--fetch-charts",)):
+        args = ("history", "--range", "HEAD~1..HEAD", "--flux-root", "clusters/prod", "-o", "json")
+        done = gate(*args, *extra, cwd=repo.root, env_extra=env)
+        assert done.returncode == 0, done.stderr
+        (row,) = json.loads(done.stdout)["commits"]
+        rows[extra] = (row["verdict"], row["codes"])
+    assert rows[()] == ("warn", ["RELEASE_CONTENT_UNKNOWN"])
+    assert rows[("--fetch-charts",)] == ("block", ["RELEASE_UNINSTALL_DELETES"])
