@@ -21,8 +21,10 @@ CustomResourceDefinition, started and stopped as CRDs come and go. One kind that
 listed (a CRD in a bad state, a group RBAC does not grant) is logged, reported per kind in
 /metrics, and left out of readiness: deleting its CRD is decided by a count read live at
 admission instead, and refused with `RESOURCES_UNCOUNTED` when even that fails. Custom kinds the
-policy guards (VolumeSnapshots, by default) are also watched in full, as rule kinds: the
-Namespace rule reads them.
+policy guards (VolumeSnapshots and the stateful catalogue's kinds, by default) are also watched in
+full, as rule kinds, once a CRD serves them: the Namespace rule reads them, so they are part of
+readiness (the chart's ClusterRole grants list and watch on them; a kind no CRD serves is never
+listed).
 """
 
 from __future__ import annotations
@@ -476,7 +478,8 @@ class WatchCache:
             self.watchers.append(self._watcher(spec, _LeaseSink(self)))
         #: Counts of custom resources, per (group, kind): not part of readiness.
         self.custom: dict[tuple[str, str], Watcher] = {}
-        #: Guarded custom kinds (VolumeSnapshots) watched in full for the rules: part of readiness.
+        #: Guarded custom kinds (VolumeSnapshots, the stateful catalogue's) watched in full for the
+        #: rules once their CRD is served: part of readiness.
         self.rule_kinds: dict[tuple[str, str], Watcher] = {}
         self._view = _CacheLiveView(self)
         #: The readiness last logged (None: never ready yet); see `_note_readiness`.

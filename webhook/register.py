@@ -19,12 +19,19 @@ from gate.engine.policy import Policy
 from gate.kube.client import ApiStatusError, request_json
 from gate.kube.resources import RESOURCES
 from gate.model.errors import ConfigError
+from gate.model.stateful import CATALOGUE
 from gate.model.webhooks import FENCE_WEBHOOK_NAME, WEBHOOK_NAME
 
 PATH = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
 
-#: Resource names of the kinds the webhook can guard: the same table `gate check --live` lists.
-PLURALS: dict[tuple[str, str], str] = {(r.group, r.kind): r.plural for r in RESOURCES}
+#: Resource names of the kinds the webhook can guard without asking the API server: the table
+#: `gate check --live` lists, and the catalogue of stateful custom kinds (guarded by default,
+#: their CRDs often not installed yet: a rule may name a resource nothing serves, and matches it
+#: once its CRD is). The chart's `$known` table is this one (tests/unit/test_register_updates.py).
+PLURALS: dict[tuple[str, str], str] = {
+    **{(k.group, k.kind): k.plural for k in CATALOGUE},
+    **{(r.group, r.kind): r.plural for r in RESOURCES},
+}
 
 
 def discover_plurals(api: Any, kinds: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:

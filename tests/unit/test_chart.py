@@ -23,6 +23,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
+from gate.model.stateful import CATALOGUE
 from gate.model.webhooks import WEBHOOK_NAME
 from gate.sources.policyfile import policy_from_dict, policy_from_text
 from tests.ci import ci
@@ -197,7 +198,11 @@ def test_webhook_asks_about_deletes_and_updates_of_the_default_guarded_kinds() -
         ("", "namespaces"),
         ("apps", "statefulsets"),
         ("apiextensions.k8s.io", "customresourcedefinitions"),
+        # The stateful custom kinds, by the catalogue's plurals: a CloudNativePG Cluster's prune
+        # is refused like a claim's, and the rule is inert until the CRD is installed.
+        *((k.group, k.plural) for k in CATALOGUE),
     }
+    assert ("postgresql.cnpg.io", "clusters") in resources
     # The same rules `gate webhook serve --register` would register for the default policy.
     assert hook["rules"] == rules_for(policy_from_dict({}))
     assert hook["failurePolicy"] == "Ignore"  # disarmed: the webhook arms it (below)
@@ -697,6 +702,9 @@ def test_cluster_role_reads_what_the_cache_watches_and_writes_only_events() -> N
     for group, resource in watched:
         for verb in ("get", "list", "watch"):
             assert (group, resource, verb) in have, (group, resource, verb)
+    # The stateful custom kinds: watched (a rule kind, part of readiness) once their CRD exists.
+    for k in CATALOGUE:
+        assert {(k.group, k.plural, "list"), (k.group, k.plural, "watch")} <= have, k.name
     for group in ("", "events.k8s.io"):
         assert {(group, "events", "create"), (group, "events", "patch")} <= have
     # Least privilege: no wildcard anywhere, nothing of Secrets (attack 12).

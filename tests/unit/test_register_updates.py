@@ -9,8 +9,9 @@ import yaml
 
 from gate.kube.resources import RESOURCES
 from gate.model.errors import ConfigError
+from gate.model.stateful import CATALOGUE, StatefulKind
 from gate.sources.policyfile import policy_from_dict
-from webhook.register import match_conditions, rules_for
+from webhook.register import PLURALS, match_conditions, rules_for
 
 from .test_chart import render, render_error, webhook_of
 
@@ -46,6 +47,7 @@ def test_status_updates_of_the_guarded_kinds_are_registered() -> None:
         ("", "persistentvolumes/status"),
         ("apps", "statefulsets/status"),
         ("apiextensions.k8s.io", "customresourcedefinitions/status"),
+        *((k.group, f"{k.plural}/status") for k in CATALOGUE),
     }
     assert webhook_of(render())["rules"] == rules
     only_volumes = {"webhook": {"guardedKinds": ["PersistentVolume"]}}
@@ -120,9 +122,11 @@ def test_a_guarded_kind_without_a_known_resource_is_refused_not_guessed() -> Non
 
 
 def test_chart_and_registration_name_the_same_resource_for_every_table_kind() -> None:
-    """One table (gate/kube/resources.py): the chart's copy of it must name each kind's resource as
-    registration does, or a kind guarded through the chart would go unguarded."""
+    """One table (gate/kube/resources.py and the stateful catalogue, gate/model/stateful.py): the
+    chart's copy of it must name each kind's resource as registration does, or a kind guarded
+    through the chart would go unguarded."""
     kinds = [f"{r.kind}.{r.group}" if r.group else r.kind for r in RESOURCES]
+    kinds += [k.name for k in CATALOGUE]
     policy = {"webhook": {"guardedKinds": kinds}}
     assert webhook_of(render({"policy": policy}))["rules"] == rules_for(policy_from_dict(policy))
     named = {
@@ -132,6 +136,27 @@ def test_chart_and_registration_name_the_same_resource_for_every_table_kind() ->
         for res in rule["resources"]
     }
     assert {(r.group, r.plural) for r in RESOURCES} <= named
+    assert {(k.group, k.plural) for k in CATALOGUE} <= named
+
+
+@pytest.mark.parametrize("entry", CATALOGUE, ids=lambda k: k.name)
+def test_the_charts_known_table_holds_each_catalogued_kind_with_its_group_and_plural(
+    entry: StatefulKind,
+) -> None:
+    """Kind by kind, so a missing or misspelt entry in the chart's `prune-gate.statefulKinds`
+    fails by name (the chart refuses a kind it does not know) instead of hiding in a big diff."""
+    policy = {"webhook": {"guardedKinds": [entry.name]}}
+    main = webhook_of(render({"policy": policy}))["rules"][0]
+    assert (main["apiGroups"], main["resources"]) == ([entry.group], [entry.plural])
+    assert PLURALS[(entry.group, entry.kind)] == entry.plural
+
+
+def test_the_charts_default_kinds_are_the_webhooks_default_kinds() -> None:
+    """The chart's default `$kinds` is DEFAULT_WEBHOOK_GUARDED: an entry of the chart's stateful
+    table that the catalogue lacks would add a rule here that registration never makes."""
+    defaults = policy_from_dict({})
+    assert webhook_of(render())["rules"] == rules_for(defaults)
+    assert {(k.group, k.kind) for k in CATALOGUE} <= defaults.webhook.guarded_kinds
 
 
 def test_chart_and_registration_send_a_claims_disposable_marks_alike() -> None:

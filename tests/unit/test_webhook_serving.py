@@ -17,6 +17,7 @@ from cryptography import x509
 from gate.kube.events import event_body
 from gate.model.events import EventSpec
 from gate.model.refs import ObjectRef
+from gate.model.stateful import CATALOGUE
 from gate.sources.policyfile import policy_from_dict
 from webhook import tls
 from webhook.events import EventQueue
@@ -90,6 +91,7 @@ def test_registration_asks_about_guarded_kinds_with_exclusions() -> None:
         ("", "namespaces"),
         ("apps", "statefulsets"),
         ("apiextensions.k8s.io", "customresourcedefinitions"),
+        *((k.group, k.plural) for k in CATALOGUE),  # the stateful kinds, CRDs or not
     }
     expr = hook["namespaceSelector"]["matchExpressions"][0]
     assert expr == {

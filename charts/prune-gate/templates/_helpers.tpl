@@ -76,13 +76,53 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
 {{/*
+The stateful custom kinds (gate/model/stateful.py CATALOGUE, the one table; tests/unit/
+test_register_updates.py compares): `Kind.group` -> [group, plural], as JSON. Guarded by default
+at the webhook, so their rules are known without their CRDs (a rule may name a resource no CRD
+serves yet: it matches once one does), and read by the webhook's ClusterRole (rbac.yaml).
+*/}}
+{{- define "prune-gate.statefulKinds" -}}
+{{- dict
+  "Cluster.postgresql.cnpg.io" (list "postgresql.cnpg.io" "clusters")
+  "PostgresCluster.postgres-operator.crunchydata.com" (list "postgres-operator.crunchydata.com" "postgresclusters")
+  "postgresql.acid.zalan.do" (list "acid.zalan.do" "postgresqls")
+  "InnoDBCluster.mysql.oracle.com" (list "mysql.oracle.com" "innodbclusters")
+  "MariaDB.k8s.mariadb.com" (list "k8s.mariadb.com" "mariadbs")
+  "PerconaXtraDBCluster.pxc.percona.com" (list "pxc.percona.com" "perconaxtradbclusters")
+  "PerconaServerMongoDB.psmdb.percona.com" (list "psmdb.percona.com" "perconaservermongodbs")
+  "PerconaPGCluster.pgv2.percona.com" (list "pgv2.percona.com" "perconapgclusters")
+  "MongoDBCommunity.mongodbcommunity.mongodb.com" (list "mongodbcommunity.mongodb.com" "mongodbcommunity")
+  "Redis.redis.redis.opstreelabs.in" (list "redis.redis.opstreelabs.in" "redis")
+  "RedisCluster.redis.redis.opstreelabs.in" (list "redis.redis.opstreelabs.in" "redisclusters")
+  "RedisReplication.redis.redis.opstreelabs.in" (list "redis.redis.opstreelabs.in" "redisreplications")
+  "Valkey.hyperspike.io" (list "hyperspike.io" "valkeys")
+  "ValkeyCluster.valkey.io" (list "valkey.io" "valkeyclusters")
+  "Dragonfly.dragonflydb.io" (list "dragonflydb.io" "dragonflies")
+  "RabbitmqCluster.rabbitmq.com" (list "rabbitmq.com" "rabbitmqclusters")
+  "Kafka.kafka.strimzi.io" (list "kafka.strimzi.io" "kafkas")
+  "KafkaNodePool.kafka.strimzi.io" (list "kafka.strimzi.io" "kafkanodepools")
+  "Elasticsearch.elasticsearch.k8s.elastic.co" (list "elasticsearch.k8s.elastic.co" "elasticsearches")
+  "ClickHouseInstallation.clickhouse.altinity.com" (list "clickhouse.altinity.com" "clickhouseinstallations")
+  "Volume.longhorn.io" (list "longhorn.io" "volumes")
+  "CephCluster.ceph.rook.io" (list "ceph.rook.io" "cephclusters")
+  "CephBlockPool.ceph.rook.io" (list "ceph.rook.io" "cephblockpools")
+  "CephFilesystem.ceph.rook.io" (list "ceph.rook.io" "cephfilesystems")
+  "CephObjectStore.ceph.rook.io" (list "ceph.rook.io" "cephobjectstores")
+  "Tenant.minio.min.io" (list "minio.min.io" "tenants")
+  "MySQLCluster.moco.cybozu.com" (list "moco.cybozu.com" "mysqlclusters")
+  "VitessCluster.planetscale.com" (list "planetscale.com" "vitessclusters") | toJson }}
+{{- end }}
+
+{{/*
 The webhook's rules: one rule per API group, naming the guarded kinds' resources
 (the same derivation as `gate webhook serve --register`). From `webhook.rules` when set, else from
-`policy.webhook.guardedKinds`, else the default guarded kinds.
+`policy.webhook.guardedKinds`, else the default guarded kinds (the stateful kinds among them).
 */}}
 {{- define "prune-gate.webhookRules" -}}
-{{- /* gate/resources.py RESOURCES, the one table (tests/unit/test_register_updates.py compares) */}}
-{{- $known := dict
+{{- /* gate/kube/resources.py RESOURCES and the stateful kinds: webhook/register.py PLURALS, the
+one table (tests/unit/test_register_updates.py compares) */}}
+{{- $stateful := include "prune-gate.statefulKinds" . | fromJson }}
+{{- $known := merge (dict
   "Namespace" (list "" "namespaces")
   "CustomResourceDefinition.apiextensions.k8s.io" (list "apiextensions.k8s.io" "customresourcedefinitions")
   "PersistentVolume" (list "" "persistentvolumes")
@@ -94,14 +134,15 @@ The webhook's rules: one rule per API group, naming the guarded kinds' resources
   "ReplicaSet.apps" (list "apps" "replicasets")
   "Job.batch" (list "batch" "jobs")
   "CronJob.batch" (list "batch" "cronjobs")
-  "VolumeSnapshot.snapshot.storage.k8s.io" (list "snapshot.storage.k8s.io" "volumesnapshots") }}
+  "VolumeSnapshot.snapshot.storage.k8s.io" (list "snapshot.storage.k8s.io" "volumesnapshots")) $stateful }}
 {{- $rules := list }}
 {{- if .Values.webhook.rules }}
 {{- range .Values.webhook.rules }}
 {{- $rules = append $rules (dict "apiGroups" .apiGroups "resources" .resources) }}
 {{- end }}
 {{- else }}
-{{- $kinds := list "PersistentVolumeClaim" "PersistentVolume" "Namespace" "StatefulSet.apps" "CustomResourceDefinition.apiextensions.k8s.io" }}
+{{- /* gate/engine/policy.py DEFAULT_WEBHOOK_GUARDED */}}
+{{- $kinds := concat (list "PersistentVolumeClaim" "PersistentVolume" "Namespace" "StatefulSet.apps" "CustomResourceDefinition.apiextensions.k8s.io") (keys $stateful | sortAlpha) }}
 {{- $wh := (.Values.policy | default dict).webhook | default dict }}
 {{- if hasKey $wh "guardedKinds" }}
 {{- $kinds = $wh.guardedKinds }}
