@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from gate.model.errors import RenderError
+from gate.sources.cachedirs import cache_root
 
 #: An exact chart version (semver 2, an optional leading v): what a pin looks like.
 PINNED = re.compile(r"^v?\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$")
@@ -162,12 +163,8 @@ def _dict(value: object) -> dict[str, Any]:
 
 
 def cache_dir() -> Path:
-    """Where pulled charts are kept (`PRUNE_GATE_CACHE`, else ~/.cache/prune-gate)."""
-    explicit = os.environ.get("PRUNE_GATE_CACHE")
-    if explicit:
-        return Path(explicit) / "charts"
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path("~/.cache").expanduser()) / "prune-gate" / "charts"
+    """Where pulled charts are kept (under `gate.sources.cachedirs.cache_root`)."""
+    return cache_root() / "charts"
 
 
 def pull(chart: ChartAt, helm: str) -> Path:

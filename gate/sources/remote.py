@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from gate.model.errors import RenderError
+from gate.sources.cachedirs import cache_root
 from gate.sources.manifests import KUSTOMIZATION_NAMES
 
 #: The stderr line prefix by which the helper names a remote entry it left out.
@@ -42,12 +43,8 @@ CA_ENV = "PRUNE_GATE_REMOTE_CA"
 
 
 def cache_dir() -> Path:
-    """Where fetched remote resources are kept (`PRUNE_GATE_CACHE`, else ~/.cache/prune-gate)."""
-    explicit = os.environ.get("PRUNE_GATE_CACHE")
-    if explicit:
-        return Path(explicit) / "remote"
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path("~/.cache").expanduser()) / "prune-gate" / "remote"
+    """Where fetched remote resources are kept (under `gate.sources.cachedirs.cache_root`)."""
+    return cache_root() / "remote"
 
 
 def is_remote(entry: str) -> bool:
