@@ -181,17 +181,7 @@ def pull(chart: ChartAt, helm: str) -> Path:
             argv += [chart.oci, *(["--plain-http"] if chart.plain_http else [])]
         else:
             argv += ["--repo", chart.url, chart.chart]
-        try:
-            done = subprocess.run(
-                argv,
-                capture_output=True,
-                text=True,
-                timeout=PULL_TIMEOUT,
-                env=helm_env(home),
-                check=False,
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise RenderError(f"--fetch-charts: cannot pull {chart}: {exc}") from None
+        done = _helm_pull(argv, home, chart)
         archives = sorted(Path(f"{home}/out").glob("*.tgz")) if done.returncode == 0 else []
         if len(archives) != 1:
             reason = done.stderr.strip() or "helm pull wrote no chart archive"
@@ -204,6 +194,30 @@ def pull(chart: ChartAt, helm: str) -> Path:
         tmp.chmod(0o444)  # read-only input
         tmp.replace(cached)
     return cached
+
+
+#: What helm says when a connection broke rather than the registry refusing: worth one more try
+#: (a CI runner's network drops a connection now and then; helm itself does not retry).
+_TRANSIENT = ("connection reset by peer", "i/o timeout", "unexpected EOF", "TLS handshake timeout")
+
+
+def _helm_pull(argv: list[str], home: str, chart: ChartAt) -> subprocess.CompletedProcess[str]:
+    """`helm pull`, tried a second time when the first broke off in transit."""
+    for attempt in (1, 2):
+        try:
+            done = subprocess.run(
+                argv,
+                capture_output=True,
+                text=True,
+                timeout=PULL_TIMEOUT,
+                env=helm_env(home),
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise RenderError(f"--fetch-charts: cannot pull {chart}: {exc}") from None
+        if done.returncode == 0 or attempt == 2 or not any(t in done.stderr for t in _TRANSIENT):
+            return done
+    raise AssertionError("unreachable")  # the loop returns on its second pass
 
 
 def helm_env(home: str) -> dict[str, str]:

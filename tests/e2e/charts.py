@@ -166,6 +166,12 @@ class _QuietHandler(SimpleHTTPRequestHandler):
         self._requests.append(self.path)
 
 
+class _RepoServer(ThreadingHTTPServer):
+    """A deeper listen backlog than http.server's 5: a loaded machine is slow to accept."""
+
+    request_queue_size = 64
+
+
 @contextlib.contextmanager
 def serve_chart_repo(helm: Helm, charts: PackagedCharts, tmp: Path) -> Iterator[ChartRepo]:
     """Copy the archives into ``tmp``, index them with ``helm repo index --url``, and serve that
@@ -176,7 +182,7 @@ def serve_chart_repo(helm: Helm, charts: PackagedCharts, tmp: Path) -> Iterator[
         shutil.copy2(archive, directory / archive.name)
     requests: list[str] = []
     handler = functools.partial(_QuietHandler, requests=requests, directory=str(directory))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = _RepoServer(("127.0.0.1", 0), handler)
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}"
         helm("repo", "index", str(directory), "--url", url)

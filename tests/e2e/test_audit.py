@@ -41,10 +41,15 @@ def _volume(name: str, namespace: str, claim: str, policy: str) -> dict[str, Any
     }
 
 
+#: The class of the claim left Pending: no volume has it, so the PV controller never binds the
+#: claim to a class-less volume another test makes while this namespace is still going away.
+UNBINDABLE = "prune-gate-e2e-no-such-class"
+
+
 def _claim(name: str, volume: str | None) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "accessModes": ["ReadWriteOnce"],
-        "storageClassName": "",
+        "storageClassName": "" if volume else UNBINDABLE,
         "resources": {"requests": {"storage": "1Gi"}},
     }
     if volume:
