@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from gate.cli.common import fail, kube_options, say
+from gate.cli.common import fail, kube_options, say, text_or_json_option
 from gate.model.errors import GateError
 from gate.sources.policyfile import POLICY_FILE
 
@@ -49,15 +49,7 @@ def _namespace(
     type=click.Path(dir_okay=False),
     help=f"Policy file (default: ./{POLICY_FILE} if present): its guardedKinds and live settings.",
 )
-@click.option(
-    "-o",
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="Output format.",
-)
+@text_or_json_option
 def audit_command(
     live: bool,
     namespace: str | None,

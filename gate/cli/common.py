@@ -77,6 +77,19 @@ def flux_source_options(f: F) -> F:
     )(f)
 
 
+def text_or_json_option(f: F) -> F:
+    """-o/--format text|json, for the commands whose report is a table or a JSON document."""
+    return click.option(
+        "-o",
+        "--format",
+        "fmt",
+        type=click.Choice(["text", "json"]),
+        default="text",
+        show_default=True,
+        help="Output format.",
+    )(f)
+
+
 def fetch_charts_option(f: F) -> F:
     """--fetch-charts, shared by gate check and gate history."""
     return click.option(

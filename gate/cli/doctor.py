@@ -24,6 +24,7 @@ from gate.cli.common import (
     parse_flux_ignore,
     parse_flux_source,
     say,
+    text_or_json_option,
 )
 from gate.engine.doctor import Diagnosis, Doctor, Thresholds
 from gate.engine.ledger import Ledger, Meta
@@ -167,15 +168,7 @@ def scope_options(f: F) -> F:
             type=click.Path(dir_okay=False),
             help=f"Policy file (default: ./{POLICY_FILE} if present).",
         ),
-        click.option(
-            "-o",
-            "--format",
-            "fmt",
-            type=click.Choice(["text", "json"]),
-            default="text",
-            show_default=True,
-            help="Output format.",
-        ),
+        text_or_json_option,
     ]
 
     @functools.wraps(f)

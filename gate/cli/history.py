@@ -22,6 +22,7 @@ from gate.cli.common import (
     parse_flux_ignore,
     parse_flux_source,
     say,
+    text_or_json_option,
 )
 from gate.engine.history import (
     Commit,
@@ -93,15 +94,7 @@ from gate.sources.remote import LEDGER
     show_default=True,
     help="Namespace of namespaced objects that declare none.",
 )
-@click.option(
-    "-o",
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="Output format.",
-)
+@text_or_json_option
 @click.option(
     "--first-parent",
     is_flag=True,

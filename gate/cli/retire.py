@@ -15,6 +15,7 @@ from gate.cli.common import (
     parse_flux_ignore,
     parse_flux_source,
     say,
+    text_or_json_option,
 )
 from gate.engine.check import build_sides
 from gate.model.errors import GateError, InputError
@@ -39,15 +40,7 @@ def retire_group() -> None:
     type=click.Path(dir_okay=False),
     help=f"Policy file, for the retire annotation's name (default: ./{POLICY_FILE} if present).",
 )
-@click.option(
-    "-o",
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="Output format.",
-)
+@text_or_json_option
 @click.option(
     "--base",
     "base_rev",
