@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from gate.engine.ledger import Volume, mapping_of, project_volume
+
 #: Reclaim policies that destroy the data when the claim goes.
 DESTROYING = frozenset({"Delete", "Recycle"})
 
@@ -29,22 +31,6 @@ class Standing(StrEnum):
     SNAPSHOTTED = "snapshotted"
     #: Bound to no volume (Pending), or its volume is gone (Lost): no data to lose here.
     UNBOUND = "unbound"
-
-
-def _part(obj: dict[str, Any], key: str) -> dict[str, Any]:
-    part = obj.get(key)
-    return part if isinstance(part, dict) else {}
-
-
-@dataclass(frozen=True, slots=True)
-class VolumeFacts:
-    """What the audit reads of a PersistentVolume."""
-
-    name: str
-    reclaim_policy: str
-    storage_class: str
-    capacity: str
-    claim: tuple[str, str, str] | None  # (namespace, name, uid) of its claimRef
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,55 +105,36 @@ class Audit:
         )
 
 
-def project_volume(obj: dict[str, Any]) -> VolumeFacts:
-    spec = _part(obj, "spec")
-    ref = spec.get("claimRef")
-    claim = (
-        (str(ref.get("namespace") or ""), str(ref.get("name") or ""), str(ref.get("uid") or ""))
-        if isinstance(ref, dict)
-        else None
-    )
-    return VolumeFacts(
-        name=str(_part(obj, "metadata").get("name", "")),
-        reclaim_policy=str(spec.get("persistentVolumeReclaimPolicy") or "Delete"),
-        storage_class=str(spec.get("storageClassName") or ""),
-        capacity=str(_part(spec, "capacity").get("storage") or ""),
-        claim=claim,
-    )
-
-
 def project_snapshot(obj: dict[str, Any]) -> SnapshotFacts | None:
     """None for a snapshot not taken of a claim (a pre-provisioned VolumeSnapshotContent)."""
-    meta = _part(obj, "metadata")
-    claim = _part(_part(obj, "spec"), "source").get("persistentVolumeClaimName")
+    meta = mapping_of(obj, "metadata")
+    claim = mapping_of(mapping_of(obj, "spec"), "source").get("persistentVolumeClaimName")
     if not isinstance(claim, str) or not claim:
         return None
     return SnapshotFacts(
         namespace=str(meta.get("namespace") or ""),
         name=str(meta.get("name", "")),
         claim=claim,
-        ready=_part(obj, "status").get("readyToUse") is True,
+        ready=mapping_of(obj, "status").get("readyToUse") is True,
     )
 
 
-def _bound_volume(claim: dict[str, Any], volumes: dict[str, VolumeFacts]) -> VolumeFacts | None:
+def _bound_volume(claim: dict[str, Any], volumes: dict[str, Volume]) -> Volume | None:
     """The claim's volume: its spec.volumeName, if that volume exists and its claimRef names
     the claim (a volume re-bound elsewhere is not this claim's data)."""
-    meta, spec = _part(claim, "metadata"), _part(claim, "spec")
+    meta, spec = mapping_of(claim, "metadata"), mapping_of(claim, "spec")
     volume = volumes.get(str(spec.get("volumeName") or ""))
-    if volume is None or volume.claim is None:
+    ref = volume.claim_ref if volume is not None else None
+    if ref is None or (ref.namespace, ref.name) != (meta.get("namespace"), meta.get("name")):
         return None
-    ns, name, uid = volume.claim
-    if (ns, name) != (meta.get("namespace"), meta.get("name")):
-        return None
-    return None if uid and meta.get("uid") and uid != meta.get("uid") else volume
+    return None if ref.uid and meta.get("uid") and ref.uid != meta.get("uid") else volume
 
 
 def judge_claim(
-    claim: dict[str, Any], volumes: dict[str, VolumeFacts], snapshots: Iterable[SnapshotFacts]
+    claim: dict[str, Any], volumes: dict[str, Volume], snapshots: Iterable[SnapshotFacts]
 ) -> ClaimData:
     """Where one claim's data stands; `snapshots` are those taken of it."""
-    meta, spec = _part(claim, "metadata"), _part(claim, "spec")
+    meta, spec = mapping_of(claim, "metadata"), mapping_of(claim, "spec")
     cls = spec.get("storageClassName")
     mine = sorted(snapshots, key=lambda s: s.name)
     ready = tuple(s.name for s in mine if s.ready)
@@ -180,7 +147,9 @@ def judge_claim(
     )
     if volume is None:
         return base
-    capacity = str(_part(_part(claim, "status"), "capacity").get("storage") or volume.capacity)
+    capacity = str(
+        mapping_of(mapping_of(claim, "status"), "capacity").get("storage") or volume.capacity
+    )
     if volume.reclaim_policy not in DESTROYING:
         standing, shown = Standing.RETAINED, ready
     elif ready:
@@ -191,7 +160,7 @@ def judge_claim(
         base.namespace,
         base.name,
         standing,
-        volume.name,
+        volume.meta.ref.name,
         volume.reclaim_policy,
         base.storage_class,
         capacity,
@@ -208,7 +177,7 @@ def audit_claims(
 ) -> Audit:
     """The audit of these claims (raw API objects); `snapshots` None: the VolumeSnapshot API is
     not served, so none counts. Claims not guarded by the policy: nothing is audited."""
-    by_name = {v.name: v for v in map(project_volume, volumes)}
+    by_name = {v.meta.ref.name: v for v in map(project_volume, volumes)}
     taken: dict[tuple[str, str], list[SnapshotFacts]] = {}
     for snap in filter(None, map(project_snapshot, snapshots or ())):
         taken.setdefault((snap.namespace, snap.claim), []).append(snap)
@@ -222,13 +191,5 @@ def audit_claims(
 
 
 def _key(claim: dict[str, Any]) -> tuple[str, str]:
-    meta = _part(claim, "metadata")
+    meta = mapping_of(claim, "metadata")
     return str(meta.get("namespace") or ""), str(meta.get("name", ""))
-
-
-def retain_command(volume: str) -> str:
-    """The command that makes a volume keep its data when its claim goes."""
-    return (
-        f"kubectl patch pv {volume} -p "
-        """'{"spec":{"persistentVolumeReclaimPolicy":"Retain"}}'"""
-    )

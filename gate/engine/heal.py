@@ -40,6 +40,7 @@ from gate.engine.ledger import (
 from gate.engine.marks import DEFAULT_MARKS, MarkReader
 from gate.engine.policy import duration_text
 from gate.model.events import EventSpec
+from gate.model.liveview import retain_command
 from gate.model.refs import ObjectRef
 
 #: Its reclaim policy before the rescue, to put back by hand once the data is safe.
@@ -258,10 +259,7 @@ class Healer:
             uid=volume.meta.uid,
             heals=claim_ref,
             event=EventSpec(Reason.VOLUME_RESCUED, message, volume.meta.ref, "v1", volume.meta.uid),
-            command=(
-                f"kubectl patch pv {name} -p "
-                '\'{"spec":{"persistentVolumeReclaimPolicy":"Retain"}}\''
-            ),
+            command=retain_command(name),
             resource_version=volume.meta.resource_version,
             patch=patch,
         )

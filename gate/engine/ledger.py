@@ -47,7 +47,7 @@ def parse_time(value: object) -> dt.datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
-def _part(obj: dict[str, Any], key: str) -> dict[str, Any]:
+def mapping_of(obj: dict[str, Any], key: str) -> dict[str, Any]:
     """`metadata`, `spec` or `status` of an API object; {} when absent or not a mapping."""
     part = obj.get(key)
     return part if isinstance(part, dict) else {}
@@ -101,13 +101,13 @@ def field_writers(obj: dict[str, Any]) -> dict[FieldKey, tuple[Writer, ...]]:
     whose `fieldsV1` owns `f:metadata.f:labels.f:KEY` (or `f:annotations`). An entry without
     fields owns nothing; a key no entry owns is absent (its writer cannot be told)."""
     out: dict[FieldKey, list[Writer]] = {}
-    for entry in _part(obj, "metadata").get("managedFields") or ():
+    for entry in mapping_of(obj, "metadata").get("managedFields") or ():
         if not isinstance(entry, dict):
             continue
-        meta = _part(_part(entry, "fieldsV1"), "f:metadata")
+        meta = mapping_of(mapping_of(entry, "fieldsV1"), "f:metadata")
         writer: Writer | None = None
         for part in ("labels", "annotations"):
-            for name in _part(meta, f"f:{part}"):
+            for name in mapping_of(meta, f"f:{part}"):
                 if not isinstance(name, str) or not name.startswith("f:"):
                     continue  # "." is the map itself, not one key
                 if writer is None:
@@ -161,7 +161,7 @@ class Meta:
 def meta_of(
     obj: dict[str, Any], api_version: str, kind: str, group: str, *, writers: bool = True
 ) -> Meta:
-    meta = _part(obj, "metadata")
+    meta = mapping_of(obj, "metadata")
     owners = tuple(
         Owner(
             str(o.get("apiVersion", "")),
@@ -254,6 +254,8 @@ class Volume:
     reclaim_policy: str
     storage_class: str
     claim_ref: ClaimRef | None
+    #: `spec.capacity.storage` ("" when absent).
+    capacity: str = ""
     #: Who wrote its rescue mark (RESCUED_CLAIM_UID), by managedFields.
     rescue_marked_by: frozenset[str] = frozenset()
 
@@ -290,8 +292,8 @@ def _conditions(status: dict[str, Any]) -> tuple[Condition, ...]:
 
 def project_pod(obj: dict[str, Any]) -> Pod:
     meta = meta_of(obj, "v1", "Pod", "", writers=False)
-    spec = _part(obj, "spec")
-    status = _part(obj, "status")
+    spec = mapping_of(obj, "spec")
+    status = mapping_of(obj, "status")
     return Pod(
         meta=meta,
         node=str(spec.get("nodeName") or ""),
@@ -303,8 +305,8 @@ def project_pod(obj: dict[str, Any]) -> Pod:
 
 
 def project_node(obj: dict[str, Any]) -> Node:
-    meta = _part(obj, "metadata")
-    status = _part(obj, "status")
+    meta = mapping_of(obj, "metadata")
+    status = mapping_of(obj, "status")
     ready = next(
         (
             c
@@ -315,7 +317,7 @@ def project_node(obj: dict[str, Any]) -> Node:
     )
     taints = tuple(
         Taint(str(t.get("key", "")), str(t.get("effect", "")), parse_time(t.get("timeAdded")))
-        for t in _part(obj, "spec").get("taints") or ()
+        for t in mapping_of(obj, "spec").get("taints") or ()
         if isinstance(t, dict)
     )
     return Node(
@@ -333,28 +335,28 @@ def annotation_writers(obj: dict[str, Any], key: str) -> list[tuple[str, dt.date
     time moves with any of its fields, so it is never earlier than the annotation's write."""
     field = f"f:{key}"
     out = []
-    for entry in _part(obj, "metadata").get("managedFields") or ():
+    for entry in mapping_of(obj, "metadata").get("managedFields") or ():
         if not isinstance(entry, dict):
             continue
-        meta = _part(_part(entry, "fieldsV1"), "f:metadata")
-        if field in _part(meta, "f:annotations"):
+        meta = mapping_of(mapping_of(entry, "fieldsV1"), "f:metadata")
+        if field in mapping_of(meta, "f:annotations"):
             out.append((str(entry.get("manager", "")), parse_time(entry.get("time"))))
     return out
 
 
 def project_claim(obj: dict[str, Any]) -> Claim:
-    spec = _part(obj, "spec")
+    spec = mapping_of(obj, "spec")
     cls = spec.get("storageClassName")
     return Claim(
         meta=meta_of(obj, "v1", "PersistentVolumeClaim", ""),
-        phase=str(_part(obj, "status").get("phase") or "Pending"),
+        phase=str(mapping_of(obj, "status").get("phase") or "Pending"),
         volume_name=str(spec.get("volumeName") or ""),
         storage_class=cls if isinstance(cls, str) else None,
     )
 
 
 def project_volume(obj: dict[str, Any]) -> Volume:
-    spec = _part(obj, "spec")
+    spec = mapping_of(obj, "spec")
     ref = spec.get("claimRef")
     claim_ref = (
         ClaimRef(
@@ -368,20 +370,21 @@ def project_volume(obj: dict[str, Any]) -> Volume:
     )
     return Volume(
         meta=meta_of(obj, "v1", "PersistentVolume", ""),
-        phase=str(_part(obj, "status").get("phase") or ""),
+        phase=str(mapping_of(obj, "status").get("phase") or ""),
         reclaim_policy=str(spec.get("persistentVolumeReclaimPolicy") or "Delete"),
         storage_class=str(spec.get("storageClassName") or ""),
         claim_ref=claim_ref,
+        capacity=str(mapping_of(spec, "capacity").get("storage") or ""),
         rescue_marked_by=frozenset(m for m, _ in annotation_writers(obj, RESCUED_CLAIM_UID)),
     )
 
 
 def project_namespace(obj: dict[str, Any]) -> Namespace:
-    status = _part(obj, "status")
+    status = mapping_of(obj, "status")
     return Namespace(
         meta=meta_of(obj, "v1", "Namespace", ""),
         phase=str(status.get("phase") or ""),
-        spec_finalizers=tuple(str(f) for f in _part(obj, "spec").get("finalizers") or ()),
+        spec_finalizers=tuple(str(f) for f in mapping_of(obj, "spec").get("finalizers") or ()),
         conditions=_conditions(status),
     )
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from gate.model.liveview import LiveObject, LiveView, PodUse
+from gate.model.liveview import LiveObject, LiveView, PodUse, retain_command
 from gate.model.objects import Inventory
 from gate.model.refs import ObjectRef
 
@@ -167,9 +167,8 @@ def claim_status(
     if volume and volume.reclaim_policy == "Delete" and not live.ready_snapshots(*_nn(ref)):
         warning = (
             f"PersistentVolume {volume.name} has reclaimPolicy Delete and no ready VolumeSnapshot "
-            f"of the claim exists: removing the claim destroys its data (kubectl patch pv "
-            f'{volume.name} -p \'{{"spec":{{"persistentVolumeReclaimPolicy":"Retain"}}}}\' '
-            "to keep it)"
+            f"of the claim exists: removing the claim destroys its data "
+            f"({retain_command(volume.name)} to keep it)"
         )
     return RetireStatus(
         ref, reason, stage, pods, workloads, claim.deletion_timestamp, data_warning=warning

@@ -8,14 +8,12 @@ then `snapshots` is None and the report says so.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from gate.kube.client import NotFoundError
 from gate.kube.resources import Resource, resource_for
-from gate.kube.snapshot import Lister, list_items
-from gate.model.refs import api_path
+from gate.kube.snapshot import Lister, list_objects
 
 #: What `gate audit --live` needs, said on a 403.
 AUDIT_HINT = (
@@ -41,22 +39,16 @@ class AuditRead:
     snapshots: list[dict[str, Any]] | None
 
 
-def _items(
-    lister: Lister, res: Resource, page_size: int, namespace: str | None
-) -> Iterator[dict[str, Any]]:
-    path = api_path(res.api_version, res.plural, namespace) if namespace else None
-    for page in list_items(lister, res, page_size, path):
-        yield from (i for i in page if isinstance(i, dict))
-
-
 def read_audit(lister: Lister, page_size: int, namespace: str | None) -> AuditRead:
     """Claims and snapshots of `namespace` (None: all), and every PersistentVolume."""
-    claims = list(_items(lister, _resource("", "PersistentVolumeClaim"), page_size, namespace))
-    volumes = list(_items(lister, _resource("", "PersistentVolume"), page_size, None))
+    claims = list(
+        list_objects(lister, _resource("", "PersistentVolumeClaim"), page_size, namespace)
+    )
+    volumes = list(list_objects(lister, _resource("", "PersistentVolume"), page_size, None))
     snap_res = _resource("snapshot.storage.k8s.io", "VolumeSnapshot")
     try:
         snapshots: list[dict[str, Any]] | None = list(
-            _items(lister, snap_res, page_size, namespace)
+            list_objects(lister, snap_res, page_size, namespace)
         )
     except NotFoundError:
         snapshots = None

@@ -30,7 +30,7 @@ from gate.kube.client import KubeClient, NotFoundError, list_pages
 from gate.kube.resources import PARENTS, RESOURCES, Resource
 from gate.model.errors import ClusterError
 from gate.model.objects import Inventory
-from gate.model.refs import ObjectRef
+from gate.model.refs import ObjectRef, api_path
 
 _CRD = ("apiextensions.k8s.io", "CustomResourceDefinition")
 
@@ -90,6 +90,16 @@ def list_items(
                 f"{what}: the API server answered a {body.get('kind')!r} without items"
             )
         yield items
+
+
+def list_objects(
+    lister: Lister, resource: Resource, page_size: int, namespace: str | None = None
+) -> Iterator[dict[str, Any]]:
+    """Every object of a resource, in `namespace` (None: all), page by page (`list_items`);
+    an item that is not a mapping is skipped."""
+    path = api_path(resource.api_version, resource.plural, namespace) if namespace else None
+    for page in list_items(lister, resource, page_size, path):
+        yield from (i for i in page if isinstance(i, dict))
 
 
 #: (kind, controller kind) whose pod template is a copy of the owner's, which is listed as well:

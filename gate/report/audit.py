@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gate.engine.audit import Audit, ClaimData, Standing, retain_command
+from gate.engine.audit import Audit, ClaimData, Standing
+from gate.model.liveview import retain_command
 from gate.report.common import inert
 
 #: The table's columns, as kubectl would head them.

@@ -40,6 +40,7 @@ from gate.engine.rules.world import (
 )
 from gate.model.errors import UncountedError
 from gate.model.findings import Code, Finding, Runner, Severity, command, edit
+from gate.model.liveview import retain_command
 from gate.model.objects import Manifest
 from gate.model.refs import ObjectRef
 
@@ -457,10 +458,7 @@ def check_reclaim_delete(change: Change, world: World) -> Iterator[Finding]:
     if world.live.ready_snapshots(ns, name):
         return
     retired = retirement(change, world).reason
-    retain = command(
-        f"kubectl patch pv {volume.name} -p "
-        '\'{"spec":{"persistentVolumeReclaimPolicy":"Retain"}}\''
-    )
+    retain = command(retain_command(volume.name))
     yield finding(
         Code.RECLAIM_DELETE_LOSES_DATA,
         change,
