@@ -91,18 +91,17 @@ def plan_deferral(result: CheckResult) -> Deferral:
     by_ref: dict[ObjectRef, list[Finding]] = {}
     for f in result.decision.findings:
         if f.severity is Severity.DEFER:
-            by_ref.setdefault(f.ref, []).append(f)
+            # An object a release's chart makes is kept by keeping that HelmRelease.
+            made = result.base.get(f.ref)
+            release = _keeping_release(made, result) if made is not None else None
+            by_ref.setdefault(release or f.ref, []).append(f)
     kept: list[Kept] = []
     unkeepable: list[tuple[Finding, str]] = []
-    releases: dict[ObjectRef, list[Finding]] = {}
     built: list[tuple[Finding, str]] = []
-    flux_built = any(m.root.startswith(ROOT_PREFIX) for m in result.base.objects.values())
     for ref, found in by_ref.items():
         m = result.base.get(ref)
-        release = _keeping_release(m, result) if m is not None else None
-        if release is not None:
-            releases.setdefault(release, []).extend(found)
-        elif ref.group == REMOTE_GROUP:
+        if ref.group == REMOTE_GROUP:
+            flux_built = any(o.root.startswith(ROOT_PREFIX) for o in result.base.objects.values())
             (built if flux_built else unkeepable).extend(
                 (f, _remote_kept(f, flux_built)) for f in found
             )
@@ -121,16 +120,6 @@ def plan_deferral(result: CheckResult) -> Deferral:
             unkeepable.extend((f, why) for f in found)
         else:
             kept.append(Kept(m, tuple(found)))
-    for release, found in releases.items():
-        base_release = result.base.get(release)
-        assert base_release is not None  # _keeping_release's
-        if release in by_ref:  # deferred itself: one entry, with every finding
-            kept = [
-                Kept(k.manifest, (*k.findings, *found)) if k.manifest.ref == release else k
-                for k in kept
-            ]
-        else:
-            kept.append(Kept(base_release, tuple(found)))
     as_base, withheld = _builders_as_base(result, kept)
     kept.extend(as_base)
     kept.sort(key=lambda k: _where(k.manifest))
