@@ -24,6 +24,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,12 +75,28 @@ class Unreadable:
     why: str
 
 
-def locate(
-    release: Mapping[str, Any], objects: Iterable[Mapping[str, Any]]
-) -> ChartAt | Unreadable:
-    """Where a HelmRelease's chart lives, from its spec and the Flux sources among `objects`
-    (the same revision's), or why it cannot be read. A chart of this repository is not here:
-    the reader renders it from the tree."""
+#: A revision's Flux sources by (kind, namespace, name).
+Sources = Mapping[tuple[str, str, str], Mapping[str, Any]]
+
+
+def index_sources(
+    objects: Iterable[Mapping[str, Any]],
+) -> dict[tuple[str, str, str], Mapping[str, Any]]:
+    """The Flux sources (source.toolkit.fluxcd.io) among a revision's objects, read once for
+    all of its HelmReleases."""
+    index: dict[tuple[str, str, str], Mapping[str, Any]] = {}
+    for body in objects:
+        if str(body.get("apiVersion", "")).startswith("source.toolkit.fluxcd.io/"):
+            meta = _dict(body.get("metadata"))
+            key = (str(body.get("kind")), str(meta.get("namespace") or ""), str(meta.get("name")))
+            index.setdefault(key, body)
+    return index
+
+
+def locate(release: Mapping[str, Any], sources: Sources) -> ChartAt | Unreadable:
+    """Where a HelmRelease's chart lives, from its spec and the same revision's Flux sources
+    (`index_sources`), or why it cannot be read. A chart of this repository is not here: the
+    reader renders it from the tree."""
     spec = _dict(release.get("spec"))
     namespace = str(_dict(release.get("metadata")).get("namespace") or "")
     if spec.get("valuesFrom"):
@@ -91,7 +108,7 @@ def locate(
                 f"spec.chartRef names a {chart_ref.get('kind')}, not an OCIRepository"
             )
         source = _find(
-            objects, "OCIRepository", str(chart_ref.get("namespace") or namespace), chart_ref
+            sources, "OCIRepository", str(chart_ref.get("namespace") or namespace), chart_ref
         )
         return source if isinstance(source, Unreadable) else _from_oci_repository(source)
     chart = _dict(_dict(spec.get("chart")).get("spec"))
@@ -106,7 +123,7 @@ def locate(
             f"spec.chart.spec.version {version or '(none: the latest)'} is not one version: "
             "which chart the registry serves at deploy time is not known now"
         )
-    source = _find(objects, "HelmRepository", str(ref.get("namespace") or namespace), ref)
+    source = _find(sources, "HelmRepository", str(ref.get("namespace") or namespace), ref)
     if isinstance(source, Unreadable):
         return source
     repo = _dict(source.get("spec"))
@@ -143,19 +160,15 @@ def _from_oci_repository(source: Mapping[str, Any]) -> ChartAt | Unreadable:
 
 
 def _find(
-    objects: Iterable[Mapping[str, Any]], kind: str, namespace: str, ref: Mapping[str, Any]
+    sources: Sources, kind: str, namespace: str, ref: Mapping[str, Any]
 ) -> Mapping[str, Any] | Unreadable:
     name = str(ref.get("name") or "")
-    for body in objects:
-        meta = _dict(body.get("metadata"))
-        if (
-            body.get("kind") == kind
-            and str(body.get("apiVersion", "")).startswith("source.toolkit.fluxcd.io/")
-            and meta.get("name") == name
-            and (meta.get("namespace") or "") == namespace
-        ):
-            return body
-    return Unreadable(f"{kind} {namespace}/{name} is not declared in this revision")
+    found = sources.get((kind, namespace, name))
+    return (
+        found
+        if found is not None
+        else Unreadable(f"{kind} {namespace}/{name} is not declared in this revision")
+    )
 
 
 def _dict(value: object) -> dict[str, Any]:
@@ -167,13 +180,24 @@ def cache_dir() -> Path:
     return cache_root() / "charts"
 
 
+#: One pull at a time in this process (`read_both` reads the two revisions in threads).
+_PULLING = threading.Lock()
+
+
 def pull(chart: ChartAt, helm: str) -> Path:
     """The chart's archive, pulled with `helm pull` when it is not cached yet; a `RenderError`
     naming the chart and Helm's reason when it cannot be."""
     key = hashlib.sha256(f"{chart.url}\0{chart.chart}\0{chart.version}".encode()).hexdigest()
     cached = cache_dir() / f"{key[:24]}.tgz"
-    if cached.is_file():
-        return cached
+    with _PULLING:  # both sides are read at once and often name the same chart: pull it once
+        if not cached.is_file():
+            _pull_into(chart, helm, cached)
+    return cached
+
+
+def _pull_into(chart: ChartAt, helm: str, cached: Path) -> None:
+    """Pull the chart and move its archive into the cache, read-only, in one rename (another
+    process sharing the cache sees the whole file or none)."""
     with tempfile.TemporaryDirectory(prefix="prune-gate-chart-") as home:
         Path(f"{home}/out").mkdir()
         argv = [helm, "pull", "--version", chart.version, "--destination", f"{home}/out"]
@@ -189,11 +213,12 @@ def pull(chart: ChartAt, helm: str) -> Path:
         if archives[0].stat().st_size > MAX_CHART_BYTES:
             raise RenderError(f"--fetch-charts: {chart} is larger than 16 MiB: refused")
         cached.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cached.with_name(f".{cached.name}.{os.getpid()}.tmp")
+        fd, name = tempfile.mkstemp(prefix=f".{cached.name}.", suffix=".tmp", dir=cached.parent)
+        os.close(fd)
+        tmp = Path(name)
         shutil.copyfile(archives[0], tmp)
         tmp.chmod(0o444)  # read-only input
         tmp.replace(cached)
-    return cached
 
 
 #: What helm says when a connection broke rather than the registry refusing: worth one more try
@@ -203,21 +228,24 @@ _TRANSIENT = ("connection reset by peer", "i/o timeout", "unexpected EOF", "TLS 
 
 def _helm_pull(argv: list[str], home: str, chart: ChartAt) -> subprocess.CompletedProcess[str]:
     """`helm pull`, tried a second time when the first broke off in transit."""
-    for attempt in (1, 2):
-        try:
-            done = subprocess.run(
-                argv,
-                capture_output=True,
-                text=True,
-                timeout=PULL_TIMEOUT,
-                env=helm_env(home),
-                check=False,
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise RenderError(f"--fetch-charts: cannot pull {chart}: {exc}") from None
-        if done.returncode == 0 or attempt == 2 or not any(t in done.stderr for t in _TRANSIENT):
-            return done
-    raise AssertionError("unreachable")  # the loop returns on its second pass
+    what = f"--fetch-charts: cannot pull {chart}"
+    done = run_helm(argv, home, PULL_TIMEOUT, what)
+    if done.returncode != 0 and any(t in done.stderr for t in _TRANSIENT):
+        done = run_helm(argv, home, PULL_TIMEOUT, what)
+    return done
+
+
+def run_helm(
+    argv: list[str], home: str, timeout: float, what: str
+) -> subprocess.CompletedProcess[str]:
+    """Run helm with homes of its own under `home` (`helm_env`); a `RenderError` starting with
+    `what` when it cannot be run or times out (its exit code is the caller's to read)."""
+    try:
+        return subprocess.run(
+            argv, capture_output=True, text=True, timeout=timeout, env=helm_env(home), check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise RenderError(f"{what}: {exc}") from None
 
 
 def helm_env(home: str) -> dict[str, str]:

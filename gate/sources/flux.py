@@ -37,7 +37,6 @@ import json
 import os
 import posixpath
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -48,7 +47,15 @@ from gate.engine.deployers import flux, helm
 from gate.model.errors import GitError, InputError, RenderError
 from gate.model.objects import RawObject
 from gate.model.refs import CLUSTER_SCOPED, crd_kind, group_of
-from gate.sources.charts import ChartAt, Unreadable, helm_env, locate, pull
+from gate.sources.charts import (
+    ChartAt,
+    Sources,
+    Unreadable,
+    index_sources,
+    locate,
+    pull,
+    run_helm,
+)
 from gate.sources.manifests import parse_stream
 from gate.sources.render import DEFAULT_TIMEOUT, ExportedTree
 
@@ -193,7 +200,7 @@ def render_flux(
                     _check_next(tree, k, job_for, len(seen), entry)
                     queue.append(job_for)
         # After every Kustomization: a release's HelmRepository may be applied by another.
-        fetched = FetchedCharts(list(out)) if fetch_charts else None
+        fetched = FetchedCharts(index_sources(o.body for o in out)) if fetch_charts else None
         for hr in releases:
             out.extend(render_helm_release(tree, hr, own, timeout, fetched))
         if fetched is not None:
@@ -469,17 +476,7 @@ def render_helm_release(
         values_file.write_text(json.dumps(values), encoding="utf-8")
         argv = [helm, "template", release, str(chart), "--namespace", namespace]
         argv += ["--include-crds", "--values", str(values_file)]
-        try:
-            done = subprocess.run(
-                argv,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                env=helm_env(home),
-                check=False,
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise RenderError(f"{hr.source}: helm template {label}: {exc}") from None
+        done = run_helm(argv, home, timeout, f"{hr.source}: helm template {label}")
     if done.returncode != 0:
         raise RenderError(
             f"{hr.source}: HelmRelease {meta.get('namespace')}/{meta.get('name')}: "
@@ -520,11 +517,12 @@ class FetchedCharts:
     """`--fetch-charts` for one revision: each HelmRelease's chart located among the revision's
     Flux sources and pulled (cached); why one was not is kept for the reader's notes."""
 
-    objects: list[RawObject]
+    #: The revision's Flux sources (`index_sources`).
+    sources: Sources
     unread: dict[str, str] = field(default_factory=dict)
 
     def archive(self, hr: RawObject, helm: str) -> tuple[Path, ChartAt] | None:
-        at = locate(hr.body, (o.body for o in self.objects))
+        at = locate(hr.body, self.sources)
         if isinstance(at, Unreadable):
             meta = _meta(hr.body)
             self.unread[f"{meta.get('namespace')}/{meta.get('name')}"] = at.why

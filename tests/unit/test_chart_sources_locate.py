@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import re
 import stat
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gate.model.errors import RenderError
-from gate.sources.charts import ChartAt, Unreadable, locate, pull
+from gate.sources.charts import ChartAt, Unreadable, index_sources, locate, pull
 
 
 def release(**spec: Any) -> dict[str, Any]:
@@ -53,12 +55,12 @@ OCI = source("HelmRepository", "charts", "flux-system", type="oci", url="oci://g
 
 
 def test_an_http_repository_at_a_pinned_version() -> None:
-    found = locate(release(chart=chart()), [HTTP])
+    found = locate(release(chart=chart()), index_sources([HTTP]))
     assert found == ChartAt("https://charts.example.com", "postgres", "1.2.3")
 
 
 def test_an_oci_repository_names_the_chart_in_its_reference() -> None:
-    found = locate(release(chart=chart("v2.0.0")), [OCI])
+    found = locate(release(chart=chart("v2.0.0")), index_sources([OCI]))
     assert found == ChartAt("oci://ghcr.io/acme/postgres", "", "v2.0.0")
     insecure = source(
         "HelmRepository",
@@ -68,7 +70,7 @@ def test_an_oci_repository_names_the_chart_in_its_reference() -> None:
         insecure=True,
         url="oci://127.0.0.1:5000/c",
     )
-    at = locate(release(chart=chart()), [insecure])
+    at = locate(release(chart=chart()), index_sources([insecure]))
     assert isinstance(at, ChartAt) and at.plain_http
 
 
@@ -76,7 +78,7 @@ def test_a_chart_ref_to_an_oci_repository_at_a_tag() -> None:
     oci = source(
         "OCIRepository", "db", "shop", url="oci://ghcr.io/acme/postgres", ref={"tag": "1.2.3"}
     )
-    found = locate(release(chartRef={"kind": "OCIRepository", "name": "db"}), [oci])
+    found = locate(release(chartRef={"kind": "OCIRepository", "name": "db"}), index_sources([oci]))
     assert found == ChartAt("oci://ghcr.io/acme/postgres", "", "1.2.3")
 
 
@@ -132,7 +134,7 @@ def test_a_chart_ref_to_an_oci_repository_at_a_tag() -> None:
 def test_what_is_not_read_says_why(
     spec: dict[str, Any], sources: list[dict[str, Any]], why: str
 ) -> None:
-    found = locate(release(**spec), sources)
+    found = locate(release(**spec), index_sources(sources))
     assert isinstance(found, Unreadable) and why in found.why, found
 
 
@@ -141,7 +143,9 @@ def test_a_source_of_another_namespace_or_group_is_not_taken() -> None:
     source counts: a look-alike of another group is not a HelmRepository."""
     other_ns = source("HelmRepository", "charts", "shop", url="https://evil.example.com")
     look_alike = {**HTTP, "apiVersion": "example.com/v1"}
-    assert isinstance(locate(release(chart=chart()), [other_ns, look_alike]), Unreadable)
+    assert isinstance(
+        locate(release(chart=chart()), index_sources([other_ns, look_alike])), Unreadable
+    )
 
 
 STAND_IN = """#!/bin/sh
@@ -193,4 +197,26 @@ def test_a_refusal_is_not_retried(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         RenderError, match=re.escape("cannot pull postgres 1.2.3 from https://charts")
     ):
         pull(ChartAt("https://charts.example.com", "postgres", "1.2.3"), helm)
+    assert calls.read_text().count("call") == 1
+
+
+def test_both_sides_pulling_one_chart_at_once_pull_it_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`read_both` reads base and head in two threads, and both often name the same chart: one
+    pull, both get the cached archive. (Two pulls at once once wrote the same temporary file
+    and the second rename failed: an internal error, exit 3.)"""
+    monkeypatch.setenv("PRUNE_GATE_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "failed-once").touch()  # the stand-in succeeds at once
+    helm, calls = stand_in(tmp_path, "unused")
+    at = ChartAt("https://charts.example.com", "postgres", "1.2.3")
+    start = threading.Barrier(2)
+
+    def side() -> Path:
+        start.wait()
+        return pull(at, helm)
+
+    with ThreadPoolExecutor(2) as pool:
+        got = list(pool.map(lambda _: side(), range(2)))
+    assert got[0] == got[1] and got[0].read_text() == "chart"
     assert calls.read_text().count("call") == 1
