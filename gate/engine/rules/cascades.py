@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 
 from gate.engine.context import Context
 from gate.engine.deployers import FLUX, Event, argocd, helm, keep_mark, live_keep_mark, parent_of
-from gate.engine.flux import POINTING, parent_ref, was_read, was_rendered
+from gate.engine.flux import POINTING, parent_ref, root_removed, was_read, was_rendered
 from gate.engine.livestate import ARGO_APPLICATION, FLUX_KUSTOMIZATION, KEEP_MANAGERS
 from gate.engine.plan import Action, Change
 from gate.engine.rules.common import finding, source_of, with_data
@@ -206,10 +206,11 @@ def uninstalling_release(change: Change, world: World) -> ObjectRef | None:
     candidate removes the HelmRelease, so helm-controller uninstalls the release; else None."""
     if change.action is not Action.DELETE or change.base is None:
         return None
-    parent = parent_ref(change.base.root)
+    root = change.base.root
+    parent = parent_ref(root)
     if parent is None or _kind(parent) != HELM_RELEASE:
         return None
-    return parent if parent in world.base and parent not in world.head else None
+    return parent if root_removed(root, world.base, world.head) else None
 
 
 def check_uninstalled_member(change: Change, world: World) -> Iterator[Finding]:
