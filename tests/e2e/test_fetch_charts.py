@@ -81,10 +81,13 @@ spec:
 """
 
 
-def flux_repo(tmp_path: Path, source: str, release: str) -> GitRepo:
-    """Base: the entry point, `apps`, the chart source and one release; head: the release gone
-    (its source stays, as a repository of many releases keeps it)."""
-    repo = GitRepo(tmp_path / "repo")
+def flux_repo(
+    tmp_path: Path, source: str, release: str, head: str | None = None, name: str = "repo"
+) -> GitRepo:
+    """Base: the entry point, `apps`, the chart source and one release; head: the release as
+    `head` has it, by default gone (its source stays, as a repository of many releases keeps
+    it)."""
+    repo = GitRepo(tmp_path / name)
     repo.commit(
         {
             "clusters/prod/flux-system/gotk-sync.yaml": SYNC,
@@ -94,7 +97,7 @@ def flux_repo(tmp_path: Path, source: str, release: str) -> GitRepo:
         },
         "base",
     )
-    repo.commit({"apps/release.yaml": None}, "remove the release")
+    repo.commit({"apps/release.yaml": head}, "change the release" if head else "remove it")
     return repo
 
 
@@ -214,18 +217,8 @@ def test_an_upgrade_whose_values_drop_the_claim_blocks_and_defers_by_keeping_the
     artifact keeps the HelmRelease as base declares it: no upgrade before the merge."""
     source = HTTP_REPO.format(url=chart_repo.url)
     release = RELEASE.format(name="db", chart="db-claim", version="1.2.3", values="{}")
-    repo = GitRepo(tmp_path / "repo")
-    repo.commit(
-        {
-            "clusters/prod/flux-system/gotk-sync.yaml": SYNC,
-            "clusters/prod/apps.yaml": APPS,
-            "apps/source.yaml": source,
-            "apps/release.yaml": release,
-        },
-        "base",
-    )
     off = release.replace("values: {}", "values: {persistence: {enabled: false}}")
-    repo.commit({"apps/release.yaml": off}, "switch the claim off")
+    repo = flux_repo(tmp_path, source, release, head=off)
     rc, data, stderr = check(repo, chart_helm, "--fetch-charts")
     assert rc == 1 and codes(data) == [("NOT_RETIRED", "PersistentVolumeClaim", "db-data")], stderr
     assert "chart no longer makes it" in data["findings"][0]["evidence"][0]
@@ -235,17 +228,8 @@ def test_an_upgrade_whose_values_drop_the_claim_blocks_and_defers_by_keeping_the
 
     # Stage 1 merged (the chart's claim carries the retire mark in base): the queue defers.
     retire = '{persistence: {annotations: {prune-gate.io/retire: "db moves"}}}'
-    repo = GitRepo(tmp_path / "retired")
-    repo.commit(
-        {
-            "clusters/prod/flux-system/gotk-sync.yaml": SYNC,
-            "clusters/prod/apps.yaml": APPS,
-            "apps/source.yaml": source,
-            "apps/release.yaml": release.replace("values: {}", f"values: {retire}"),
-        },
-        "base, the claim retired",
-    )
-    repo.commit({"apps/release.yaml": off}, "switch the claim off")
+    retired = release.replace("values: {}", f"values: {retire}")
+    repo = flux_repo(tmp_path, source, retired, head=off, name="retired")
     out = tmp_path / "artifact"
     rc, data, stderr = check(
         repo, chart_helm, "--fetch-charts", "--context", "speculative", "--defer-to", str(out)
