@@ -25,9 +25,11 @@ from typing import IO, Any
 
 from gate.model.errors import RenderError
 
-#: What the helper says first when it serves; 2 since it also runs Flux's generator (a helper
-#: that says 1 is older, and treated as one that does not serve).
-HELLO = {"serve": 2}
+#: What the helper says first when it serves: 3 since it names what a build read (for the
+#: build cache), 2 since it runs Flux's generator (a helper that says 1 is older, and treated as
+#: one that does not serve; one that says 2 serves, untraced).
+HELLO = {"serve": 3}
+_SERVING = ({"serve": 2}, HELLO)
 
 
 class BuildServer:
@@ -39,6 +41,10 @@ class BuildServer:
         self.serves = True  # until the helper shows it does not
         self._proc: subprocess.Popen[bytes] | None = None
         self._stderr: IO[bytes] | None = None
+        self._traces = False
+        #: What the last build read, when asked (`trace`) and the helper says: [kind, path]
+        #: pairs (tools/kustomize/trace.go); else None.
+        self.reads: list[list[str]] | None = None
 
     def build(
         self,
@@ -47,13 +53,19 @@ class BuildServer:
         flux: dict[str, Any] | None = None,
         remote: dict[str, str] | None = None,
         generate: dict[str, Any] | None = None,
+        *,
+        trace: bool = False,
     ) -> subprocess.CompletedProcess[str] | None:
         """The helper's result for `target` confined to `roots`, or None when it does not serve
         (the caller runs it once per build instead). `flux` is a Flux Kustomization's post-build
         (tools/kustomize/flux.go): the helper substitutes with Flux's own code; `remote` maps a
         remote entry's URL to its fetched file; `generate` has Flux's generator make (or amend)
-        a directory's kustomization file before the build (flux.go's fluxGenerate)."""
+        a directory's kustomization file before the build (flux.go's fluxGenerate); `trace`
+        asks what the build read, kept in `reads`."""
+        self.reads = None
         ask: dict[str, Any] = {"roots": [str(r) for r in roots], "target": str(target)}
+        if trace:
+            ask["trace"] = True
         if generate is not None:
             ask["generate"] = generate
         if flux is not None:
@@ -69,6 +81,8 @@ class BuildServer:
             answer = self._ask(request.encode() + b"\n")
             if answer is not None:
                 code, out, err = answer["code"], answer["stdout"], answer["stderr"]
+                if trace and self._traces:
+                    self.reads = _reads_of(answer.get("reads"))
                 return subprocess.CompletedProcess(argv, code, out, err)
             # it ended without answering: a kept one may have ended after an earlier build's
             # panic, so one more try on a fresh one; a fresh one's death is this build's error
@@ -96,10 +110,12 @@ class BuildServer:
         except OSError as exc:
             self._close()
             raise RenderError(f"cannot run {self.helper}: {exc}") from None
-        if self._read_line() != HELLO:  # an older helper: usage error, or a build of "--serve"
+        hello = self._read_line()
+        if hello not in _SERVING:  # an older helper: usage error, or a build of "--serve"
             self._close()
             self.serves = False
             return False
+        self._traces = hello == HELLO
         return True
 
     def _ask(self, request: bytes) -> dict[str, Any] | None:
@@ -166,3 +182,14 @@ class BuildServer:
             self._stderr.close()
             self._stderr = None
         return stderr
+
+
+def _reads_of(raw: object) -> list[list[str]] | None:
+    """The helper's `reads` ([] when it read nothing), or None when they are not what it sends."""
+    if raw is None:
+        return []
+    if isinstance(raw, list) and all(
+        isinstance(r, list) and len(r) == 2 and all(isinstance(x, str) for x in r) for r in raw
+    ):
+        return raw
+    return None

@@ -47,6 +47,7 @@ from gate.engine.deployers import flux, helm
 from gate.model.errors import GitError, InputError, RenderError
 from gate.model.objects import RawObject
 from gate.model.refs import CLUSTER_SCOPED, crd_kind, group_of
+from gate.sources import gitsource
 from gate.sources.charts import (
     ChartAt,
     Sources,
@@ -56,6 +57,7 @@ from gate.sources.charts import (
     pull,
     run_helm,
 )
+from gate.sources.gitsource import SYMLINK_MODE, TreeEntry
 from gate.sources.manifests import parse_stream
 from gate.sources.render import DEFAULT_TIMEOUT, ExportedTree
 
@@ -184,11 +186,13 @@ def render_flux(
         first = _entry_job(tree, entry, found, own)
         queue, seen = [first], {first.root}
         releases: list[RawObject] = []
+        scopes = _CrdScopes()
         while queue:
             job = queue.pop(0)
             built = tree.build(job.path, job.root, job.kustomization, _post_build(job, out))
-            objects = [_finish(o, job, out) for o in built]
+            objects = [_finish(o, job, scopes) for o in built]
             out.extend(objects)
+            scopes.add(objects)
             kustomizations = [o for o in objects if _is_kustomization(o.body)]
             releases.extend(o for o in objects if _is_helm_release(o.body))
             for k in kustomizations:
@@ -346,11 +350,15 @@ def _declarations(tree: Path) -> list[_Declared]:
 
 def _roots_in(rel: str, fname: str, file: Path) -> list[_Declared]:
     """The entry points one file declares."""
-    is_sync, is_ksail = fname == GOTK_SYNC, fname.startswith("ksail")
     try:
         text = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return []
+    return _roots_in_text(rel, fname, text)
+
+
+def _roots_in_text(rel: str, fname: str, text: str) -> list[_Declared]:
+    is_sync, is_ksail = fname == GOTK_SYNC, fname.startswith("ksail")
     if not (is_sync or is_ksail or "FluxInstance" in text):
         return []
     import yaml  # a few small declaration files; ksail's has no metadata, so not a manifest
@@ -402,10 +410,51 @@ def _holding(directory: str, path: str) -> str:
     return path
 
 
+#: What each manifest of a revision declares, by path and blob id: `gate history` asks at every
+#: commit, and most files are the same blob as at the commit before.
+_DECLARED: dict[tuple[str, str], list[_Declared]] = {}
+_DECLARED_MAX = 50_000
+
+
+def _declarations_at(tree: ExportedTree) -> list[_Declared]:
+    """`_declarations` of an exported tree from git's listing and blobs, each blob read once
+    per process, so the revision need not be exported (symlinks: from the export)."""
+    files = [
+        TreeEntry(path, mode, sha)
+        for path, (mode, sha) in tree.index.files.items()
+        if path.endswith((".yaml", ".yml"))
+    ]
+    if any(e.mode == SYMLINK_MODE for e in files):
+        return _declarations(tree.tree)
+    unread = [e for e in files if (e.path, e.sha) not in _DECLARED]
+    if len(_DECLARED) + len(unread) > _DECLARED_MAX:
+        _DECLARED.clear()
+        unread = files
+    for entry, data in gitsource.read_blobs(tree.repo, tree.sha, unread):
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            text = ""
+        rel = entry.path
+        _DECLARED[(rel, entry.sha)] = _roots_in_text(rel, posixpath.basename(rel), text)
+    found: dict[str, _Declared] = {}
+    for e in sorted(files, key=lambda e: _walk_order(e.path)):
+        for declared in _DECLARED[(e.path, e.sha)]:
+            found.setdefault(declared.root, declared)
+    return [found[r] for r in sorted(found)]
+
+
+def _walk_order(path: str) -> tuple[tuple[int, str], ...]:
+    """`os.walk`'s order, as `_declarations` sorts it: a directory's files before its
+    subdirectories, each sorted by name (the first declaration of a root is kept)."""
+    parts = path.split("/")
+    return (*((1, p) for p in parts[:-1]), (0, parts[-1]))
+
+
 def _auto_root(tree: ExportedTree) -> _Declared:
     """`--flux-root auto`: the one entry point the revision declares (an `InputError` when it
     declares none, or several)."""
-    roots = _declarations(tree.tree)
+    roots = _declarations_at(tree)
     if len(roots) == 1:
         return roots[0]
     if not roots:
@@ -486,7 +535,7 @@ def render_helm_release(
     out = []
     for o in parse_stream(done.stdout, f"{label} (helm template)"):
         body = o.body
-        if not _meta(body).get("namespace") and not _cluster_scoped(body, ()):
+        if not _meta(body).get("namespace") and not _CrdScopes().cluster_scoped(body):
             body = {**body, "metadata": {**_meta(body), "namespace": namespace}}
         out.append(RawObject(body, hr.source, root))
     return out
@@ -508,6 +557,9 @@ def _chart_in_tree(tree: ExportedTree, hr: RawObject, own: _Sources) -> Path | N
     if source.get("kind") != "GitRepository" or key not in own:
         return None
     path = _inside(own[key], str(chart.get("chart") or ""))
+    chart_file = posixpath.join(path, "Chart.yaml")
+    if not tree.index.is_file(chart_file) and not tree.index.through_link(chart_file):
+        return None  # (none: the revision need not be exported to know)
     found = tree.tree / path
     return found if (found / "Chart.yaml").is_file() else None
 
@@ -639,7 +691,7 @@ def _job_for(k: RawObject, own: _Sources) -> _Job | None:
     )
 
 
-def _finish(raw: RawObject, job: _Job, known: Sequence[RawObject]) -> RawObject:
+def _finish(raw: RawObject, job: _Job, scopes: _CrdScopes) -> RawObject:
     """One built (and substituted) object as the cluster will name it.
 
     Flux's build sets `targetNamespace` on every object kustomize does not know to be
@@ -650,21 +702,28 @@ def _finish(raw: RawObject, job: _Job, known: Sequence[RawObject]) -> RawObject:
     if (
         job.target_namespace
         and meta.get("namespace") == job.target_namespace
-        and _cluster_scoped(body, known)
+        and scopes.cluster_scoped(body)
     ):
         body = {**body, "metadata": {k: v for k, v in meta.items() if k != "namespace"}}
     return replace(raw, body=body) if body is not raw.body else raw
 
 
-def _cluster_scoped(body: dict[str, Any], known: Sequence[RawObject]) -> bool:
-    key = (group_of(str(body.get("apiVersion", ""))), str(body.get("kind", "")))
-    if key in CLUSTER_SCOPED:
-        return True
-    for o in known:
-        declared = crd_kind(o.body)
-        if declared == key:
-            return str(_spec(o.body).get("scope", "")) == "Cluster"
-    return False
+class _CrdScopes:
+    """The scope of each custom kind, from the first CRD that declares it among the objects
+    added (the revision's objects built so far): asked once per object, kept as a table."""
+
+    def __init__(self) -> None:
+        self._scope: dict[tuple[str, str], str] = {}
+
+    def add(self, objects: Iterable[RawObject]) -> None:
+        for o in objects:
+            declared = crd_kind(o.body)
+            if declared is not None:
+                self._scope.setdefault(declared, str(_spec(o.body).get("scope", "")))
+
+    def cluster_scoped(self, body: dict[str, Any]) -> bool:
+        key = (group_of(str(body.get("apiVersion", ""))), str(body.get("kind", "")))
+        return key in CLUSTER_SCOPED or self._scope.get(key) == "Cluster"
 
 
 def _post_build(job: _Job, known: Sequence[RawObject]) -> dict[str, Any] | None:

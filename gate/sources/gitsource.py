@@ -27,7 +27,7 @@ import posixpath
 import stat
 import subprocess
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +48,8 @@ from gate.sources.manifests import (
 
 #: git tree entry modes (as `git ls-tree` prints them).
 _MODE_SYMLINK = "120000"
+#: A symlink's mode in a git tree.
+SYMLINK_MODE = _MODE_SYMLINK
 _MODE_EXECUTABLE = "100755"
 
 
@@ -220,6 +222,22 @@ def read_blob(repo: str | Path, rev: str, path: str) -> tuple[bool, bytes] | Non
     return None
 
 
+def tree_entries(repo: str | Path, sha: str) -> list[TreeEntry]:
+    """Every blob and symlink of commit `sha` (a full sha), from one listing kept for the
+    process: what the build cache fingerprints a build's reads with, and the export writes."""
+    return _ls_tree(_open(repo), sha, [])
+
+
+def read_blobs(
+    repo: str | Path, sha: str, entries: Sequence[TreeEntry]
+) -> Iterator[tuple[TreeEntry, bytes]]:
+    """The content of each of `entries` of commit `sha`, in one `git cat-file` (fetched first
+    when missing from a partial clone)."""
+    r = _open(repo)
+    _prefetch(r, sha, entries)
+    return _blobs(r, entries)
+
+
 def export_tree(repo: str | Path, rev: str, dest: str | Path) -> str:
     """Write the files a build reads at `rev` into the directory `dest` (no checkout); returns
     the sha.
@@ -234,30 +252,80 @@ def export_tree(repo: str | Path, rev: str, dest: str | Path) -> str:
     are exactly what was committed. Symlinks are recreated only when they stay inside the tree;
     submodules are skipped (their content is not in this repository).
     """
+    return sync_tree(repo, rev, dest).sha
+
+
+@dataclass(frozen=True)
+class Exported:
+    """What an export wrote into its directory: the revision, each file's (mode, blob id) and
+    every directory, so that another revision can be written over it by difference."""
+
+    sha: str
+    files: dict[str, tuple[str, str]]
+    dirs: frozenset[str]
+
+
+def sync_tree(
+    repo: str | Path, rev: str, dest: str | Path, previous: Exported | None = None
+) -> Exported:
+    """`export_tree`, into a `dest` that holds the export `previous` (or nothing): only the
+    files that differ are written or removed. `gate history` exports a commit over its parent's
+    export, which differs by a few files, instead of writing the whole tree again."""
     root = Path(dest)
     r = _open(repo)
     sha = _resolve(r, rev)
     entries = _ls_tree(r, sha, [])
+    old = previous.files if previous is not None else {}
     first = needed_entries(entries)
-    _prefetch(r, sha, first)
-    kustomizations: dict[str, bytes] = {}
-    made: set[Path] = set()  # directories made so far: a mkdir per file costs more than its write
+    data = _changed_blobs(r, sha, first, old)
+    kustomizations = {
+        e.path: data[e.path] if e.path in data else root.joinpath(e.path).read_bytes()
+        for e in first
+        if e.path.rpartition("/")[2] in KUSTOMIZATION_NAMES and e.mode != _MODE_SYMLINK
+    }
+    referenced = referenced_entries(entries, kustomizations, {e.path for e in first})
+    data.update(_changed_blobs(r, sha, referenced, old))
+    files = {e.path: (e.mode, e.sha) for e in (*first, *referenced)}
     # Every directory of the tree exists, though some of its files are not read: Flux builds
     # a `spec.path` that holds only a README (to nothing), and fails on one that is absent.
-    for folder in sorted({posixpath.dirname(e.path) for e in entries} - {""}):
+    dirs = _folders(e.path for e in entries)
+    for path, was in old.items():
+        if files.get(path) != was:
+            root.joinpath(path).unlink(missing_ok=True)
+    if previous is not None:
+        for folder in sorted(previous.dirs - dirs, reverse=True):  # the deepest first
+            with suppress(OSError):  # not empty: a kept directory's parent
+                root.joinpath(folder).rmdir()
+    made: set[Path] = set()  # directories made so far: a mkdir per file costs more than its write
+    for folder in sorted(dirs - (previous.dirs if previous is not None else frozenset())):
         target = root.joinpath(*folder.split("/"))
         target.mkdir(parents=True, exist_ok=True)
         made.add(target)
-    for entry, data in _blobs(r, first):
-        _write_entry(root, entry, data, made)
-        if entry.path.rpartition("/")[2] in KUSTOMIZATION_NAMES and entry.mode != _MODE_SYMLINK:
-            kustomizations[entry.path] = data
-    written = {e.path for e in first}
-    referenced = referenced_entries(entries, kustomizations, written)
-    _prefetch(r, sha, referenced)
-    for entry, data in _blobs(r, referenced):
-        _write_entry(root, entry, data, made)
-    return sha
+    made.update(root.joinpath(*d.split("/")) for d in dirs)
+    by_path = {e.path: e for e in (*first, *referenced)}
+    for path, blob in data.items():
+        _write_entry(root, by_path[path], blob, made)
+    return Exported(sha, files, dirs)
+
+
+def _folders(paths: Iterable[str]) -> frozenset[str]:
+    """Every directory above `paths` (`a`, `a/b` for `a/b/c.yaml`)."""
+    out: set[str] = set()
+    for path in paths:
+        folder = posixpath.dirname(path)
+        while folder and folder not in out:
+            out.add(folder)
+            folder = posixpath.dirname(folder)
+    return frozenset(out)
+
+
+def _changed_blobs(
+    r: _Repo, sha: str, entries: Sequence[TreeEntry], old: dict[str, tuple[str, str]]
+) -> dict[str, bytes]:
+    """The content of each of `entries` not already written as it is (`old`), by path."""
+    changed = [e for e in entries if old.get(e.path) != (e.mode, e.sha)]
+    _prefetch(r, sha, changed)
+    return {e.path: blob for e, blob in _blobs(r, changed)}
 
 
 def _prefetch(r: _Repo, sha: str, entries: Sequence[TreeEntry]) -> None:

@@ -36,11 +36,13 @@ from __future__ import annotations
 import functools
 import json
 import os
+import posixpath
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -50,7 +52,8 @@ import yaml
 
 from gate.model.errors import GitError, InputError, RenderError
 from gate.model.objects import RawObject, Source
-from gate.sources import gitsource
+from gate.sources import buildcache, gitsource
+from gate.sources.buildcache import Trace, TreeIndex
 from gate.sources.buildserver import BuildServer
 from gate.sources.manifests import KUSTOMIZATION_NAMES, parse_stream
 from gate.sources.remote import LEDGER, NOT_FETCHED
@@ -171,16 +174,21 @@ def render_kustomize_paths(
 class ExportedTree:
     """One revision materialised in a temporary directory, to build any of its paths.
 
-    The tree is exported once from the object database and never written to; each `build` runs
-    the confined renderer on one path, in one kept process (`gate.sources.buildserver`) when it
-    is the helper. A path with no kustomization file is built from the one Flux's generator
-    makes for it (every manifest below it), by the helper with Flux's own code."""
+    The tree is exported from the object database when a build first needs it, and never
+    written to; each `build` runs the confined renderer on one path, in one kept process
+    (`gate.sources.buildserver`) when it is the helper. A path with no kustomization file is
+    built from the one Flux's generator makes for it (every manifest below it), by the helper
+    with Flux's own code. A build the helper built before with the same inputs, at a revision
+    whose files it read are the same, is reused (`gate.sources.buildcache`): a revision whose
+    every build is kept is never exported."""
 
     def __init__(self, repo: str | Path, rev: str, *, timeout: float = DEFAULT_TIMEOUT) -> None:
         self.repo, self.rev, self.timeout = repo, rev, timeout
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self.sha = ""
         self._built: dict[tuple[str, str], list[RawObject]] = {}
+        self._exported: gitsource.Exported | None = None
+        self.remote: dict[str, str] = {}
 
     def __enter__(self) -> ExportedTree:
         self.command = find_kustomize()
@@ -188,28 +196,51 @@ class ExportedTree:
         self._server = (
             BuildServer(self.command[0], self.timeout) if len(self.command) == 1 else None
         )
-        self._tmp = tempfile.TemporaryDirectory(prefix="prune-gate-")
-        self.root = Path(self._tmp.name).resolve()  # kustomize resolves symlinks
-        self.tree = self.root / _TREE_DIR
-        self.sha = gitsource.export_tree(self.repo, self.rev, self.tree)
-        self.remote = LEDGER.fetched_for(self.tree)  # URL -> fetched file (--fetch-remote)
+        self.sha = gitsource.resolve_revision(self.repo, self.rev)
+        self.index = TreeIndex(gitsource.tree_entries(self.repo, self.sha))
+        if LEDGER.fetch:  # the remote entries are found in the exported kustomization files
+            self._export()
         return self
+
+    @property
+    def tree(self) -> Path:
+        """The exported revision, written on first use."""
+        if self._exported is None:
+            self._export()
+        return self._tree
+
+    def _export(self) -> None:
+        """Write the revision out: over a spare export of the same repository when there is
+        one (by difference), else into a new directory."""
+        spare = _SPARES.take(self.repo)
+        self._tmp, previous = spare if spare is not None else (_new_export_dir(), None)
+        self.root = Path(self._tmp.name).resolve()  # kustomize resolves symlinks
+        self._tree = self.root / _TREE_DIR
+        self._exported = gitsource.sync_tree(self.repo, self.sha, self._tree, previous)
+        self.remote = LEDGER.fetched_for(self._tree)  # URL -> fetched file (--fetch-remote)
 
     def __exit__(self, *exc: object) -> None:
         if self._server is not None:
             self._server.close()
-        if self._tmp is not None:
+        if self._tmp is not None and self._exported is not None and exc[0] is None:
+            _SPARES.give(self.repo, self._tmp, self._exported)
+        elif self._tmp is not None:
             self._tmp.cleanup()
 
     def repository_paths(self, text: str) -> str:
         """`text` (a tool's message) with this export's temporary paths mapped back to paths
         from the repository root: the absolute `/tmp/prune-gate-.../tree/apps/x` and the
         wrapper's relative `../tree/apps/x` both become `apps/x`."""
-        return repository_paths(text, self.tree, self.root / _WRAPPER_DIR)
+        if self._exported is None:
+            return text  # nothing written: no temporary path to name
+        return repository_paths(text, self._tree, self.root / _WRAPPER_DIR)
 
     def exists(self, rel: str) -> bool:
         """True when `rel` (from the repository root) is a directory at this revision."""
-        return (self.tree / rel).is_dir()
+        rel = "" if rel == "." else rel
+        if self.index.through_link(rel):
+            return (self.tree / rel).is_dir()  # as the export makes the link
+        return self.index.is_dir(rel)
 
     def build(
         self,
@@ -232,25 +263,32 @@ class ExportedTree:
     def _build(
         self, rel: str, kustomization: dict[str, Any] | None, flux: dict[str, Any] | None
     ) -> list[RawObject]:
-        target = self.tree / rel
-        if not target.is_dir():
-            what = "is not a directory" if target.exists() else "does not exist"
+        if not self.exists(rel):
+            what = "is not a directory" if rel in self.index.files else "does not exist"
             raise GitError(f"{rel} {what} at revision {self.rev} ({self.sha[:12]})")
         label = f"{rel} (kustomize build at {self.sha[:12]})"
         if kustomization is None and not any(
-            (target / name).is_file() for name in KUSTOMIZATION_NAMES
+            self.index.is_file(posixpath.join(rel, name)) for name in KUSTOMIZATION_NAMES
         ):
             kustomization = {}  # none to build: Flux generates one from what is below it
         if kustomization is not None:
             label = f"{rel} (built as kustomize-controller builds it, at {self.sha[:12]})"
+        key = self._cache_key(rel, kustomization, flux)
+        if key is not None:
+            kept = buildcache.BUILDS.lookup(key, self.index, label)
+            if kept is not None:
+                return kept
         tree = self.tree
+        target = tree / rel
         wrapper = self.root / _WRAPPER_DIR
+        said: list[str] = []
+        trace = Trace() if key is not None else None
         generate = (
             None
             if kustomization is None
             else {"root": str(tree), "dir": str(target), "kustomization": kustomization}
         )
-        return _build(
+        built = _build(
             self.command,
             self._server,
             target,
@@ -263,8 +301,77 @@ class ExportedTree:
             generate=generate,
             flux=flux,
             remote=self.remote,
-            heard=lambda stderr: LEDGER.record(self.sha, stderr, tree),
+            heard=lambda stderr: _heard(stderr, said, self.sha, tree),
+            trace=trace,
         )
+        if key is not None and trace is not None and trace.complete and not any(said):
+            # a build the helper said nothing of (no remote entry left out, which the ledger
+            # must hear of at every revision)
+            constant = [wrapper, *map(Path, self.remote.values())]
+            relative = buildcache.relative_reads(trace.reads, tree, constant)
+            if relative is not None:
+                buildcache.BUILDS.keep(key, self.index, relative, label, built)
+        return built
+
+    def _cache_key(
+        self, rel: str, kustomization: dict[str, Any] | None, flux: dict[str, Any] | None
+    ) -> str | None:
+        """The build cache's key of a build of `rel`, or None when it is not kept (a fallback
+        renderer, which does not say what it read)."""
+        if self._server is None or not self._server.serves or not buildcache.enabled():
+            return None
+        return buildcache.inputs_key(rel, kustomization, flux, self.remote, self.command)
+
+
+def _heard(stderr: str, said: list[str], sha: str, tree: Path) -> None:
+    """What a build said: for the ledger (the remote entries it left out), and kept in `said`
+    (a build that said anything is not kept for another revision)."""
+    said.append(stderr)
+    LEDGER.record(sha, stderr, tree)
+
+
+def _new_export_dir() -> tempfile.TemporaryDirectory[str]:
+    return tempfile.TemporaryDirectory(prefix="prune-gate-")
+
+
+class _SpareExports:
+    """Exports kept after use, to write the next revision of the same repository over them by
+    difference (`gitsource.sync_tree`): `gate history` reads commit after commit, each a few
+    files from its parent. Two are kept (a check's base and candidate); the rest are removed.
+    Each is taken by one tree at a time."""
+
+    _KEPT = 2
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._spares: list[tuple[str, tempfile.TemporaryDirectory[str], gitsource.Exported]] = []
+
+    def take(
+        self, repo: str | Path
+    ) -> tuple[tempfile.TemporaryDirectory[str], gitsource.Exported] | None:
+        key = _repo_key(repo)
+        with self._lock:
+            for i, (at, tmp, exported) in enumerate(self._spares):
+                if at == key:
+                    del self._spares[i]
+                    return tmp, exported
+        return None
+
+    def give(
+        self, repo: str | Path, tmp: tempfile.TemporaryDirectory[str], exported: gitsource.Exported
+    ) -> None:
+        with self._lock:
+            self._spares.append((_repo_key(repo), tmp, exported))
+            dropped, self._spares = self._spares[: -self._KEPT], self._spares[-self._KEPT :]
+        for _, old, _ in dropped:
+            old.cleanup()
+
+
+def _repo_key(repo: str | Path) -> str:
+    return os.path.realpath(repo)
+
+
+_SPARES = _SpareExports()
 
 
 def repository_paths(text: str, tree: Path, wrapper: Path) -> str:
@@ -318,13 +425,16 @@ def _build(
     flux: dict[str, Any] | None = None,
     remote: dict[str, str] | None = None,
     heard: Callable[[str], None] = lambda _stderr: None,
+    trace: Trace | None = None,
 ) -> list[RawObject]:
     """Build `target` through an origin-annotating wrapper, else plainly; parse and trace back.
 
     `generate` has the helper build `target` from the kustomization file Flux's generator makes
     of it (with a Flux Kustomization's build fields), `flux` is its post-build: the helper runs
     both on either build. `remote` maps a remote entry's URL to its fetched file; `heard` is
-    given a successful build's stderr (where the helper names the remote entries it left out)."""
+    given a successful build's stderr (where the helper names the remote entries it left out).
+    `trace`, when given, gets what the builds read (both, when the wrapper's fails: that it
+    fails depends on what it read too)."""
     wrapper.mkdir(exist_ok=True)
     resource = os.path.relpath(target, wrapper).replace(os.sep, "/")
     (wrapper / "kustomization.yaml").write_text(
@@ -339,12 +449,18 @@ def _build(
         encoding="utf-8",
     )
     flux_steps = _FluxSteps(generate, flux)
-    wrapped = _run(command, server, wrapper, [root, wrapper], wrapper, timeout, flux_steps, remote)
+    wrapped, read = _run(
+        command, server, wrapper, [root, wrapper], wrapper, timeout, flux_steps, remote, trace
+    )
+    if trace is not None:
+        trace.add(read)
     if wrapped.returncode == 0:
         heard(wrapped.stderr)
         objects = parse_stream(wrapped.stdout, label)
         return _trace(objects, wrapper, root, label_file)
-    plain = _run(command, server, target, [root], wrapper, timeout, flux_steps, remote)
+    plain, read = _run(command, server, target, [root], wrapper, timeout, flux_steps, remote, trace)
+    if trace is not None:
+        trace.add(read)
     if plain.returncode != 0:
         left_out = [line for line in plain.stderr.splitlines() if line.startswith(NOT_FETCHED)]
         kept = "\n".join(line for line in plain.stderr.splitlines() if line not in left_out)
@@ -395,14 +511,18 @@ def _run(
     timeout: float,
     flux: _FluxSteps = _NO_FLUX_STEPS,
     remote: dict[str, str] | None = None,
-) -> subprocess.CompletedProcess[str]:
+    trace: Trace | None = None,
+) -> tuple[subprocess.CompletedProcess[str], list[list[str]] | None]:
     """Build `target` confined to `roots`: by the kept helper when there is one and it serves,
-    else by a process of its own, in `cwd`. Flux's steps need the serving helper: only it runs
-    Flux's generator and substitution code."""
+    else by a process of its own, in `cwd`; with `trace`, also what the build read, when the
+    helper says (else None). Flux's steps need the serving helper: only it runs Flux's
+    generator and substitution code."""
     if server is not None and server.serves:
-        done = server.build(roots, target, flux.post_build, remote, flux.generate)
+        done = server.build(
+            roots, target, flux.post_build, remote, flux.generate, trace=trace is not None
+        )
         if done is not None:
-            return done
+            return done, server.reads
     if flux.generate is not None or flux.post_build is not None:
         what = (
             "substitutes variables (spec.postBuild)"
@@ -417,9 +537,10 @@ def _run(
         )
     argv = _argv(command, target, roots, remote)
     try:
-        return subprocess.run(
+        done = subprocess.run(
             argv, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
         )
+        return done, None
     except subprocess.TimeoutExpired:
         raise RenderError(f"`{' '.join(argv)}` did not finish in {timeout:g} s") from None
     except OSError as exc:

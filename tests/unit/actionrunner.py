@@ -84,8 +84,8 @@ def run_action(
     steps: dict[str, dict[str, str]] = {}
     result = ActionRun()
     for i, step in enumerate(action["runs"]["steps"]):
-        if step["name"] == "Install prune-gate":
-            continue
+        if step["name"] == "Install prune-gate" or "uses" in step:
+            continue  # the install is faked; another action (the cache) is GitHub's to run
         if not _condition(step.get("if", ""), values):
             continue
         context = {"runner.temp": str(runner_temp), "github.action_path": str(ROOT)}

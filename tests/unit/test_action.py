@@ -175,3 +175,19 @@ def test_every_input_is_documented_with_its_default_in_the_readme() -> None:
         assert f"| `{name}` |" in readme, f"README's Action table lacks input {name}"
     for name in action["outputs"]:
         assert f"`{name}`" in readme, f"README does not name output {name}"
+
+
+def test_the_cache_step_keeps_the_folders_the_check_writes() -> None:
+    """The check's caches live under PRUNE_GATE_CACHE, the folders actions/cache saves: each
+    run saves a key of its own and restores the latest, so a candidate reuses its base's builds."""
+    from gate.sources import buildcache
+
+    root = Path(__file__).resolve().parents[2]
+    steps = yaml.safe_load((root / "action.yml").read_text())["runs"]["steps"]
+    cache = next(s for s in steps if str(s.get("uses", "")).startswith("actions/cache@"))
+    check = next(s for s in steps if s.get("id") == "check")
+    folder = check["env"]["PRUNE_GATE_CACHE"]
+    kept = cache["with"]["path"].splitlines()
+    assert sorted(kept) == sorted(f"{folder}/{name}" for name in (buildcache.STORE_NAME, "parsed"))
+    assert cache["with"]["key"].startswith(cache["with"]["restore-keys"])
+    assert "inputs.cache == 'true'" in cache["if"]

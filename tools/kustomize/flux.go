@@ -92,15 +92,16 @@ type fluxGenerate struct {
 	Kustomization map[string]any `json:"kustomization"`
 }
 
-// generate returns the kustomization file Flux would build `g.Dir` from, and its content.
-func (g *fluxGenerate) generate() (string, []byte, error) {
+// generate returns the kustomization file Flux would build `g.Dir` from, its content, and
+// whether it was made (the path had none: the generator read every manifest below it).
+func (g *fluxGenerate) generate() (string, []byte, bool, error) {
 	obj := unstructured.Unstructured{Object: g.Kustomization}
 	if obj.Object == nil {
 		obj.Object = map[string]any{}
 	}
-	manifest, kfile, _, err := fluxkustomize.NewGenerator(g.Root, obj).GenerateManifest(g.Dir)
+	manifest, kfile, action, err := fluxkustomize.NewGenerator(g.Root, obj).GenerateManifest(g.Dir)
 	if err != nil {
-		return "", nil, fmt.Errorf("failed to generate kustomization.yaml: %w", err)
+		return "", nil, false, fmt.Errorf("failed to generate kustomization.yaml: %w", err)
 	}
-	return kfile, manifest, nil
+	return kfile, manifest, action == fluxkustomize.CreatedAction, nil
 }

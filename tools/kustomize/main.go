@@ -18,10 +18,11 @@
 // 2 usage error.
 //
 // With --serve it builds one kustomization per request: a JSON line on stdin,
-// {"roots": [DIR...], "target": DIR, "generate": GENERATE, "flux": POSTBUILD, "remote": {URL: FILE}},
-// answered by a JSON line on stdout, {"code": 0|1|2, "stdout": YAML, "stderr": message}, the exit
-// code and output the one-build form would have given; it says {"serve": 2} first (1 was a helper
-// without "generate"), and ends at the end of its input. A repository with many
+// {"roots": [DIR...], "target": DIR, "generate": GENERATE, "flux": POSTBUILD, "remote": {URL: FILE},
+// "trace": BOOL}, answered by a JSON line on stdout, {"code": 0|1|2, "stdout": YAML, "stderr":
+// message, "reads": [[KIND, PATH]...]}, the exit code and output the one-build form would have
+// given, and with "trace" what the build read (trace.go); it says {"serve": 3} first (2 was a
+// helper without "trace", 1 one without "generate"), and ends at the end of its input. A repository with many
 // Flux Kustomizations then pays kustomize's start once: a build with patches parses the
 // embedded Kubernetes OpenAPI schema, 0.2 s each time. The optional members are what Flux's
 // kustomize-controller does around kustomize's build of a Kustomization's path, each with Flux's
@@ -74,7 +75,7 @@ func main() {
 		os.Exit(2)
 	}
 	offline()
-	r := build(roots, target, nil, nil, fetched)
+	r := build(roots, target, nil, nil, fetched, false)
 	fmt.Fprint(os.Stderr, r.Stderr)
 	if r.Code != 0 {
 		os.Exit(r.Code)
@@ -89,14 +90,23 @@ type result struct {
 	Code   int    `json:"code"`
 	Stdout string `json:"stdout"`
 	Stderr string `json:"stderr"`
+	// Reads is what the build read (trace.go), when the request asked for it.
+	Reads [][2]string `json:"reads,omitempty"`
 }
 
 // build builds `target` on a file system confined to `roots`, with the remote entries in
 // `fetched` read from their fetched files: when `gen` is not nil, with the kustomization file
 // Flux generates for its directory; then runs a Flux Kustomization's post-build on it when `flux`
 // is not nil.
-func build(roots []string, target string, gen *fluxGenerate, flux *fluxPostBuild, fetched map[string]string) result {
+//
+// With `trace`, the result names what the build read (trace.go), also when it failed: how far a
+// build gets before it fails depends on what it read as much as its success does.
+func build(roots []string, target string, gen *fluxGenerate, flux *fluxPostBuild, fetched map[string]string, trace bool) (r result) {
 	fs, err := newConfinedFS(roots)
+	if trace && fs != nil {
+		fs.reads = reads{}
+		defer func() { r.Reads = fs.reads.sorted() }()
+	}
 	if err == nil {
 		fs.remote, err = newRemotes(fetched)
 	}
@@ -145,7 +155,7 @@ func serve(in io.Reader, out io.Writer) error {
 	requests := bufio.NewReader(in)
 	answers := bufio.NewWriter(out)
 	defaultSchema := openapi.GetSchemaVersion()
-	if err := answer(answers, map[string]int{"serve": 2}); err != nil {
+	if err := answer(answers, map[string]int{"serve": 3}); err != nil {
 		return err
 	}
 	for {
@@ -162,13 +172,14 @@ func serve(in io.Reader, out io.Writer) error {
 			Generate *fluxGenerate     `json:"generate"`
 			Flux     *fluxPostBuild    `json:"flux"`
 			Remote   map[string]string `json:"remote"`
+			Trace    bool              `json:"trace"`
 		}
 		var r result
 		panicked := false
 		if jerr := json.Unmarshal(line, &req); jerr != nil || len(req.Roots) == 0 || req.Target == "" {
 			r = result{Code: 2, Stderr: fmt.Sprintf("prune-gate-kustomize: a request is {\"roots\": [DIR...], \"target\": DIR}, not %q\n", line)}
 		} else {
-			r, panicked = buildRecovering(req.Roots, req.Target, req.Generate, req.Flux, req.Remote)
+			r, panicked = buildRecovering(req.Roots, req.Target, req.Generate, req.Flux, req.Remote, req.Trace)
 		}
 		if openapi.GetSchemaVersion() != defaultSchema {
 			openapi.ResetOpenAPI()
@@ -194,13 +205,13 @@ func answersAside() (*os.File, error) {
 }
 
 // buildRecovering is build, with a panic in kustomize made that build's error.
-func buildRecovering(roots []string, target string, gen *fluxGenerate, flux *fluxPostBuild, fetched map[string]string) (r result, panicked bool) {
+func buildRecovering(roots []string, target string, gen *fluxGenerate, flux *fluxPostBuild, fetched map[string]string, trace bool) (r result, panicked bool) {
 	defer func() {
 		if p := recover(); p != nil {
 			r, panicked = result{Code: 1, Stderr: fmt.Sprintf("kustomize failed: %v\n", p)}, true
 		}
 	}()
-	return build(roots, target, gen, flux, fetched), false
+	return build(roots, target, gen, flux, fetched, trace), false
 }
 
 func answer(w *bufio.Writer, v any) error {
@@ -269,6 +280,7 @@ type confinedFS struct {
 	// generated maps a kustomization file's real path to the text Flux generated for it
 	// (fluxGenerate), read in place of the file, which may not exist on disk.
 	generated map[string][]byte
+	reads     reads // what the build read, when traced (trace.go)
 }
 
 // serveGenerated has Flux's generator make the kustomization file of gen.Dir, and serves it in
@@ -278,10 +290,11 @@ func (c *confinedFS) serveGenerated(gen *fluxGenerate) error {
 	if _, err := c.resolve(gen.Root); err != nil {
 		return err
 	}
-	kfile, manifest, err := gen.generate()
+	kfile, manifest, created, err := gen.generate()
 	if err != nil {
 		return err
 	}
+	c.reads.noteGenerator(gen, created)
 	real, err := c.resolve(kfile)
 	if err != nil {
 		return err
@@ -360,6 +373,7 @@ func (c *confinedFS) RemoveAll(string) error              { return errReadOnly }
 func (c *confinedFS) WriteFile(string, []byte) error      { return errReadOnly }
 
 func (c *confinedFS) Open(path string) (filesys.File, error) {
+	c.reads.note(readFile, path)
 	real, err := c.resolve(path)
 	if err != nil {
 		return nil, err
@@ -371,11 +385,13 @@ func (c *confinedFS) Open(path string) (filesys.File, error) {
 }
 
 func (c *confinedFS) IsDir(path string) bool {
+	c.reads.note(readStat, path)
 	real, err := c.resolve(path)
 	return err == nil && c.disk.IsDir(real)
 }
 
 func (c *confinedFS) Exists(path string) bool {
+	c.reads.note(readStat, path)
 	real, err := c.resolve(path)
 	if err != nil {
 		return false
@@ -385,6 +401,7 @@ func (c *confinedFS) Exists(path string) bool {
 }
 
 func (c *confinedFS) ReadDir(path string) ([]string, error) {
+	c.reads.note(readList, path)
 	real, err := c.resolve(path)
 	if err != nil {
 		return nil, err
@@ -393,6 +410,7 @@ func (c *confinedFS) ReadDir(path string) ([]string, error) {
 }
 
 func (c *confinedFS) CleanedAbs(path string) (filesys.ConfirmedDir, string, error) {
+	c.reads.note(readStat, path)
 	if _, err := c.resolve(path); err != nil {
 		return "", "", err
 	}
@@ -400,6 +418,7 @@ func (c *confinedFS) CleanedAbs(path string) (filesys.ConfirmedDir, string, erro
 }
 
 func (c *confinedFS) Glob(pattern string) ([]string, error) {
+	c.reads.note(readTree, globDir(pattern))
 	matches, err := c.disk.Glob(pattern)
 	if err != nil {
 		return nil, err
@@ -414,6 +433,7 @@ func (c *confinedFS) Glob(pattern string) ([]string, error) {
 }
 
 func (c *confinedFS) Walk(path string, walkFn filepath.WalkFunc) error {
+	c.reads.note(readTree, path)
 	if _, err := c.resolve(path); err != nil {
 		return err
 	}
@@ -421,6 +441,7 @@ func (c *confinedFS) Walk(path string, walkFn filepath.WalkFunc) error {
 }
 
 func (c *confinedFS) ReadFile(path string) ([]byte, error) {
+	c.reads.note(readFile, path)
 	real, err := c.resolve(path)
 	if err != nil {
 		return nil, err
