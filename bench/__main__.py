@@ -26,6 +26,7 @@ BENCHMARKS = (
         "webhook under load (vegeta), through the API server beside Kyverno, cache catch-up",
         "bench.bench_load",
     ),
+    ("onedr0p/home-ops with --flux-root: check and history, cold and warm", "bench.bench_flux"),
 )
 
 
