@@ -27,7 +27,7 @@ def _builds_kept_per_test(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     """Each test keeps its kustomize builds (gate.sources.buildcache) to itself: a test that
     breaks a build on purpose (a fault in the helper, a timeout) must build, not reuse what
     another test built from the same files. Within a test the cache is on, as for a user."""
-    from gate.sources import buildcache
+    from gate.sources import buildcache, render
 
     before = os.environ.get(buildcache.ENV)
     if before is None:  # the person running the tests may turn it off for all of them
@@ -35,5 +35,6 @@ def _builds_kept_per_test(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     buildcache.reset()
     yield
     buildcache.reset()
+    render.forget_kept()  # a helper or an export kept for the next tree is this test's
     if before is None:
         os.environ.pop(buildcache.ENV, None)

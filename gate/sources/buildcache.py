@@ -165,7 +165,7 @@ def inputs_key(
     the fetched remote content (by hash), and the renderer (by file identity)."""
     fetched = {url: _content_hash(file) for url, file in sorted(remote.items())}
     text = json.dumps(
-        [rel, kustomization, flux, fetched, [_file_identity(c) for c in renderer]],
+        [rel, kustomization, flux, fetched, [file_identity(c) for c in renderer]],
         sort_keys=True,
         default=str,
     )
@@ -247,6 +247,12 @@ class BuildCache:
                 return
             store.write(f"reads:{key}", marshal.dumps([list(v) for v in variants]))
             store.write(out, data)
+
+    def last_reads(self, key: str) -> tuple[Read, ...] | None:
+        """What the build with inputs `key` read the last time it was kept, if ever: most
+        likely what it reads now (`gate.sources.partial` writes only that)."""
+        variants = self._variants_of(key)
+        return variants[0] if variants else None
 
     def _variants_of(self, key: str) -> list[tuple[Read, ...]]:
         with self._lock:
@@ -333,7 +339,7 @@ def _content_hash(file: str) -> str:
         return f"unreadable:{file}"
 
 
-def _file_identity(path: str) -> str:
+def file_identity(path: str) -> str:
     """A renderer named by path, size and change time: a rebuilt helper is another renderer."""
     try:
         st = os.stat(path)  # noqa: PTH116 (one call, three fields)

@@ -258,54 +258,110 @@ def export_tree(repo: str | Path, rev: str, dest: str | Path) -> str:
 @dataclass(frozen=True)
 class Exported:
     """What an export wrote into its directory: the revision, each file's (mode, blob id) and
-    every directory, so that another revision can be written over it by difference."""
+    every directory, so that another revision can be written over it by difference; `complete`
+    when it is the whole export, not a part of it (`sync_tree`'s `subset`)."""
 
     sha: str
     files: dict[str, tuple[str, str]]
     dirs: frozenset[str]
+    complete: bool = True
+
+
+@dataclass(frozen=True)
+class ExportPlan:
+    """What the whole export of a revision holds: the files (`needed_entries` and what the
+    kustomizations name) and every directory of the tree."""
+
+    files: dict[str, TreeEntry]
+    dirs: frozenset[str]
+
+    @property
+    def has_links(self) -> bool:
+        return any(e.mode == _MODE_SYMLINK for e in self.files.values())
+
+
+_PLANS: dict[tuple[str, str], ExportPlan] = {}
+_PLANS_MAX = 4
+_PLANS_LOCK = threading.Lock()
+
+
+def export_plan(repo: str | Path, sha: str) -> ExportPlan:
+    """The export of commit `sha` (a full sha), without writing it: the kustomization files
+    are read (they name the other files a build reads), nothing else. Kept for the process."""
+    r = _open(repo)
+    with _PLANS_LOCK:
+        known = _PLANS.get((r.git_dir, sha))
+    if known is not None:
+        return known
+    entries = _ls_tree(r, sha, [])
+    first = needed_entries(entries)
+    listed = [
+        e
+        for e in first
+        if e.path.rpartition("/")[2] in KUSTOMIZATION_NAMES and e.mode != _MODE_SYMLINK
+    ]
+    _prefetch(r, sha, listed)
+    kustomizations = {e.path: blob for e, blob in _blobs(r, listed)}
+    referenced = referenced_entries(entries, kustomizations, {e.path for e in first})
+    # Every directory of the tree exists, though some of its files are not read: Flux builds
+    # a `spec.path` that holds only a README (to nothing), and fails on one that is absent.
+    plan = ExportPlan({e.path: e for e in (*first, *referenced)}, _folders(e.path for e in entries))
+    with _PLANS_LOCK:
+        while len(_PLANS) >= _PLANS_MAX:
+            del _PLANS[next(iter(_PLANS))]
+        _PLANS[(r.git_dir, sha)] = plan
+    return plan
 
 
 def sync_tree(
-    repo: str | Path, rev: str, dest: str | Path, previous: Exported | None = None
+    repo: str | Path,
+    rev: str,
+    dest: str | Path,
+    previous: Exported | None = None,
+    subset: Iterable[str] | None = None,
 ) -> Exported:
     """`export_tree`, into a `dest` that holds the export `previous` (or nothing): only the
     files that differ are written or removed. `gate history` exports a commit over its parent's
-    export, which differs by a few files, instead of writing the whole tree again."""
+    export, which differs by a few files, instead of writing the whole tree again.
+
+    With `subset` (paths of files and directories), only those of the export are written, with
+    the directories above them, beside what `previous` holds that is still the same: a build
+    that read nothing else builds there as in the whole export (`gate.sources.partial`)."""
     root = Path(dest)
     r = _open(repo)
     sha = _resolve(r, rev)
-    entries = _ls_tree(r, sha, [])
+    plan = export_plan(repo, sha)
     old = previous.files if previous is not None else {}
-    first = needed_entries(entries)
-    data = _changed_blobs(r, sha, first, old)
-    kustomizations = {
-        e.path: data[e.path] if e.path in data else root.joinpath(e.path).read_bytes()
-        for e in first
-        if e.path.rpartition("/")[2] in KUSTOMIZATION_NAMES and e.mode != _MODE_SYMLINK
-    }
-    referenced = referenced_entries(entries, kustomizations, {e.path for e in first})
-    data.update(_changed_blobs(r, sha, referenced, old))
-    files = {e.path: (e.mode, e.sha) for e in (*first, *referenced)}
-    # Every directory of the tree exists, though some of its files are not read: Flux builds
-    # a `spec.path` that holds only a README (to nothing), and fails on one that is absent.
-    dirs = _folders(e.path for e in entries)
+    old_dirs = previous.dirs if previous is not None else frozenset()
+    if subset is None:
+        files = {p: (e.mode, e.sha) for p, e in plan.files.items()}
+        dirs = plan.dirs
+    else:
+        wanted = set(subset)
+        files = {
+            p: (e.mode, e.sha)
+            for p, e in plan.files.items()
+            if p in wanted or old.get(p) == (e.mode, e.sha)
+        }
+        kept_dirs = (wanted | old_dirs) & plan.dirs
+        dirs = _folders(files) | kept_dirs | _folders(kept_dirs)
     for path, was in old.items():
         if files.get(path) != was:
             root.joinpath(path).unlink(missing_ok=True)
-    if previous is not None:
-        for folder in sorted(previous.dirs - dirs, reverse=True):  # the deepest first
-            with suppress(OSError):  # not empty: a kept directory's parent
-                root.joinpath(folder).rmdir()
+    for folder in sorted(old_dirs - dirs, reverse=True):  # the deepest first
+        with suppress(OSError):  # not empty: a kept directory's parent
+            root.joinpath(folder).rmdir()
     made: set[Path] = set()  # directories made so far: a mkdir per file costs more than its write
-    for folder in sorted(dirs - (previous.dirs if previous is not None else frozenset())):
+    for folder in sorted(dirs - old_dirs):
         target = root.joinpath(*folder.split("/"))
         target.mkdir(parents=True, exist_ok=True)
         made.add(target)
     made.update(root.joinpath(*d.split("/")) for d in dirs)
-    by_path = {e.path: e for e in (*first, *referenced)}
-    for path, blob in data.items():
-        _write_entry(root, by_path[path], blob, made)
-    return Exported(sha, files, dirs)
+    changed = [plan.files[p] for p, at in files.items() if old.get(p) != at]
+    _prefetch(r, sha, changed)
+    for entry, blob in _blobs(r, changed):
+        _write_entry(root, entry, blob, made)
+    return Exported(sha, files, dirs, complete=len(files) == len(plan.files) and dirs == plan.dirs)
 
 
 def _folders(paths: Iterable[str]) -> frozenset[str]:
@@ -317,15 +373,6 @@ def _folders(paths: Iterable[str]) -> frozenset[str]:
             out.add(folder)
             folder = posixpath.dirname(folder)
     return frozenset(out)
-
-
-def _changed_blobs(
-    r: _Repo, sha: str, entries: Sequence[TreeEntry], old: dict[str, tuple[str, str]]
-) -> dict[str, bytes]:
-    """The content of each of `entries` not already written as it is (`old`), by path."""
-    changed = [e for e in entries if old.get(e.path) != (e.mode, e.sha)]
-    _prefetch(r, sha, changed)
-    return {e.path: blob for e, blob in _blobs(r, changed)}
 
 
 def _prefetch(r: _Repo, sha: str, entries: Sequence[TreeEntry]) -> None:

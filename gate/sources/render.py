@@ -33,6 +33,7 @@ path is a `Component`, say), the plain build is used without origins.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import json
 import os
@@ -52,7 +53,7 @@ import yaml
 
 from gate.model.errors import GitError, InputError, RenderError
 from gate.model.objects import RawObject, Source
-from gate.sources import buildcache, gitsource
+from gate.sources import buildcache, gitsource, partial
 from gate.sources.buildcache import Trace, TreeIndex
 from gate.sources.buildserver import BuildServer
 from gate.sources.manifests import KUSTOMIZATION_NAMES, parse_stream
@@ -194,34 +195,23 @@ class ExportedTree:
         self.command = find_kustomize()
         _note_renderer(self.command)
         self._server = (
-            BuildServer(self.command[0], self.timeout) if len(self.command) == 1 else None
+            _SERVERS.take(self.command[0], self.timeout) if len(self.command) == 1 else None
         )
         self.sha = gitsource.resolve_revision(self.repo, self.rev)
         self.index = TreeIndex(gitsource.tree_entries(self.repo, self.sha))
         if LEDGER.fetch:  # the remote entries are found in the exported kustomization files
-            self._export()
+            self._write(None)
         return self
 
     @property
     def tree(self) -> Path:
-        """The exported revision, written on first use."""
-        if self._exported is None:
-            self._export()
+        """The exported revision, written whole on first use."""
+        self._write(None)
         return self._tree
-
-    def _export(self) -> None:
-        """Write the revision out: over a spare export of the same repository when there is
-        one (by difference), else into a new directory."""
-        spare = _SPARES.take(self.repo)
-        self._tmp, previous = spare if spare is not None else (_new_export_dir(), None)
-        self.root = Path(self._tmp.name).resolve()  # kustomize resolves symlinks
-        self._tree = self.root / _TREE_DIR
-        self._exported = gitsource.sync_tree(self.repo, self.sha, self._tree, previous)
-        self.remote = LEDGER.fetched_for(self._tree)  # URL -> fetched file (--fetch-remote)
 
     def __exit__(self, *exc: object) -> None:
         if self._server is not None:
-            self._server.close()
+            _SERVERS.give(self._server)
         if self._tmp is not None and self._exported is not None and exc[0] is None:
             _SPARES.give(self.repo, self._tmp, self._exported)
         elif self._tmp is not None:
@@ -278,11 +268,40 @@ class ExportedTree:
             kept = buildcache.BUILDS.lookup(key, self.index, label)
             if kept is not None:
                 return kept
-        tree = self.tree
+        predicted = buildcache.BUILDS.last_reads(key) if key is not None else None
+        self._write(predicted)
+        traced = key is not None
+        try:
+            built, reads = self._built_here(rel, label, kustomization, flux, traced=traced)
+            again = not self._complete() and not self._covered(reads)
+        except RenderError:
+            if self._complete():
+                raise
+            again = True  # perhaps for want of a file not written
+        if again:  # it read past the part written: build on the whole revision
+            self._write(None)
+            built, reads = self._built_here(rel, label, kustomization, flux, traced=traced)
+        if key is not None and reads is not None:
+            buildcache.BUILDS.keep(key, self.index, reads, label, built)
+        return built
+
+    def _built_here(
+        self,
+        rel: str,
+        label: str,
+        kustomization: dict[str, Any] | None,
+        flux: dict[str, Any] | None,
+        *,
+        traced: bool,
+    ) -> tuple[list[RawObject], list[buildcache.Read] | None]:
+        """`rel` built on what is written of the revision; with `traced`, what the build read
+        (paths from the repository root), or None when it cannot be kept: the helper did not
+        say, said something (a remote entry left out, which the ledger must hear of at every
+        revision), or read outside the tree."""
+        tree, wrapper = self._tree, self.root / _WRAPPER_DIR
         target = tree / rel
-        wrapper = self.root / _WRAPPER_DIR
         said: list[str] = []
-        trace = Trace() if key is not None else None
+        trace = Trace() if traced else None
         generate = (
             None
             if kustomization is None
@@ -304,14 +323,42 @@ class ExportedTree:
             heard=lambda stderr: _heard(stderr, said, self.sha, tree),
             trace=trace,
         )
-        if key is not None and trace is not None and trace.complete and not any(said):
-            # a build the helper said nothing of (no remote entry left out, which the ledger
-            # must hear of at every revision)
-            constant = [wrapper, *map(Path, self.remote.values())]
-            relative = buildcache.relative_reads(trace.reads, tree, constant)
-            if relative is not None:
-                buildcache.BUILDS.keep(key, self.index, relative, label, built)
-        return built
+        if trace is None or not trace.complete or any(said):
+            return built, None
+        constant = [wrapper, *map(Path, self.remote.values())]
+        return built, buildcache.relative_reads(trace.reads, tree, constant)
+
+    def _write(self, predicted: Sequence[buildcache.Read] | None) -> None:
+        """Write the revision out, or with `predicted` (what the build read at another
+        revision) only what those reads need, when the revision has no symlinks
+        (`gate.sources.partial`): over what is written, else over a spare export of the same
+        repository (by difference), else into a new directory."""
+        if self._complete():
+            return
+        subset = None
+        if predicted is not None:
+            plan = gitsource.export_plan(self.repo, self.sha)
+            subset = None if plan.has_links else partial.expand(predicted, plan)
+        previous = self._exported
+        if self._tmp is None:
+            spare = _SPARES.take(self.repo)
+            self._tmp, previous = spare if spare is not None else (_new_export_dir(), None)
+            self.root = Path(self._tmp.name).resolve()  # kustomize resolves symlinks
+            self._tree = self.root / _TREE_DIR
+        self._exported = None  # until written: a failed write leaves nothing to reuse
+        self._exported = gitsource.sync_tree(self.repo, self.sha, self._tree, previous, subset)
+        if subset is None:
+            self.remote = LEDGER.fetched_for(self._tree)  # URL -> fetched file (--fetch-remote)
+
+    def _complete(self) -> bool:
+        return self._exported is not None and self._exported.complete
+
+    def _covered(self, reads: Sequence[buildcache.Read] | None) -> bool:
+        """True when a build on part of the revision read only what that part answers as the
+        whole would; unknown reads are not."""
+        if reads is None or self._exported is None:
+            return False
+        return partial.covers(reads, self._exported, gitsource.export_plan(self.repo, self.sha))
 
     def _cache_key(
         self, rel: str, kustomization: dict[str, Any] | None, flux: dict[str, Any] | None
@@ -365,6 +412,61 @@ class _SpareExports:
             dropped, self._spares = self._spares[: -self._KEPT], self._spares[-self._KEPT :]
         for _, old, _ in dropped:
             old.cleanup()
+
+    def clear(self) -> None:
+        with self._lock:
+            spares, self._spares = self._spares, []
+        for _, tmp, _ in spares:
+            tmp.cleanup()
+
+
+class _IdleServers:
+    """Kept helper processes between trees: `gate history` reads revision after revision, and a
+    helper's start (its OpenAPI schema, parsed on the first build that patches) is paid once,
+    not per revision. Two are kept (a check's two sides); each serves one tree at a time."""
+
+    _KEPT = 2
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: list[tuple[tuple[str, float], BuildServer]] = []
+
+    def take(self, helper: str, timeout: float) -> BuildServer:
+        """An idle server of this helper (the same file: a rebuilt one is another), or a new
+        one."""
+        key = (buildcache.file_identity(helper), timeout)
+        with self._lock:
+            for i, (at, server) in enumerate(self._idle):
+                if at == key:
+                    del self._idle[i]
+                    return server
+        return BuildServer(helper, timeout)
+
+    def give(self, server: BuildServer) -> None:
+        key = (buildcache.file_identity(server.helper), server.timeout)
+        with self._lock:
+            self._idle.append((key, server))
+            dropped, self._idle = self._idle[: -self._KEPT], self._idle[-self._KEPT :]
+        for _, old in dropped:
+            old.close()
+
+    def close(self) -> None:
+        """End the kept processes (at exit: their input closes, they end at once)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for _, server in idle:
+            server.close()
+
+
+_SERVERS = _IdleServers()
+atexit.register(_SERVERS.close)
+
+
+def forget_kept() -> None:
+    """End the helper processes kept between trees and remove the spare exports (tests: each
+    starts with none)."""
+    _SERVERS.close()
+    _SPARES.clear()
 
 
 def _repo_key(repo: str | Path) -> str:

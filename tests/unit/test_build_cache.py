@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from gate.sources import buildcache
+from gate.sources import buildcache, render
 from gate.sources.buildcache import TreeIndex, relative_reads
 from gate.sources.gitsource import TreeEntry
 from gate.sources.render import ExportedTree
@@ -262,7 +262,7 @@ def test_off_keeps_nothing(overlay: tuple[GitRepo, str], monkeypatch: pytest.Mon
 
 _AGAIN = """
 import json, sys
-from gate.sources import buildcache
+from gate.sources import buildcache, render
 from gate.sources.render import ExportedTree
 with ExportedTree(sys.argv[1], sys.argv[2]) as tree:
     objects = tree.build("prod")
@@ -301,3 +301,52 @@ def test_a_later_run_reuses_the_build_and_a_damaged_store_is_built_again(
         store.write_bytes(b"not a database" * 100)
     damaged = _in_a_process(repo, first)
     assert damaged["objects"] == cold["objects"]
+
+
+# --- a miss writes only what the build read before, and proves that was enough ----------------
+
+
+def built_on_part(repo: GitRepo, rev: str, path: str, **fields: Any) -> tuple[list[Any], bool]:
+    """The build in a fresh directory (no spare export to write over), and whether the build
+    was done on part of the revision."""
+    render.forget_kept()
+    with ExportedTree(repo.root, rev) as tree:
+        objects = tree.build(path, **fields)
+        assert tree._exported is not None
+        return objects, not tree._exported.complete
+
+
+@needs_helper
+def test_a_miss_builds_on_the_part_it_read_before_or_on_the_whole_when_it_reads_past_it(
+    tmp_path: Path,
+) -> None:
+    repo = GitRepo(tmp_path / "repo")
+    files = {f"other/{i}/cm.yaml": cm(f"other-{i}") for i in range(20)}
+    first = repo.commit(
+        {
+            **files,
+            "apps/a.yaml": cm("a"),
+            "apps/deep/b.yaml": cm("b"),
+            "apps/app/kustomization.yaml": "resources: [c.yaml, ../../shared/s.yaml]\n",
+            "apps/app/c.yaml": cm("c"),
+            "shared/s.yaml": cm("s"),
+        }
+    )
+    four = {"a": "one", "b": "one", "c": "one", "s": "one"}
+    objects, on_part = built_on_part(repo, first, "apps", kustomization={})
+    assert (values(objects), on_part) == (four, False)
+    # content it read changed: the part it read before is enough, and it is the same build
+    second = repo.commit({"shared/s.yaml": cm("s", "two")})
+    objects, on_part = built_on_part(repo, second, "apps", kustomization={})
+    assert (values(objects), on_part) == ({**four, "s": "two"}, True)
+    # a directory below a scanned one: listed before, but its new file was never read
+    third = repo.commit({"apps/deep/deeper/d.yaml": cm("d")})
+    objects, on_part = built_on_part(repo, third, "apps", kustomization={})
+    assert (values(objects), on_part) == ({**four, "s": "two", "d": "one"}, False)
+    # a resource named now that was not written: the part fails, the whole builds
+    fourth = repo.commit(
+        {"apps/app/kustomization.yaml": "resources: [c.yaml, ../../other/3/cm.yaml]\n"}
+    )
+    objects, on_part = built_on_part(repo, fourth, "apps", kustomization={})
+    assert values(objects) == {"a": "one", "b": "one", "c": "one", "d": "one", "other-3": "one"}
+    assert not on_part
