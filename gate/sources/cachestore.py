@@ -12,18 +12,22 @@ A cache must never cost a run more than it saves, nor stop one, however many run
 - Bounded on disk. Past `PRUNE_GATE_CACHE_MAX_MB` (256 MiB a file by default) the write that
   crosses it evicts the entries used longest ago. Use is a run counter in a side table (`uses`),
   bumped for the keys a run read in its exit transaction: a column of `entries` would rewrite
-  each blob it is read. A run writes at most a quarter of the cap, so its exit transaction, and
-  the write-ahead log it leaves (cut back to 16 MiB), stay small.
+  each blob it is read. A run writes at most a quarter of the cap, so its exit transaction stays
+  small; and the write-ahead log, past 16 MiB (or a quarter of the cap), is cut back to nothing
+  by the write that finds it so (runs end without closing their connection, and with readers
+  about SQLite only ever appends to it).
 - Bounded waits. Every wait is a bounded one, and none holds up the process. Reads wait for
   another run at most 2 s (in WAL mode only a log's recovery or a journal switch makes them
   wait); the exit's write waits 5 s for the write lock, then gives its entries up (the next run
-  parses them again); the store's own lock, shared by the threads of a run, is waited for at
-  most 30 s. Any other SQLite or OS error turns the store off for the process: a cache that
-  cannot be used is no cache, never an error.
+  parses them again), and its cut of the log 0.25 s for readers; the store's own lock, shared
+  by the threads of a run, is waited for at most 30 s. Any other SQLite or OS error turns the
+  store off for the process: a cache that cannot be used is no cache, never an error.
 - Safe to delete at any time. A run whose file went away (its folder deleted) writes to a new one
   at exit; a file that is not a database, or is damaged, is removed, and the next run starts
-  a new one. The connection is never closed at exit: closing the last one checkpoints the whole
-  log under an exclusive lock, which would make starting runs wait.
+  a new one. A new file is made whole under a name of its own and linked into place, so runs
+  starting together never race to set it up. The connection is never closed at exit: closing
+  the last one checkpoints the whole log under an exclusive lock, which would make starting
+  runs wait.
 - Fork-safe. A child forked while a thread of its parent held the store's lock would wait for
   it forever (no such thread runs there), and SQLite connections must not cross a fork: the
   child starts with a lock and a connection of its own.
@@ -56,6 +60,8 @@ _OFF = ("off", "0", "false", "no")
 READ_WAIT = 2.0
 WRITE_WAIT = 5.0
 LOCK_WAIT = 30.0
+#: Seconds the log's cut waits for readers to leave it (holding the write lock meanwhile).
+TRIM_WAIT = 0.25
 
 #: Keys asked for in one query: SQLite's bound on variables is 999 in older builds.
 _BATCH = 500
@@ -67,8 +73,9 @@ _RUN_SHARE = 4
 _OVERHEAD = 64
 #: Read keys remembered to mark as used, at most (`gate history` reads many).
 _USED_MAX = 100_000
-#: Bytes the write-ahead log is cut back to once checkpointed.
-_LOG_LIMIT = 16 << 20
+#: The largest the write-ahead log is left at the end of a write: at most this, and a quarter
+#: of the cap.
+_LOG_MAX = 16 << 20
 
 _SCHEMA = (
     "CREATE TABLE entries (key TEXT PRIMARY KEY, digest BLOB NOT NULL, data BLOB NOT NULL)"
@@ -238,8 +245,9 @@ class CacheStore:
         folder removed during the run), so that this run's entries are not lost with it."""
         path = self._path()
         if self._db is not None and path is not None and _identity(path) != self._identity:
-            self._db = None  # the old file's connection is left open, unused: no close at all
-            self._off = False
+            with contextlib.suppress(sqlite3.Error):
+                self._db.close()  # of a file that is gone
+            self._db, self._off = None, False
         return self._connect()
 
     def _select(self, db: sqlite3.Connection, asked: list[str]) -> list[tuple[object, ...]]:
@@ -262,18 +270,22 @@ class CacheStore:
         return rows
 
     def _store(self, db: sqlite3.Connection, pending: dict[str, bytes], used: set[str]) -> None:
-        """One write transaction: the entries, the uses, the eviction."""
+        """One write transaction: the uses of what this run read, room made for the new
+        entries (the entries used longest ago evicted), the new entries; then the log cut
+        back when it grew past its limit."""
         try:
             if not _begin_write(db):
                 return  # another run held the write lock too long: these entries are given up
             try:
-                _write_entries(db, pending, used)
-                _evict(db, self._cap())
+                run = _mark_used(db, used)
+                _evict(db, self._cap(), sum(_size(k, v) for k, v in pending.items()))
+                _insert(db, pending, run)
                 db.execute("COMMIT")
             except BaseException:
                 with contextlib.suppress(sqlite3.Error):
                     db.execute("ROLLBACK")
                 raise
+            _trim_log(db, self._path(), self._cap())
         except sqlite3.Error as exc:
             self._fail(exc)
 
@@ -300,24 +312,49 @@ class CacheStore:
 
 
 def _open(path: Path) -> sqlite3.Connection:
-    """A connection to `path` (created with its folder), with the schema of `FORMAT`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """A connection to `path` (made first when absent), with the schema of `FORMAT`."""
+    if not path.exists():
+        _create(path)
     db = sqlite3.connect(path, timeout=READ_WAIT, isolation_level=None, check_same_thread=False)
     try:
         db.execute("PRAGMA synchronous=OFF")  # a lost entry is computed again
-        db.execute(f"PRAGMA journal_size_limit={_LOG_LIMIT}")
+        db.execute("PRAGMA secure_delete=OFF")  # evicted entries need no overwriting: I/O saved
         (version,) = db.execute("PRAGMA user_version").fetchone()
         if version != FORMAT:
+            db.execute(f"PRAGMA busy_timeout={int(WRITE_WAIT * 1000)}")
             _make_schema(db)
+            db.execute(f"PRAGMA busy_timeout={int(READ_WAIT * 1000)}")
     except BaseException:
         db.close()
         raise
     return db
 
 
+def _create(path: Path) -> None:
+    """Make the file whole under a name of this thread's, then link it into place unless
+    another run did first: runs starting together on a new file would otherwise all switch it
+    to WAL at once, and SQLite may refuse the switch instead of waiting for it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    new = path.with_name(f"{path.name}.{os.getpid()}-{threading.get_ident()}.new")
+    try:
+        db = sqlite3.connect(new, isolation_level=None)
+        try:
+            _make_schema(db)
+        finally:
+            db.close()  # the last connection: its log is checkpointed and removed
+        with contextlib.suppress(FileExistsError):
+            path.hardlink_to(new)
+    except (OSError, sqlite3.Error):
+        pass  # no link (a file system without them): the file is made in place, as it comes
+    finally:
+        for extra in ("", "-wal", "-shm", "-journal"):
+            with contextlib.suppress(OSError):
+                Path(f"{new}{extra}").unlink()
+
+
 def _make_schema(db: sqlite3.Connection) -> None:
-    """WAL mode and this module's tables, once per file (runs racing to do it take turns);
-    tables of another format are dropped."""
+    """WAL mode and this module's tables, once per file; tables of another format are
+    dropped."""
     if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
         db.execute("PRAGMA journal_mode=WAL")
     db.execute("BEGIN IMMEDIATE")
@@ -357,44 +394,54 @@ def _begin_write(db: sqlite3.Connection) -> bool:
     return True
 
 
-def _write_entries(db: sqlite3.Connection, pending: dict[str, bytes], used: set[str]) -> None:
-    """The new entries and the uses of the read ones, stamped with the next run number."""
+def _size(key: str, data: bytes) -> int:
+    """The bytes counted for an entry: key, digest, data and SQLite's overhead."""
+    return len(key) + 16 + len(data) + _OVERHEAD
+
+
+def _mark_used(db: sqlite3.Connection, used: set[str]) -> int:
+    """This run's number (one more than the last), stamped on the entries it read."""
     (run,) = db.execute("SELECT coalesce(max(used), 0) + 1 FROM uses").fetchone()
-    db.executemany(
-        "INSERT OR REPLACE INTO entries VALUES (?, ?, ?)",
-        [(k, digest(v), v) for k, v in pending.items()],
-    )
-    db.executemany(
-        "INSERT OR REPLACE INTO uses VALUES (?, ?, ?)",
-        [(k, run, len(k) + 16 + len(v) + _OVERHEAD) for k, v in pending.items()],
-    )
     keys = list(used)
     for at in range(0, len(keys), _BATCH):
         part = keys[at : at + _BATCH]
         db.execute(
             f"UPDATE uses SET used = ? WHERE key IN ({','.join('?' * len(part))})", [run, *part]
         )
+    return int(run)
 
 
-def _evict(db: sqlite3.Connection, cap: int) -> None:
-    """Over `cap` (the pages in use), remove the entries used longest ago until about
-    `_KEEP` of it is left; freed pages are reused, so the file stops growing."""
+def _insert(db: sqlite3.Connection, pending: dict[str, bytes], run: int) -> None:
+    db.executemany(
+        "INSERT OR REPLACE INTO entries VALUES (?, ?, ?)",
+        [(k, digest(v), v) for k, v in pending.items()],
+    )
+    db.executemany(
+        "INSERT OR REPLACE INTO uses VALUES (?, ?, ?)",
+        [(k, run, _size(k, v)) for k, v in pending.items()],
+    )
+
+
+def _evict(db: sqlite3.Connection, cap: int, incoming: int) -> None:
+    """When the pages in use and `incoming` bytes would pass `cap`, remove the entries used
+    longest ago until `_KEEP` of it would be left; freed pages are reused, so the file stays
+    within the cap."""
     page = db.execute("PRAGMA page_size").fetchone()[0]
     in_use = page * (
         db.execute("PRAGMA page_count").fetchone()[0]
         - db.execute("PRAGMA freelist_count").fetchone()[0]
     )
-    excess = in_use - int(cap * _KEEP)
-    if in_use <= cap or excess <= 0:
+    if in_use + incoming <= cap:
         return
+    excess = in_use + incoming - int(cap * _KEEP)
     victims: list[str] = []
     oldest = db.execute("SELECT key, size FROM uses ORDER BY used, key")
     try:
         for key, size in oldest:
-            victims.append(key)
-            excess -= size
             if excess <= 0:
                 break
+            victims.append(key)
+            excess -= size
     finally:
         oldest.close()
     for at in range(0, len(victims), _BATCH):
@@ -402,6 +449,22 @@ def _evict(db: sqlite3.Connection, cap: int) -> None:
         marks = ",".join("?" * len(part))
         db.execute(f"DELETE FROM entries WHERE key IN ({marks})", part)
         db.execute(f"DELETE FROM uses WHERE key IN ({marks})", part)
+
+
+def _trim_log(db: sqlite3.Connection, path: Path | None, cap: int) -> None:
+    """Past its limit, checkpoint the write-ahead log and cut it to nothing, waiting for
+    readers at most `TRIM_WAIT`. Runs that end with `os._exit` never close their connection,
+    so nothing else would: with readers always about, SQLite only ever appends to it."""
+    try:
+        size = Path(f"{path}-wal").stat().st_size
+    except OSError:
+        return
+    if size > min(_LOG_MAX, cap // _RUN_SHARE):
+        db.execute(f"PRAGMA busy_timeout={int(TRIM_WAIT * 1000)}")
+        try:
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()  # busy: left for the next
+        finally:
+            db.execute(f"PRAGMA busy_timeout={int(READ_WAIT * 1000)}")
 
 
 #: Every store made, for the fork hook; connections a forked child inherited, kept so that

@@ -1,7 +1,12 @@
-"""Parsed manifests are kept between runs by content, and a damaged entry is read again."""
+"""Parsed manifests are kept between runs by content, and a damaged entry is read again; runs
+share the cache at once, and a run never hangs on it. No test measures time: a deadline on a
+subprocess only guards against a hang."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -12,6 +17,9 @@ from pathlib import Path
 import pytest
 
 from gate.sources import manifests, parsecache
+
+#: The deadline of a subprocess: far beyond what it takes, there only to end a hang.
+GUARD = 120
 
 TEXT = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: n}\ndata: {on: yes}\n"
 
@@ -84,6 +92,21 @@ def test_a_database_that_is_not_one_is_no_cache(folder: Path) -> None:
     parsecache.reset()
     assert [o.body["data"] for o in manifests.parse_stream(TEXT, "a.yaml")] == [{True: True}]
     parsecache.flush()  # no error either
+    _forget_this_process()
+    manifests.parse_stream(TEXT, "a.yaml")  # a later run caches again: the file was replaced
+    _forget_this_process()
+    assert len(_entries(folder)) == 1
+
+
+def test_the_folder_deleted_during_a_run_loses_nothing(folder: Path) -> None:
+    manifests.parse_stream(TEXT, "a.yaml")
+    _forget_this_process()
+    assert parsecache.get(parsecache.key(TEXT, False)) is not None  # the file is open
+    shutil.rmtree(folder)
+    other = TEXT.replace("name: a", "name: b")
+    manifests.parse_stream(other, "b.yaml")
+    _forget_this_process()  # no error: written to a new file
+    assert [k for k, _, _ in _entries(folder)] == [parsecache.key(other, False)]
 
 
 def test_errors_are_not_kept(folder: Path) -> None:
@@ -112,3 +135,118 @@ def test_off_keeps_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     finally:
         parsecache.reset()
     assert not list(tmp_path.rglob("*"))
+
+
+# --- runs at once --------------------------------------------------------------------------------
+
+#: A run in its own process: it waits for a line on stdin (all start together), looks up the
+#: shared texts, keeps those it missed and its own, and ends as `gate` does (the exit handlers,
+#: then os._exit), printing how many shared ones it found.
+RUN = """
+import sys
+from gate.sources import parsecache
+from gate.speed import quick_exit
+me, n, size = (int(a) for a in sys.argv[1:4])
+sys.stdin.readline()
+shared = [parsecache.key(f"shared {i}", False) for i in range(n)]
+have = parsecache.get_many(shared)
+for key in shared:
+    if key not in have:
+        parsecache.put(key, [({"pad": "s" * size}, 1)])
+for i in range(n):
+    parsecache.put(parsecache.key(f"run {me} text {i}", False), [({"pad": str(me) * size}, 1)])
+print(len(have), flush=True)
+quick_exit(0)
+"""
+
+
+def _runs(count: int, n: int, size: int) -> list[str]:
+    """`count` runs of `RUN` started together; what each printed."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", RUN, str(me), str(n), str(size)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for me in range(count)
+    ]
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    outs = []
+    try:
+        for proc in procs:
+            out, err = proc.communicate(timeout=GUARD)
+            assert (proc.returncode, err) == (0, "")
+            outs.append(out.strip())
+    finally:
+        for proc in procs:
+            proc.kill()
+    return outs
+
+
+def test_runs_exiting_at_once_share_the_cache(folder: Path) -> None:
+    _runs(6, 100, 100)
+    keys = {k for k, _, _ in _entries(folder)}
+    assert {parsecache.key(f"shared {i}", False) for i in range(100)} <= keys
+    assert {parsecache.key(f"run {me} text {i}", False) for me in range(6) for i in range(100)} <= (
+        keys
+    )
+    assert _runs(2, 100, 100) == ["100", "100"]
+
+
+def test_runs_exiting_at_once_write_a_bounded_share_into_a_bounded_file(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hang: each run wrote everything it parsed in one transaction at exit, while the
+    others waited on SQLite's lock, into a file and a log that only grew."""
+    monkeypatch.setenv("PRUNE_GATE_CACHE_MAX_MB", "1")
+    _runs(6, 40, 20_000)  # 1.6 MB parsed each
+    (db,) = folder.glob("*.sqlite")
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    assert db.stat().st_size <= 1.25 * (1 << 20)
+
+
+#: A process that forks while its thread `reader` is inside the parse cache (opening the file,
+#: the store's lock held); the child parses, writes and reads its entry back, exiting 0 when it
+#: did. An alarm ends a child that hangs.
+FORK = """
+import os, signal, sqlite3, threading
+from gate.sources import manifests, parsecache
+inside, release = threading.Event(), threading.Event()
+real = sqlite3.connect
+def connect(*args, **kwargs):
+    if threading.current_thread().name == "reader":
+        inside.set()
+        release.wait()
+    return real(*args, **kwargs)
+sqlite3.connect = connect
+reader = threading.Thread(target=parsecache.get_many, args=(["k"],), name="reader")
+reader.start()
+inside.wait()
+pid = os.fork()
+if pid == 0:
+    signal.alarm(60)
+    text = "apiVersion: v1\\nkind: ConfigMap\\nmetadata: {name: c, namespace: n}\\n"
+    manifests.parse_stream(text, "c.yaml")
+    parsecache.flush()
+    os._exit(0 if parsecache.get(parsecache.key(text, False)) else 3)
+release.set()
+reader.join()
+print(os.waitpid(pid, 0)[1])
+"""
+
+
+def test_a_child_forked_while_a_thread_is_in_the_cache_uses_it(folder: Path) -> None:
+    """A fork copies the store's lock as the thread holding it left it, but not the thread: the
+    child waited for it forever."""
+    done = subprocess.run(
+        [sys.executable, "-c", FORK], capture_output=True, text=True, timeout=GUARD, check=True
+    )
+    status = int(done.stdout)
+    assert not os.WIFSIGNALED(status) or os.WTERMSIG(status) != signal.SIGALRM, "child hung"
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
