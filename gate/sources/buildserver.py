@@ -27,9 +27,10 @@ from gate.model.errors import RenderError
 
 #: What the helper says first when it serves: 3 since it names what a build read (for the
 #: build cache), 2 since it runs Flux's generator (a helper that says 1 is older, and treated as
-#: one that does not serve; one that says 2 serves, untraced).
+#: one that does not serve; one that says 2 serves, untraced). A later one says more, and
+#: serves what this asks: requests only gain members it may ignore.
 HELLO = {"serve": 3}
-_SERVING = ({"serve": 2}, HELLO)
+_SERVES_FROM = 2
 
 
 class BuildServer:
@@ -111,11 +112,12 @@ class BuildServer:
             self._close()
             raise RenderError(f"cannot run {self.helper}: {exc}") from None
         hello = self._read_line()
-        if hello not in _SERVING:  # an older helper: usage error, or a build of "--serve"
-            self._close()
+        version = hello.get("serve") if isinstance(hello, dict) and len(hello) == 1 else None
+        if type(version) is not int or version < _SERVES_FROM:  # an older helper: a usage
+            self._close()  # error, or a build of "--serve"
             self.serves = False
             return False
-        self._traces = hello == HELLO
+        self._traces = version >= HELLO["serve"]
         return True
 
     def _ask(self, request: bytes) -> dict[str, Any] | None:

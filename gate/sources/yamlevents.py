@@ -103,6 +103,13 @@ def _native_reader(first: str | None) -> ModuleType | None:
         return None
 
 
+#: One text at a time in the native reader. It keeps its memo of scalars under a mutex of its
+#: own while it calls `_plain` back, and Python may hand the GIL to another thread during that
+#: call: a second thread entering the reader then waited for the mutex holding the GIL, which
+#: the first needed to return: both sides of `gate check` hung for good. This lock is waited
+#: for with the GIL released. (The reader holds the GIL as it reads, so nothing ran in parallel.)
+_NATIVE_LOCK = threading.Lock()
+
 _NATIVE_FIRST, _NATIVE_EMPTY = _resolved_first()
 _NATIVE = _native_reader(_NATIVE_FIRST)
 #: Which reader reads texts here, down to the build of the native one: part of the parse
@@ -130,9 +137,17 @@ def native_documents(
     the plain YAML most manifests are, by libyaml's events for the rest (or, without `scanner`,
     for all)."""
     assert _NATIVE is not None
-    docs: list[tuple[int, Any]] | None = _NATIVE.load_documents(
-        text, max_depth, _plain, _UNSUPPORTED, _NATIVE_FIRST, _NATIVE_EMPTY, scanner, max_aliases
-    )
+    with _NATIVE_LOCK:
+        docs: list[tuple[int, Any]] | None = _NATIVE.load_documents(
+            text,
+            max_depth,
+            _plain,
+            _UNSUPPORTED,
+            _NATIVE_FIRST,
+            _NATIVE_EMPTY,
+            scanner,
+            max_aliases,
+        )
     return docs
 
 

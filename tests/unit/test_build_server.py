@@ -185,6 +185,31 @@ def test_a_helper_older_than_the_generator_is_not_served_from(tmp_path: Path) ->
     assert server.serves is False
 
 
+READS = (
+    'print(json.dumps({"code": 0, "stdout": "kind: X\\n", "stderr": "", '
+    '"reads": [["file", "/x/kustomization.yaml"]]}), flush=True)'
+)
+
+
+@pytest.mark.parametrize(("version", "traced"), [(2, False), (3, True), (4, True)])
+def test_a_helper_says_what_it_read_from_version_3_and_a_later_one_serves_too(
+    tmp_path: Path, version: int, traced: bool
+) -> None:
+    """A helper of version 2 serves, but does not name its reads: its builds are not kept. A
+    later helper than this code knows still serves (requests only gain members)."""
+    helper = fake_helper(
+        tmp_path,
+        f'print(json.dumps({{"serve": {version}}}), flush=True)\nsys.stdin.readline()\n{READS}',
+    )
+    server = BuildServer(helper, timeout=60)
+    try:
+        done = server.build([tmp_path], tmp_path, trace=True)
+    finally:
+        server.close()
+    assert done is not None and done.stdout == "kind: X\n"
+    assert server.reads == ([["file", "/x/kustomization.yaml"]] if traced else None)
+
+
 def test_a_kept_process_that_ended_is_started_again(tmp_path: Path) -> None:
     # answers one build, then ends (as the helper does after a build that panicked)
     once = fake_helper(

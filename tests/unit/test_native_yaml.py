@@ -384,3 +384,38 @@ def test_the_python_reader_is_used_when_the_native_one_is_turned_off() -> None:
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "python"
+
+
+_TWO_THREADS = """
+import sys, threading
+sys.setswitchinterval(1e-6)  # hand the GIL over as often as Python can
+from gate.sources import yamlevents
+text = "".join(
+    f"---\\nkind: ConfigMap\\nmetadata: {{name: c{i}}}\\ndata: {{a: {i}, b: true, c: 1.5}}\\n"
+    for i in range(2000)
+)
+def read():
+    for _ in range(20):
+        assert yamlevents.native_documents(text, 100) is not None
+threads = [threading.Thread(target=read) for _ in range(2)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print("read")
+"""
+
+
+def test_two_threads_reading_at_once_both_finish() -> None:
+    """Base and candidate are read in two threads. The native reader calls back into Python
+    for non-string scalars while it holds its memo's mutex; a second thread that entered it
+    then waited for that mutex holding the GIL the first needed back, and `gate check` hung
+    for good (seen on a real repository). Run in a process of its own: a hang is a failure."""
+    done = subprocess.run(
+        [sys.executable, "-c", _TWO_THREADS],
+        capture_output=True,
+        text=True,
+        timeout=120,  # a hang guard: before the fix this never finished
+        check=False,
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "read"), done.stderr
