@@ -5,7 +5,9 @@ from __future__ import annotations
 import datetime as dt
 import inspect
 import subprocess
+import sys
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -162,3 +164,39 @@ def cli_runner() -> CliRunner:
     if "mix_stderr" in inspect.signature(CliRunner.__init__).parameters:
         options["mix_stderr"] = False
     return CliRunner(**options)
+
+
+def run_together(
+    script: str,
+    argvs: Sequence[Sequence[str]],
+    env: dict[str, str] | None = None,
+    guard: float = 120,
+) -> list[str]:
+    """One Python process per argument list running `script`, all started before any is told
+    to go (each waits for a line on stdin), as concurrent runs of a cache are; what each printed.
+    `guard` is a hang guard, not a speed target. Each must exit 0 and print nothing on stderr."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, *argv],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for argv in argvs
+    ]
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    outs = []
+    try:
+        for proc in procs:
+            out, err = proc.communicate(timeout=guard)
+            assert (proc.returncode, err) == (0, "")
+            outs.append(out.strip())
+    finally:
+        for proc in procs:
+            proc.kill()
+    return outs

@@ -20,6 +20,7 @@ import pytest
 
 from gate.sources import cachestore
 from gate.sources.cachestore import CacheStore, digest
+from tests.unit.helpers import run_together
 
 ENV = "PRUNE_GATE_TEST_CACHE"
 #: The deadline of a subprocess: far beyond what it takes, there only to end a hang.
@@ -271,31 +272,7 @@ quick_exit(0)
 
 def _runs(count: int, n: int, size: int, env: dict[str, str]) -> list[str]:
     """`count` runs of `RUN` at once; what each printed."""
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", RUN, str(me), str(n), str(size)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        for me in range(count)
-    ]
-    for proc in procs:
-        assert proc.stdin is not None
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
-    outs = []
-    try:
-        for proc in procs:
-            out, err = proc.communicate(timeout=GUARD)
-            assert (proc.returncode, err) == (0, "")
-            outs.append(out.strip())
-    finally:
-        for proc in procs:
-            proc.kill()
-    return outs
+    return run_together(RUN, [[str(me), str(n), str(size)] for me in range(count)], env, GUARD)
 
 
 def _consistent(db: Path) -> list[str]:

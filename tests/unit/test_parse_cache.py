@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from gate.sources import manifests, parsecache
+from tests.unit.helpers import run_together
 
 #: The deadline of a subprocess: far beyond what it takes, there only to end a hang.
 GUARD = 120
@@ -162,30 +163,7 @@ quick_exit(0)
 
 def _runs(count: int, n: int, size: int) -> list[str]:
     """`count` runs of `RUN` started together; what each printed."""
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", RUN, str(me), str(n), str(size)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for me in range(count)
-    ]
-    for proc in procs:
-        assert proc.stdin is not None
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
-    outs = []
-    try:
-        for proc in procs:
-            out, err = proc.communicate(timeout=GUARD)
-            assert (proc.returncode, err) == (0, "")
-            outs.append(out.strip())
-    finally:
-        for proc in procs:
-            proc.kill()
-    return outs
+    return run_together(RUN, [[str(me), str(n), str(size)] for me in range(count)], None, GUARD)
 
 
 def test_runs_exiting_at_once_share_the_cache(folder: Path) -> None:
