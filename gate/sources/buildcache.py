@@ -24,6 +24,7 @@ import json
 import marshal
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -49,6 +50,10 @@ STORE_NAME = "builds"
 #: resource added), and base and candidate may differ so; the latest few are tried.
 _VARIANTS = 16
 
+#: Builds kept in the process memo, the latest used: `gate history` over thousands of commits
+#: makes a new build or two a commit, and only the latest are asked for again.
+_MEMO_MAX = 4_000
+
 #: A read the helper names: (kind, path) with kind file, stat, list or tree (trace.go).
 Read = tuple[str, str]
 
@@ -62,6 +67,7 @@ class TreeIndex:
         self.files = {e.path: (e.mode, e.sha) for e in entries}
         self._paths = sorted(self.files)
         self._prints: dict[Read, str | None] = {}
+        self._folded: set[str] | None = None
 
     def is_file(self, rel: str) -> bool:
         """True when `rel` is a file (or a symlink) at this revision."""
@@ -89,7 +95,9 @@ class TreeIndex:
         if entry is not None:
             return "f" if kind == "stat" else f"f{entry[0]}:{entry[1]}"
         if not self.is_dir(rel):
-            return "-"
+            # on a file system that ignores case (macOS, Windows) the build found `App.yaml`
+            # where it asked for `app.yaml`: absent here, yet read
+            return None if rel.lower() in self._folded_paths() else "-"
         if kind in ("stat", "file"):
             return "d"
         lo, hi = self._below(rel)
@@ -109,6 +117,17 @@ class TreeIndex:
                 return None
             digest.update(f"{path[start:]}\0{mode}\0{sha}\0".encode("utf-8", "surrogateescape"))
         return "t" + digest.hexdigest()
+
+    def _folded_paths(self) -> set[str]:
+        """Every file and directory, in lower case."""
+        if self._folded is None:
+            folded = set()
+            for path in self._paths:
+                while path and path not in folded:
+                    folded.add(path)
+                    path = path.rpartition("/")[0]
+            self._folded = {p.lower() for p in folded}
+        return self._folded
 
     def _below(self, rel: str) -> tuple[int, int]:
         """The range of `_paths` below directory `rel` ('/' + 1 is '0')."""
@@ -198,7 +217,7 @@ class BuildCache:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._variants: dict[str, list[tuple[Read, ...]]] = {}
-        self._built: dict[str, tuple[str, list[RawObject]]] = {}
+        self._built: OrderedDict[str, tuple[str, list[RawObject]]] = OrderedDict()
         self.hits = self.misses = 0
 
     def lookup(self, key: str, index: TreeIndex, label: str) -> list[RawObject] | None:
@@ -237,7 +256,7 @@ class BuildCache:
         out = f"out:{key}:{digest}"
         with self._lock:
             self._variants[key] = variants
-            self._built[out] = (label, list(objects))
+            self._remember(out, (label, list(objects)))
         store = _store()
         if store.enabled:
             rows = [(o.body, o.source.path, o.source.line) for o in objects]
@@ -268,14 +287,23 @@ class BuildCache:
     def _result(self, out: str) -> tuple[str, list[RawObject]] | None:
         with self._lock:
             known = self._built.get(out)
-        if known is not None:
-            return known
+            if known is not None:
+                self._built.move_to_end(out)
+                return known
         raw = _store().read([out]).get(out)
         found = _load_result(raw) if raw is not None else None
         if found is not None:
             with self._lock:
-                self._built[out] = found
+                self._remember(out, found)
         return found
+
+    def _remember(self, out: str, result: tuple[str, list[RawObject]]) -> None:
+        """Keep `result` in the memo (the lock held), the least recently used past the bound
+        going."""
+        self._built[out] = result
+        self._built.move_to_end(out)
+        while len(self._built) > _MEMO_MAX:
+            self._built.popitem(last=False)
 
 
 def _digest(reads: Iterable[Read], index: TreeIndex) -> str | None:

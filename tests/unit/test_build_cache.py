@@ -90,6 +90,15 @@ def test_nothing_read_through_a_symlink_can_be_told() -> None:
     assert linked.fingerprint("file", "b/x.yaml") is not None
 
 
+def test_an_absent_path_that_differs_from_one_there_only_by_case_cannot_be_told() -> None:
+    """A file system that ignores case answers `app/kustomization.yaml` with
+    `App/Kustomization.yaml`: git's listing cannot say what the build saw there."""
+    cased = index({"App/Kustomization.yaml": "1"})
+    assert cased.fingerprint("file", "app/kustomization.yaml") is None
+    assert cased.fingerprint("stat", "app") is None
+    assert cased.fingerprint("file", "other/kustomization.yaml") == "-"
+
+
 def test_reads_outside_the_tree_are_not_kept(tmp_path: Path) -> None:
     tree, wrapper = tmp_path / "tree", tmp_path / "wrapper"
     reads = [["file", f"{tree}/a/k.yaml"], ["stat", str(tree)], ["file", f"{wrapper}/k.yaml"]]
