@@ -12,6 +12,10 @@ import sys
 import time
 
 BENCHMARKS = (
+    (
+        "gate start-up: --help, codes, check --help, and what a check imports",
+        "bench.bench_startup",
+    ),
     ("gate check, rendered, git and kustomize mode, vs yq pipelines", "bench.bench_check"),
     ("git tree reading", "bench.bench_git"),
     (

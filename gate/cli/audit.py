@@ -11,9 +11,8 @@ import sys
 
 import click
 
-from gate.cli.common import fail, kube_options, say, text_or_json_option
+from gate.cli.common import POLICY_FILE, fail, kube_options, say, text_or_json_option
 from gate.model.errors import GateError
-from gate.sources.policyfile import POLICY_FILE
 
 #: Exit code of an audit that was read (whatever it found).
 EXIT_READ = 0

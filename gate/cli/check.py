@@ -4,21 +4,12 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from gate.app.check import (
-    CheckRequest,
-    CheckRun,
-    GitInputs,
-    LiveOptions,
-    RenderedInputs,
-    run_check,
-    write_deferral,
-)
 from gate.cli.common import (
+    POLICY_FILE,
     fail,
     fetch_charts_option,
     flux_source_options,
@@ -27,19 +18,19 @@ from gate.cli.common import (
     parse_flux_source,
     say,
 )
-from gate.engine.check import CheckResult
-from gate.engine.context import Context
-from gate.engine.scope import parse_scope
-from gate.model.errors import GateError, InputError
-from gate.model.findings import Severity
-from gate.report import FORMATS, render_report
-from gate.report.common import count
-from gate.sources.github import CIContext, detect_ci_context
-from gate.sources.policyfile import POLICY_FILE
+from gate.report import FORMATS
 from gate.speed import without_cyclic_gc
 
-# What only some runs need is imported where it is used, so a plain `gate check` does not pay
-# for it: --live (the kubernetes client), --defer-to, --sarif and the GitHub step summary.
+if TYPE_CHECKING:
+    from gate.app.check import CheckRequest, CheckRun, GitInputs, RenderedInputs
+    from gate.engine.check import CheckResult
+    from gate.engine.context import Context
+    from gate.sources.github import CIContext
+
+# The application, the engine and the report formats are imported when the check runs, so
+# `gate check --help` costs click and the option table, not the rules (test_startup holds it).
+# What only some runs need waits further, where it is used: --live (the kubernetes client),
+# --defer-to, --sarif and the GitHub step summary.
 
 
 @click.command("check")
@@ -209,6 +200,9 @@ def check_command(
     [--path DIR]... (in the merge queue, --base/--head default to the merge_group event's SHAs;
     on a pull request, to the merge base of its base and head, and its head).
     """
+    from gate.app.check import run_check
+    from gate.model.errors import GateError
+
     try:
         request = check_request(options, quiet=fmt != "text")
         run = run_check(request, say)
@@ -227,6 +221,11 @@ def check_command(
 
 def check_request(options: dict[str, Any], *, quiet: bool = False) -> CheckRequest:
     """The `CheckRequest` that `gate check`'s options say (a usage mistake: `InputError`)."""
+    from gate.app.check import CheckRequest, LiveOptions
+    from gate.engine.context import Context
+    from gate.engine.scope import parse_scope
+    from gate.sources.github import detect_ci_context
+
     ci = detect_ci_context(os.environ)
     name = options["context_name"]
     kube = (options["kubeconfig"], options["kube_context"])
@@ -246,6 +245,9 @@ def check_request(options: dict[str, Any], *, quiet: bool = False) -> CheckReque
 
 def _inputs(options: dict[str, Any], ci: CIContext) -> RenderedInputs | GitInputs:
     """Rendered or git mode, as the options say; the revisions default to the CI event's."""
+    from gate.app.check import GitInputs, RenderedInputs
+    from gate.model.errors import InputError
+
     base, head = options["base_manifests"], options["head_manifests"]
     git = (
         *("base_rev", "head_rev", "paths", "base_paths", "head_paths", "render"),
@@ -287,6 +289,9 @@ def _inputs(options: dict[str, Any], ci: CIContext) -> RenderedInputs | GitInput
 
 def _defer(directory: str, run: CheckRun, request: CheckRequest, fmt: str) -> int:
     """`--defer-to`: the artifact when nothing blocks; the exit code the pipeline acts on."""
+    from gate.app.check import write_deferral
+    from gate.model.errors import GateError
+
     try:
         deferred = write_deferral(directory, run, request.context, request.namespace, say)
     except GateError as exc:
@@ -312,6 +317,8 @@ def _warn_duplicates(result: CheckResult) -> None:
 def _emit(
     result: CheckResult, fmt: str, context: Context, base: str, head: str, standing: bool = False
 ) -> None:
+    from gate.report import render_report
+
     color = fmt == "text" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
     click.echo(
         render_report(
@@ -322,10 +329,15 @@ def _emit(
         return
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
+        from pathlib import Path
+
         from gate.report.github import step_summary
 
         with Path(summary).open("a", encoding="utf-8") as fh:
             fh.write(step_summary(result, context=context, base=base, head=head))
+    from gate.model.findings import Severity
+    from gate.report.common import count
+
     found = result.decision.findings
     _step_outputs(
         {
@@ -342,6 +354,8 @@ def _step_outputs(values: dict[str, str]) -> None:
     """The step's outputs for later steps (`steps.<id>.outputs.verdict`), when GitHub asks."""
     output = os.environ.get("GITHUB_OUTPUT")
     if output:
+        from pathlib import Path
+
         with Path(output).open("a", encoding="utf-8") as fh:
             fh.writelines(f"{name}={value}\n" for name, value in values.items())
 
@@ -349,6 +363,8 @@ def _step_outputs(values: dict[str, str]) -> None:
 def _write_sarif(path: str, result: CheckResult, context: Context, base: str, head: str) -> None:
     """The SARIF log beside the report; a file that cannot be written is exit 2, not a pass
     whose upload step then finds nothing."""
+    from pathlib import Path
+
     from gate.report.sarif import render_sarif
 
     text = render_sarif(result.decision, context=context, base=base, head=head) + "\n"

@@ -1,6 +1,10 @@
 """What the `gate` commands share: cluster options, the exit-2 error, notes on stderr.
 
-The policy a command runs under is read in `gate.app.policy`."""
+The policy a command runs under is read in `gate.app.policy`. Light by design: every command
+module imports this one to build its options, and `gate CMD --help` should cost click and
+little more (tests/unit/test_startup.py), so the engine, the reports and the sources are
+imported where they are used.
+"""
 
 from __future__ import annotations
 
@@ -10,13 +14,16 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from gate.engine.verdict import EXIT_UNDECIDED
-from gate.report.common import inert
-
 if TYPE_CHECKING:
     from gate.sources.flux import FluxSource
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+#: `gate.engine.verdict.EXIT_UNDECIDED`, without loading the engine (test_startup compares).
+EXIT_UNDECIDED = 2
+#: `gate.sources.policyfile.POLICY_FILE`, for the options' help, without loading the policy
+#: reader and its YAML library (test_startup compares).
+POLICY_FILE = "prune-gate.yaml"
 
 
 def kube_options(f: F) -> F:
@@ -36,6 +43,8 @@ def kube_options(f: F) -> F:
 
 def fail(message: str) -> NoReturn:
     """Print `error: message` and exit 2."""
+    from gate.report.common import inert
+
     click.echo(f"error: {inert(message)}", err=True)  # a file name may hold `\n::warning::`
     sys.exit(EXIT_UNDECIDED)
 

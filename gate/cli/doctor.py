@@ -10,13 +10,12 @@ import functools
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 
-from gate.app.policy import policy_at
-from gate.app.sides import FLUX_ROOT_ALONE, GitReading, read_revision
 from gate.cli.common import (
+    POLICY_FILE,
     F,
     fail,
     flux_source_options,
@@ -26,14 +25,17 @@ from gate.cli.common import (
     say,
     text_or_json_option,
 )
-from gate.engine.doctor import Diagnosis, Doctor, Thresholds
-from gate.engine.ledger import Ledger, Meta
-from gate.engine.marks import MarkReader
-from gate.engine.policy import Policy, duration_text, parse_duration
 from gate.model.errors import GateError, InputError
-from gate.model.refs import ObjectRef
-from gate.report.common import inert
-from gate.sources.policyfile import POLICY_FILE
+
+if TYPE_CHECKING:
+    from gate.app.sides import GitReading
+    from gate.engine.doctor import Diagnosis, Doctor, Thresholds
+    from gate.engine.ledger import Ledger, Meta
+    from gate.engine.policy import Policy
+    from gate.model.refs import ObjectRef
+
+# The engine, the policy and the sources are imported where a run uses them, so that `gate
+# doctor --help` and `gate heal --help` cost click and the option table (test_startup).
 
 #: Exit codes of doctor: nothing stuck, something stuck, could not read.
 EXIT_NOTHING_STUCK, EXIT_STUCK = 0, 1
@@ -74,6 +76,8 @@ def parse_target(text: str) -> tuple[str, str, str]:
 
 def duration_option(option: str, text: str, minimum: float = 0.0) -> float:
     """A duration option's seconds; no unit, or less than `minimum`, is a usage error."""
+    from gate.engine.policy import duration_text, parse_duration
+
     try:
         seconds = parse_duration(text)
     except ValueError as exc:
@@ -211,6 +215,8 @@ class Inputs:
     def resolve(self) -> tuple[Scope, Policy, Callable[[ObjectRef], str | None]]:
         """What to look at, the policy, and where git declares an object; a bad option is a
         usage error, an unreadable input a `GateError`, both before any cluster is read."""
+        from gate.app.policy import policy_at
+
         scope = make_scope(
             self.target,
             self.namespace,
@@ -245,6 +251,8 @@ def make_scope(
     kubeconfig: str | None,
     kube_context: str | None,
 ) -> Scope:
+    from gate.engine.doctor import Thresholds
+
     if namespace and all_namespaces:
         raise click.UsageError("give -n NAMESPACE or -A, not both")
     older, slack, dead = thresholds
@@ -283,6 +291,7 @@ def declared_lookup(
     check` reads a revision: files, kustomize builds or Flux entry points); nothing given:
     nothing is known to be declared. An object without a namespace is in `default_namespace`
     (-n, as `kubectl apply -n NS -f DIR` or a Flux Kustomization's targetNamespace put it)."""
+    from gate.app.sides import read_revision
     from gate.engine.check import build_sides
 
     flux_roots = flux[0]
@@ -319,6 +328,8 @@ def _reading(
 ) -> GitReading:
     """How --rev is read. Its files are read even beside a kustomization (`--render none`):
     what git declares is a hint here, not a verdict."""
+    from gate.app.sides import FLUX_ROOT_ALONE, GitReading
+
     flux_roots, flux_sources, flux_ignores = flux
     if flux_roots and (paths or render):
         raise InputError(FLUX_ROOT_ALONE)
@@ -343,6 +354,8 @@ def read_cluster(
 
 def find(ledger: Ledger, target: tuple[str, str, str], namespace: str | None) -> Meta | None:
     """The ledger's object for a KIND/NAME target, or None."""
+    from gate.model.refs import ObjectRef
+
     group, kind, name = target
     ns = namespace or ""
     if kind == "PersistentVolumeClaim":
@@ -389,6 +402,9 @@ def doctor_command(inputs: Inputs, fmt: str) -> None:
     --manifests or --rev, say which stuck objects git still declares (they come back empty).
     Exit 0 nothing stuck, 1 something stuck, 2 could not read.
     """
+    from gate.engine.doctor import Doctor
+    from gate.engine.marks import MarkReader
+    from gate.report.common import inert
     from gate.report.doctor import doctor_json, doctor_text
     from gate.sources.clock import utc_now
 

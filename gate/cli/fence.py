@@ -13,17 +13,19 @@ import datetime as dt
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from gate.app.policy import in_a_checkout, policy_at, policy_in_repository
-from gate.cli.common import F, fail, kube_options, say
-from gate.engine.fence import MAX_HOLD_SECONDS, FenceStatus
-from gate.engine.policy import Policy
-from gate.engine.verdict import EXIT_POLICY
+from gate.cli.common import POLICY_FILE, F, fail, kube_options, say
 from gate.model.errors import GateError, InputError
-from gate.sources.policyfile import POLICY_FILE, load_policy
+
+if TYPE_CHECKING:
+    from gate.engine.fence import FenceStatus
+    from gate.engine.policy import Policy
+
+# The policy, the engine and the client are imported when a fence command runs: `gate fence
+# --help` costs click and the option table (test_startup).
 
 #: Where the policy naming the fence is read: (--repo, --base, --config).
 Where = tuple[str, str | None, str | None]
@@ -75,8 +77,11 @@ def _fence_policy(where: Where) -> tuple[Policy, str | None]:
     the base revision. Without a base revision no policy file is read (the defaults: no fence),
     so that `--lease` or `--base` must say it. A `--config` in a checkout with a base revision
     but no repository to read it at is refused: it may be the candidate's checkout."""
+    from gate.app.policy import in_a_checkout, policy_at, policy_in_repository
+    from gate.engine.policy import Policy
     from gate.sources import gitsource  # git only
     from gate.sources.github import detect_ci_context
+    from gate.sources.policyfile import load_policy
 
     repo, base_rev, config_path = where
     base_rev = base_rev or detect_ci_context(os.environ).base
@@ -165,7 +170,9 @@ def fence_hold_command(
     kube_context: str | None,
 ) -> None:
     """Take or renew the fence. Exit 1 while another candidate holds it (wait and retry)."""
+    from gate.engine.fence import MAX_HOLD_SECONDS
     from gate.engine.policy import parse_duration
+    from gate.engine.verdict import EXIT_POLICY
     from gate.kube.lease import FenceHeldError, hold_fence
 
     try:

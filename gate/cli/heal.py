@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from gate.cli.common import fail
+from gate.cli.common import EXIT_UNDECIDED, fail
 from gate.cli.doctor import (
     Inputs,
     Scope,
@@ -20,16 +20,15 @@ from gate.cli.doctor import (
     scope_options,
     select,
 )
-from gate.engine.doctor import Doctor
-from gate.engine.heal import Healer, HealOptions, HealPlan, Outcome
-from gate.engine.marks import MarkReader
-from gate.engine.policy import Policy
-from gate.engine.verdict import EXIT_UNDECIDED
 from gate.model.errors import GateError, InputError
-from gate.model.refs import ObjectRef
 
-if TYPE_CHECKING:  # the client is imported when a pass runs: kubernetes is slow to import
+# The engine and the client are imported where a pass uses them (kubernetes is slow to import),
+# as in `gate.cli.doctor`: `gate heal --help` costs click and the option table (test_startup).
+if TYPE_CHECKING:
+    from gate.engine.heal import HealOptions, HealPlan, Outcome
+    from gate.engine.policy import Policy
     from gate.kube.snapshot import ApiLister
+    from gate.model.refs import ObjectRef
 
 #: Exit codes: every action done (or nothing to do), something stuck left alone.
 EXIT_HEALED, EXIT_LEFT = 0, 1
@@ -143,6 +142,9 @@ class _Pass:
         self.unattended = unattended
 
     def options(self, watching: bool) -> HealOptions:
+        from gate.engine.heal import HealOptions
+        from gate.engine.marks import MarkReader
+
         marks = MarkReader.of(self.policy)
         if not watching:
             return HealOptions(rescue=self.rescue, unattended=self.unattended, marks=marks)
@@ -166,6 +168,9 @@ class _Pass:
         )
 
     def plan(self, client: ApiLister, watching: bool = False) -> tuple[HealPlan, dt.datetime]:
+        from gate.engine.doctor import Doctor
+        from gate.engine.heal import Healer
+        from gate.engine.marks import MarkReader
         from gate.kube.ledger import read_ledger
         from gate.sources.clock import utc_now
 

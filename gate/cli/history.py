@@ -10,12 +10,12 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import click
 
-from gate.app.policy import policy_at
-from gate.app.sides import AUTO_ROOT, FLUX_ROOT_ALONE, FluxSide, GitReading, existing_paths
 from gate.cli.common import (
+    POLICY_FILE,
     fail,
     fetch_charts_option,
     flux_source_options,
@@ -24,19 +24,14 @@ from gate.cli.common import (
     say,
     text_or_json_option,
 )
-from gate.engine.history import (
-    Commit,
-    HistoryRow,
-    Revision,
-    RevisionCache,
-    replay,
-    summarize,
-)
 from gate.model.errors import GateError, GitError, InputError
-from gate.report.history import progress_line, render_history_json, render_history_text
-from gate.sources.clock import utc_today
-from gate.sources.policyfile import POLICY_FILE
-from gate.sources.remote import LEDGER
+
+if TYPE_CHECKING:
+    from gate.app.sides import GitReading
+    from gate.engine.history import Commit, HistoryRow, Revision
+
+# The engine, the sources and the report are imported when the replay runs: `gate history
+# --help` costs click and the option table (test_startup).
 
 
 @click.command("history")
@@ -133,6 +128,12 @@ def history_command(
     codes: 0 when the replay ran, whatever the verdicts; 2 on bad arguments or an unreadable
     repository.
     """
+    from gate.app.policy import policy_at
+    from gate.app.sides import AUTO_ROOT, FLUX_ROOT_ALONE, GitReading
+    from gate.engine.history import RevisionCache, replay, summarize
+    from gate.report.history import progress_line, render_history_json, render_history_text
+    from gate.sources.clock import utc_today
+
     del first_parent  # the only mode
     try:
         start, end = _parse_range(range_)
@@ -201,6 +202,7 @@ def _parse_range(range_: str) -> tuple[str, str]:
 
 def _commits(repo: str, start: str, end: str) -> tuple[list[Commit], str]:
     """The first-parent commits after `start` up to `end`, oldest first, and `end`'s sha."""
+    from gate.engine.history import Commit
     from gate.sources import gitsource
 
     commits = [Commit(*c) for c in gitsource.first_parent_log(repo, start, end)]
@@ -210,6 +212,8 @@ def _commits(repo: str, start: str, end: str) -> tuple[list[Commit], str]:
 def _require_paths(repo: str, paths: Sequence[str], commits: Sequence[Commit]) -> None:
     """A --path that no revision of the range has is a typo, not an empty root (the ends are
     looked at first: a root there is the usual case)."""
+    from gate.app.sides import existing_paths
+
     shas = [commits[-1].sha, *(c.parent for c in commits[:1] if c.parent)]
     shas.extend(c.sha for c in commits[:-1])
     absent = set(paths)
@@ -228,6 +232,10 @@ def _reader(reading: GitReading, paths: Sequence[str]) -> Callable[[str], Revisi
     """Read one revision as `gate check` reads it (`GitReading`): the objects under the paths
     (or Flux entry points) it has; a path it lacks is read as empty there, with a note (a root
     that does not exist yet, or any more, holds nothing there)."""
+    from gate.app.sides import AUTO_ROOT, FluxSide, existing_paths
+    from gate.engine.history import Revision
+    from gate.sources.remote import LEDGER
+
     wanted = reading.flux_roots or tuple(paths)
 
     def read(sha: str) -> Revision:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import click
 
-from gate.app.policy import policy_at
-from gate.app.sides import FLUX_ROOT_ALONE, GitReading, read_revision
 from gate.cli.common import (
+    POLICY_FILE,
     fail,
     flux_source_options,
     kube_options,
@@ -17,12 +17,14 @@ from gate.cli.common import (
     say,
     text_or_json_option,
 )
-from gate.engine.check import build_sides
 from gate.model.errors import GateError, InputError
-from gate.model.objects import Inventory
-from gate.sources.policyfile import (
-    POLICY_FILE,
-)
+
+if TYPE_CHECKING:
+    from gate.app.sides import GitReading
+    from gate.model.objects import Inventory
+
+# The policy, the sources, the engine and the client are imported when `retire status` runs:
+# `gate retire --help` costs click and the option table (test_startup).
 
 
 @click.group("retire")
@@ -100,6 +102,7 @@ def retire_status_command(
     not carry does not count. Exit 0 when it answered, 2 when it could not read the cluster or
     the base revision.
     """
+    from gate.app.policy import policy_at
     from gate.engine import retire
     from gate.kube.resources import RESOURCES
     from gate.kube.snapshot import ApiLister, take_snapshot
@@ -149,6 +152,8 @@ def _reading(
     base_rev: str | None,
 ) -> GitReading:
     """How --base is read (as `gate check` reads a revision); its options need --base."""
+    from gate.app.sides import FLUX_ROOT_ALONE, GitReading
+
     flux_roots, flux_sources, flux_ignores = flux
     if (render != "none" or flux_roots) and not base_rev:  # --path alone: ignored, as before
         raise InputError("--render and --flux-root read --base: give --base too")
@@ -164,5 +169,8 @@ def _reading(
 def _base_inventory(reading: GitReading, base_rev: str, paths: Sequence[str]) -> Inventory:
     """The objects the base revision declares, for `retire status --base`: plain manifests,
     kustomize builds or Flux entry points, read as `gate check` reads them."""
+    from gate.app.sides import read_revision
+    from gate.engine.check import build_sides
+
     base, _ = build_sides(read_revision(reading, base_rev, paths), [], "default")
     return base

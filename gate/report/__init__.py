@@ -15,8 +15,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gate.report.common import inert
-
 if TYPE_CHECKING:
     from gate.engine.check import CheckResult
     from gate.engine.context import Context
@@ -42,6 +40,9 @@ def render_report(
     colour to the text format only, and the caller decides it (a TTY, no NO_COLOR).
     """
     # Each renderer is imported when its format is asked for: `gate check` pays for one.
+    # `gate.report.common` too: `FORMATS` is read by `gate check --help`, which loads no engine.
+    from gate.report.common import inert
+
     decision = result.decision
     if fmt == "text":
         from gate.report.text import render_text
