@@ -24,14 +24,15 @@ Read = tuple[str, str]
 
 def expand(reads: Iterable[Read], plan: ExportPlan) -> set[str]:
     """The paths (files and directories) to write for a build that reads `reads`: each file and
-    directory read, what a listed directory holds, everything below a walked one."""
+    directory read, and everything below a directory it listed or walked. (A listing is what
+    Flux's generator scans: a directory new in it is most likely an app added, whose files the
+    build reads next; writing only the names would fail that build, and build it twice.)"""
     out: set[str] = set()
+    whole = plan.files.keys() | plan.dirs
     for kind, rel in reads:
         out.add(rel)
-        if kind == "list":
-            out.update(_children(plan.files.keys() | plan.dirs, rel, full=True))
-        elif kind == "tree":
-            out.update(_below(plan.files.keys() | plan.dirs, rel))
+        if kind in ("list", "tree"):
+            out.update(_below(whole, rel))
     out.discard("")
     return out
 
@@ -54,19 +55,10 @@ def covers(reads: Iterable[Read], part: Exported, plan: ExportPlan) -> bool:
     return True
 
 
-def _children(paths: Iterable[str], rel: str, *, full: bool) -> set[str]:
-    """The entries directly below directory `rel` among `paths` (full paths, or just names)."""
-    prefix = f"{rel}/" if rel else ""
-    out = set()
-    for p in paths:
-        if p.startswith(prefix) and p != rel:
-            name = p[len(prefix) :].partition("/")[0]
-            out.add(prefix + name if full else name)
-    return out
-
-
 def _names(paths: Iterable[str], rel: str) -> set[str]:
-    return _children(paths, rel, full=False)
+    """The names directly below directory `rel` among `paths`."""
+    prefix = f"{rel}/" if rel else ""
+    return {p[len(prefix) :].partition("/")[0] for p in paths if p.startswith(prefix) and p != rel}
 
 
 def _below(paths: Iterable[str], rel: str) -> list[str]:

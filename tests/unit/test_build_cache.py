@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from gate.sources import buildcache, render
+from gate.sources import buildcache, partial, render
 from gate.sources.buildcache import TreeIndex, relative_reads
-from gate.sources.gitsource import TreeEntry
+from gate.sources.gitsource import Exported, ExportPlan, TreeEntry
 from gate.sources.render import ExportedTree
 from tests.unit.helpers import GitRepo
 from tests.unit.test_build_server import needs_helper
@@ -271,7 +271,7 @@ def test_off_keeps_nothing(overlay: tuple[GitRepo, str], monkeypatch: pytest.Mon
 
 _AGAIN = """
 import json, sys
-from gate.sources import buildcache, render
+from gate.sources import buildcache, partial, render
 from gate.sources.render import ExportedTree
 with ExportedTree(sys.argv[1], sys.argv[2]) as tree:
     objects = tree.build("prod")
@@ -348,10 +348,11 @@ def test_a_miss_builds_on_the_part_it_read_before_or_on_the_whole_when_it_reads_
     second = repo.commit({"shared/s.yaml": cm("s", "two")})
     objects, on_part = built_on_part(repo, second, "apps", kustomization={})
     assert (values(objects), on_part) == ({**four, "s": "two"}, True)
-    # a directory below a scanned one: listed before, but its new file was never read
+    # a directory new below a scanned one (an app added): what a scanned directory holds is
+    # written whole, so the part holds it too
     third = repo.commit({"apps/deep/deeper/d.yaml": cm("d")})
     objects, on_part = built_on_part(repo, third, "apps", kustomization={})
-    assert (values(objects), on_part) == ({**four, "s": "two", "d": "one"}, False)
+    assert (values(objects), on_part) == ({**four, "s": "two", "d": "one"}, True)
     # a resource named now that was not written: the part fails, the whole builds
     fourth = repo.commit(
         {"apps/app/kustomization.yaml": "resources: [c.yaml, ../../other/3/cm.yaml]\n"}
@@ -359,3 +360,37 @@ def test_a_miss_builds_on_the_part_it_read_before_or_on_the_whole_when_it_reads_
     objects, on_part = built_on_part(repo, fourth, "apps", kustomization={})
     assert values(objects) == {"a": "one", "b": "one", "c": "one", "d": "one", "other-3": "one"}
     assert not on_part
+
+
+def plan_of(files: list[str]) -> ExportPlan:
+    entries = {p: TreeEntry(p, "100644", "0" * 40) for p in files}
+    dirs = {p.rsplit("/", i)[0] for p in files for i in range(1, p.count("/") + 1)}
+    return ExportPlan(entries, frozenset(dirs))
+
+
+def part_of(files: list[str]) -> Exported:
+    written = plan_of(files)
+    return Exported("x", dict.fromkeys(written.files, ("100644", "0" * 40)), written.dirs, False)
+
+
+@pytest.mark.parametrize(
+    ("read", "covered"),
+    [
+        (("file", "a/k.yaml"), True),
+        (("file", "a/new.yaml"), False),  # there in the whole, not in the part
+        (("file", "a/none.yaml"), True),  # in neither
+        (("stat", "b"), False),  # a directory the part lacks
+        (("list", "a"), False),  # the part lists fewer names
+        (("list", "c"), True),
+        (("tree", "a"), False),
+        (("tree", "c"), True),
+        (("list", ""), False),  # the root's listing lacks `b`
+    ],
+)
+def test_a_build_on_part_of_a_revision_counts_only_when_each_read_is_answered_the_same(
+    read: tuple[str, str], covered: bool
+) -> None:
+    plan = plan_of(["a/k.yaml", "a/new.yaml", "b/x.yaml", "c/d/y.yaml"])
+    part = part_of(["a/k.yaml", "c/d/y.yaml"])
+    assert partial.covers([read], part, plan) is covered
+    assert partial.covers([read], part_of(list(plan.files)), plan)  # the whole covers all
