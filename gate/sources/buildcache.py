@@ -56,6 +56,8 @@ _MEMO_MAX = 4_000
 
 #: A read the helper names: (kind, path) with kind file, stat, list or tree (trace.go).
 Read = tuple[str, str]
+#: A read kept with what the build saw there (its fingerprint at the revision it was built at).
+Seen = tuple[str, str, str]
 
 
 class TreeIndex:
@@ -216,7 +218,7 @@ class BuildCache:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._variants: dict[str, list[tuple[Read, ...]]] = {}
+        self._variants: dict[str, list[tuple[Seen, ...]]] = {}
         self._built: OrderedDict[str, tuple[str, list[RawObject]]] = OrderedDict()
         self.hits = self.misses = 0
 
@@ -224,8 +226,8 @@ class BuildCache:
         """The objects a build with inputs `key` made at a revision whose files (`index`) the
         build saw the same way, sources labelled `label` where a stored one was the build's;
         None when there is none."""
-        for reads in self._variants_of(key):
-            digest = _digest(reads, index)
+        for seen in self._variants_of(key):
+            digest = _digest(((kind, rel) for kind, rel, _ in seen), index)
             if digest is None:
                 continue
             found = self._result(f"out:{key}:{digest}")
@@ -250,7 +252,7 @@ class BuildCache:
         digest = _digest(reads, index)
         if digest is None:
             return
-        variant = tuple(reads)
+        variant = tuple((kind, rel, index.fingerprint(kind, rel) or "") for kind, rel in reads)
         known = [v for v in self._variants_of(key) if v != variant]
         variants = [variant, *known][:_VARIANTS]
         out = f"out:{key}:{digest}"
@@ -267,13 +269,13 @@ class BuildCache:
             store.write(f"reads:{key}", marshal.dumps([list(v) for v in variants]))
             store.write(out, data)
 
-    def last_reads(self, key: str) -> tuple[Read, ...] | None:
-        """What the build with inputs `key` read the last time it was kept, if ever: most
-        likely what it reads now (`gate.sources.partial` writes only that)."""
+    def last_reads(self, key: str) -> tuple[Seen, ...] | None:
+        """What the build with inputs `key` read the last time it was kept, if ever, with what
+        it saw there: most likely what it reads now (`gate.sources.partial` writes only that)."""
         variants = self._variants_of(key)
         return variants[0] if variants else None
 
-    def _variants_of(self, key: str) -> list[tuple[Read, ...]]:
+    def _variants_of(self, key: str) -> list[tuple[Seen, ...]]:
         with self._lock:
             known = self._variants.get(key)
         if known is not None:
@@ -322,7 +324,7 @@ def _relabelled(obj: RawObject, old: str, new: str) -> RawObject:
     return RawObject(obj.body, Source(new, obj.source.line), obj.root)
 
 
-def _load_variants(raw: bytes) -> list[tuple[Read, ...]]:
+def _load_variants(raw: bytes) -> list[tuple[Seen, ...]]:
     try:
         data = marshal.loads(raw)
     except (EOFError, ValueError, TypeError):
@@ -332,7 +334,7 @@ def _load_variants(raw: bytes) -> list[tuple[Read, ...]]:
     out = []
     for variant in data:
         if isinstance(variant, list) and all(
-            isinstance(r, tuple) and len(r) == 2 and all(isinstance(x, str) for x in r)
+            isinstance(r, tuple) and len(r) == 3 and all(isinstance(x, str) for x in r)
             for r in variant
         ):
             out.append(tuple(variant))

@@ -15,24 +15,26 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from gate.sources.buildcache import Read, Seen, TreeIndex
 from gate.sources.gitsource import Exported, ExportPlan
 
-#: A read as the build cache keeps it: (kind, path from the repository root); kinds as in
-#: tools/kustomize/trace.go.
-Read = tuple[str, str]
 
-
-def expand(reads: Iterable[Read], plan: ExportPlan) -> set[str]:
-    """The paths (files and directories) to write for a build that reads `reads`: each file and
-    directory read, and everything below a directory it listed or walked. (A listing is what
-    Flux's generator scans: a directory new in it is most likely an app added, whose files the
-    build reads next; writing only the names would fail that build, and build it twice.)"""
+def expand(seen: Iterable[Seen], plan: ExportPlan, index: TreeIndex) -> set[str]:
+    """The paths (files and directories) to write for a build that read `seen` at another
+    revision: each file and directory it read; what a directory it listed holds (the listing
+    must be the whole export's), and everything below it when the listing changed since (an
+    app added below a directory Flux's generator scans, whose files the build reads next:
+    without them it would fail on the part and be built twice); everything below a directory
+    it walked."""
     out: set[str] = set()
     whole = plan.files.keys() | plan.dirs
-    for kind, rel in reads:
+    for kind, rel, saw in seen:
         out.add(rel)
-        if kind in ("list", "tree"):
+        if kind == "tree" or (kind == "list" and index.fingerprint(kind, rel) != saw):
             out.update(_below(whole, rel))
+        elif kind == "list":
+            prefix = f"{rel}/" if rel else ""
+            out.update(prefix + name for name in _names(whole, rel))
     out.discard("")
     return out
 

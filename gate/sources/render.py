@@ -269,6 +269,8 @@ class ExportedTree:
             if kept is not None:
                 return kept
         predicted = buildcache.BUILDS.last_reads(key) if key is not None else None
+        if key is not None and predicted is None:  # built for the first time: a new app, most
+            predicted = (("tree", rel, ""),)  # likely read below its own path
         self._write(predicted)
         traced = key is not None
         try:
@@ -328,7 +330,7 @@ class ExportedTree:
         constant = [wrapper, *map(Path, self.remote.values())]
         return built, buildcache.relative_reads(trace.reads, tree, constant)
 
-    def _write(self, predicted: Sequence[buildcache.Read] | None) -> None:
+    def _write(self, predicted: Sequence[buildcache.Seen] | None) -> None:
         """Write the revision out, or with `predicted` (what the build read at another
         revision) only what those reads need, when the revision has no symlinks
         (`gate.sources.partial`): over what is written, else over a spare export of the same
@@ -338,7 +340,7 @@ class ExportedTree:
         subset = None
         if predicted is not None:
             plan = gitsource.export_plan(self.repo, self.sha)
-            subset = None if plan.has_links else partial.expand(predicted, plan)
+            subset = None if plan.has_links else partial.expand(predicted, plan, self.index)
         previous = self._exported
         if self._tmp is None:
             spare = _SPARES.take(self.repo)

@@ -394,3 +394,16 @@ def test_a_build_on_part_of_a_revision_counts_only_when_each_read_is_answered_th
     part = part_of(["a/k.yaml", "c/d/y.yaml"])
     assert partial.covers([read], part, plan) is covered
     assert partial.covers([read], part_of(list(plan.files)), plan)  # the whole covers all
+
+
+@needs_helper
+def test_a_first_build_is_tried_on_its_own_directory(tmp_path: Path) -> None:
+    """A path built for the first time (an app added) most likely reads below itself: only
+    that is written, and the build counts when it read nothing else."""
+    repo = GitRepo(tmp_path / "repo")
+    files = {f"other/{i}/cm.yaml": cm(f"other-{i}") for i in range(20)}
+    sha = repo.commit(
+        {**files, "app/kustomization.yaml": "resources: [cm.yaml]\n", "app/cm.yaml": cm("app")}
+    )
+    objects, on_part = built_on_part(repo, sha, "app")
+    assert (values(objects), on_part) == ({"app": "one"}, True)
