@@ -38,6 +38,7 @@ import os
 import posixpath
 import shutil
 import tempfile
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -412,8 +413,9 @@ def _holding(directory: str, path: str) -> str:
 
 #: What each manifest of a revision declares, by path and blob id: `gate history` asks at every
 #: commit, and most files are the same blob as at the commit before.
-_DECLARED: dict[tuple[str, str], list[_Declared]] = {}
+_DECLARED: dict[tuple[str, str], list[_Declared] | None] = {}
 _DECLARED_MAX = 50_000
+_DECLARED_LOCK = threading.Lock()
 
 
 def _declarations_at(tree: ExportedTree) -> list[_Declared]:
@@ -426,20 +428,23 @@ def _declarations_at(tree: ExportedTree) -> list[_Declared]:
     ]
     if any(e.mode == SYMLINK_MODE for e in files):
         return _declarations(tree.tree)
-    unread = [e for e in files if (e.path, e.sha) not in _DECLARED]
-    if len(_DECLARED) + len(unread) > _DECLARED_MAX:
-        _DECLARED.clear()
-        unread = files
+    with _DECLARED_LOCK:  # base and candidate may be read in two threads
+        known = {(e.path, e.sha): _DECLARED.get((e.path, e.sha)) for e in files}
+    unread = [e for e in files if known[(e.path, e.sha)] is None]
     for entry, data in gitsource.read_blobs(tree.repo, tree.sha, unread):
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
             text = ""
         rel = entry.path
-        _DECLARED[(rel, entry.sha)] = _roots_in_text(rel, posixpath.basename(rel), text)
+        known[(rel, entry.sha)] = _roots_in_text(rel, posixpath.basename(rel), text)
+    with _DECLARED_LOCK:
+        if len(_DECLARED) + len(unread) > _DECLARED_MAX:
+            _DECLARED.clear()
+        _DECLARED.update(known)
     found: dict[str, _Declared] = {}
     for e in sorted(files, key=lambda e: _walk_order(e.path)):
-        for declared in _DECLARED[(e.path, e.sha)]:
+        for declared in known[(e.path, e.sha)] or ():
             found.setdefault(declared.root, declared)
     return [found[r] for r in sorted(found)]
 

@@ -44,14 +44,12 @@ def covers(reads: Iterable[Read], part: Exported, plan: ExportPlan) -> bool:
     written = part.files.keys() | part.dirs
     whole = plan.files.keys() | plan.dirs
     for kind, rel in reads:
-        if rel == "":
-            same = kind != "list" or _names(written, rel) == _names(whole, rel)
-        elif kind in ("file", "stat"):
-            same = (rel in written) == (rel in whole)
-        elif kind == "list":
-            same = (rel in written) == (rel in whole) and _names(written, rel) == _names(whole, rel)
-        else:  # tree
-            same = (rel in written) == (rel in whole) and set(_below(whole, rel)) <= written
+        # the root ("") is a directory in both; any other path must be in both or in neither
+        same = rel == "" or (rel in written) == (rel in whole)
+        if kind == "list":
+            same = same and _names(written, rel) == _names(whole, rel)
+        elif kind == "tree":
+            same = same and set(_below(whole, rel)) <= written
         if not same:
             return False
     return True

@@ -385,6 +385,8 @@ def part_of(files: list[str]) -> Exported:
         (("tree", "a"), False),
         (("tree", "c"), True),
         (("list", ""), False),  # the root's listing lacks `b`
+        (("tree", ""), False),  # and so does everything below it
+        (("stat", ""), True),
     ],
 )
 def test_a_build_on_part_of_a_revision_counts_only_when_each_read_is_answered_the_same(
