@@ -223,7 +223,13 @@ def _pull_into(chart: ChartAt, helm: str, cached: Path) -> None:
 
 #: What helm says when a connection broke rather than the registry refusing: worth one more try
 #: (a CI runner's network drops a connection now and then; helm itself does not retry).
-_TRANSIENT = ("connection reset by peer", "i/o timeout", "unexpected EOF", "TLS handshake timeout")
+_TRANSIENT = (
+    "connection reset by peer",
+    "i/o timeout",
+    "unexpected EOF",
+    "TLS handshake timeout",
+    '": EOF',  # Go's net/http: `Get "URL": EOF`, the connection closed before any answer
+)
 
 
 def _helm_pull(argv: list[str], home: str, chart: ChartAt) -> subprocess.CompletedProcess[str]:
