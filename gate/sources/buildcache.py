@@ -175,21 +175,19 @@ def enabled() -> bool:
     return os.environ.get(ENV, "").lower() not in ("off", "0", "false", "no")
 
 
+def fixed_inputs(remote: dict[str, str], renderer: Sequence[str]) -> str:
+    """What every build of a revision shares among its inputs: the fetched remote content (by
+    hash) and the renderer (by file identity). Read once per revision, not per build."""
+    fetched = {url: _content_hash(file) for url, file in sorted(remote.items())}
+    return json.dumps([fetched, [file_identity(c) for c in renderer]], sort_keys=True)
+
+
 def inputs_key(
-    rel: str,
-    kustomization: dict[str, Any] | None,
-    flux: dict[str, Any] | None,
-    remote: dict[str, str],
-    renderer: Sequence[str],
+    rel: str, kustomization: dict[str, Any] | None, flux: dict[str, Any] | None, fixed: str
 ) -> str:
     """The key of a build's inputs other than the files it reads: the path and the Flux fields,
-    the fetched remote content (by hash), and the renderer (by file identity)."""
-    fetched = {url: _content_hash(file) for url, file in sorted(remote.items())}
-    text = json.dumps(
-        [rel, kustomization, flux, fetched, [file_identity(c) for c in renderer]],
-        sort_keys=True,
-        default=str,
-    )
+    and what the revision's builds share (`fixed_inputs`)."""
+    text = json.dumps([rel, kustomization, flux, fixed], sort_keys=True, default=str)
     return blake2b(text.encode(), digest_size=16).hexdigest()
 
 

@@ -540,7 +540,7 @@ def render_helm_release(
     out = []
     for o in parse_stream(done.stdout, f"{label} (helm template)"):
         body = o.body
-        if not _meta(body).get("namespace") and not _CrdScopes().cluster_scoped(body):
+        if not _meta(body).get("namespace") and _kind_key(body) not in CLUSTER_SCOPED:
             body = {**body, "metadata": {**_meta(body), "namespace": namespace}}
         out.append(RawObject(body, hr.source, root))
     return out
@@ -727,8 +727,13 @@ class _CrdScopes:
                 self._scope.setdefault(declared, str(_spec(o.body).get("scope", "")))
 
     def cluster_scoped(self, body: dict[str, Any]) -> bool:
-        key = (group_of(str(body.get("apiVersion", ""))), str(body.get("kind", "")))
+        key = _kind_key(body)
         return key in CLUSTER_SCOPED or self._scope.get(key) == "Cluster"
+
+
+def _kind_key(body: dict[str, Any]) -> tuple[str, str]:
+    """An object's (API group, kind)."""
+    return group_of(str(body.get("apiVersion", ""))), str(body.get("kind", ""))
 
 
 def _post_build(job: _Job, known: Sequence[RawObject]) -> dict[str, Any] | None:

@@ -47,7 +47,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import yaml
 
@@ -190,18 +190,21 @@ class ExportedTree:
         self._built: dict[tuple[str, str], list[RawObject]] = {}
         self._exported: gitsource.Exported | None = None
         self.remote: dict[str, str] = {}
+        self._fixed: str | None = None  # buildcache.fixed_inputs, once known
 
     def __enter__(self) -> ExportedTree:
         self.command = find_kustomize()
         _note_renderer(self.command)
-        self._server = (
-            _SERVERS.take(self.command[0], self.timeout) if len(self.command) == 1 else None
-        )
+        self._server = self._kept_server() if len(self.command) == 1 else None
         self.sha = gitsource.resolve_revision(self.repo, self.rev)
         self.index = TreeIndex(gitsource.tree_entries(self.repo, self.sha))
         if LEDGER.fetch:  # the remote entries are found in the exported kustomization files
             self._write(None)
         return self
+
+    def _kept_server(self) -> BuildServer:
+        key = _server_key(self.command[0], self.timeout)
+        return _SERVERS.take(key) or BuildServer(self.command[0], self.timeout)
 
     @property
     def tree(self) -> Path:
@@ -211,9 +214,9 @@ class ExportedTree:
 
     def __exit__(self, *exc: object) -> None:
         if self._server is not None:
-            _SERVERS.give(self._server)
+            _SERVERS.give(_server_key(self._server.helper, self._server.timeout), self._server)
         if self._tmp is not None and self._exported is not None and exc[0] is None:
-            _SPARES.give(self.repo, self._tmp, self._exported)
+            _SPARES.give(_repo_key(self.repo), (self._tmp, self._exported))
         elif self._tmp is not None:
             self._tmp.cleanup()
 
@@ -343,7 +346,7 @@ class ExportedTree:
             subset = None if plan.has_links else partial.expand(predicted, plan, self.index)
         previous = self._exported
         if self._tmp is None:
-            spare = _SPARES.take(self.repo)
+            spare = _SPARES.take(_repo_key(self.repo))
             self._tmp, previous = spare if spare is not None else (_new_export_dir(), None)
             self.root = Path(self._tmp.name).resolve()  # kustomize resolves symlinks
             self._tree = self.root / _TREE_DIR
@@ -369,7 +372,9 @@ class ExportedTree:
         renderer, which does not say what it read)."""
         if self._server is None or not self._server.serves or not buildcache.enabled():
             return None
-        return buildcache.inputs_key(rel, kustomization, flux, self.remote, self.command)
+        if self._fixed is None:  # the remote content is fetched on entering, if at all
+            self._fixed = buildcache.fixed_inputs(self.remote, self.command)
+        return buildcache.inputs_key(rel, kustomization, flux, self._fixed)
 
 
 def _heard(stderr: str, said: list[str], sha: str, tree: Path) -> None:
@@ -383,99 +388,67 @@ def _new_export_dir() -> tempfile.TemporaryDirectory[str]:
     return tempfile.TemporaryDirectory(prefix="prune-gate-")
 
 
-class _SpareExports:
-    """Exports kept after use, to write the next revision of the same repository over them by
-    difference (`gitsource.sync_tree`): `gate history` reads commit after commit, each a few
-    files from its parent. Two are kept (a check's base and candidate); the rest are removed.
-    Each is taken by one tree at a time."""
+_T = TypeVar("_T")
+
+
+class _Kept(Generic[_T]):
+    """Things kept between trees for the next one with the same key, two at most (a check's
+    two sides), each taken by one tree at a time; `end` ends one that is let go. `gate
+    history` reads revision after revision: the helper's process (its start and its OpenAPI
+    schema, parsed on the first build that patches) and an export to write the next revision
+    over by difference (`gitsource.sync_tree`) are paid once, not per revision."""
 
     _KEPT = 2
 
-    def __init__(self) -> None:
+    def __init__(self, end: Callable[[_T], object]) -> None:
+        self._end = end
         self._lock = threading.Lock()
-        self._spares: list[tuple[str, tempfile.TemporaryDirectory[str], gitsource.Exported]] = []
+        self._kept: list[tuple[object, _T]] = []
 
-    def take(
-        self, repo: str | Path
-    ) -> tuple[tempfile.TemporaryDirectory[str], gitsource.Exported] | None:
-        key = _repo_key(repo)
+    def take(self, key: object) -> _T | None:
         with self._lock:
-            for i, (at, tmp, exported) in enumerate(self._spares):
+            for i, (at, thing) in enumerate(self._kept):
                 if at == key:
-                    del self._spares[i]
-                    return tmp, exported
+                    del self._kept[i]
+                    return thing
         return None
 
-    def give(
-        self, repo: str | Path, tmp: tempfile.TemporaryDirectory[str], exported: gitsource.Exported
-    ) -> None:
+    def give(self, key: object, thing: _T) -> None:
         with self._lock:
-            self._spares.append((_repo_key(repo), tmp, exported))
-            dropped, self._spares = self._spares[: -self._KEPT], self._spares[-self._KEPT :]
-        for _, old, _ in dropped:
-            old.cleanup()
+            self._kept.append((key, thing))
+            dropped, self._kept = self._kept[: -self._KEPT], self._kept[-self._KEPT :]
+        for _, old in dropped:
+            self._end(old)
 
     def clear(self) -> None:
         with self._lock:
-            spares, self._spares = self._spares, []
-        for _, tmp, _ in spares:
-            tmp.cleanup()
+            kept, self._kept = self._kept, []
+        for _, thing in kept:
+            self._end(thing)
 
 
-class _IdleServers:
-    """Kept helper processes between trees: `gate history` reads revision after revision, and a
-    helper's start (its OpenAPI schema, parsed on the first build that patches) is paid once,
-    not per revision. Two are kept (a check's two sides); each serves one tree at a time."""
+_Spare = tuple[tempfile.TemporaryDirectory[str], gitsource.Exported]
 
-    _KEPT = 2
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._idle: list[tuple[tuple[str, float], BuildServer]] = []
-
-    def take(self, helper: str, timeout: float) -> BuildServer:
-        """An idle server of this helper (the same file: a rebuilt one is another), or a new
-        one."""
-        key = (buildcache.file_identity(helper), timeout)
-        with self._lock:
-            for i, (at, server) in enumerate(self._idle):
-                if at == key:
-                    del self._idle[i]
-                    return server
-        return BuildServer(helper, timeout)
-
-    def give(self, server: BuildServer) -> None:
-        key = (buildcache.file_identity(server.helper), server.timeout)
-        with self._lock:
-            self._idle.append((key, server))
-            dropped, self._idle = self._idle[: -self._KEPT], self._idle[-self._KEPT :]
-        for _, old in dropped:
-            old.close()
-
-    def close(self) -> None:
-        """End the kept processes (at exit: their input closes, they end at once)."""
-        with self._lock:
-            idle, self._idle = self._idle, []
-        for _, server in idle:
-            server.close()
+#: Exports by repository (its real path); helper processes by the helper file's identity (a
+#: rebuilt helper is another) and timeout.
+_SPARES: _Kept[_Spare] = _Kept(lambda spare: spare[0].cleanup())
+_SERVERS: _Kept[BuildServer] = _Kept(BuildServer.close)
+atexit.register(_SERVERS.clear)  # their input closes: they end at once
 
 
-_SERVERS = _IdleServers()
-atexit.register(_SERVERS.close)
-
-
-def forget_kept() -> None:
-    """End the helper processes kept between trees and remove the spare exports (tests: each
-    starts with none)."""
-    _SERVERS.close()
-    _SPARES.clear()
+def _server_key(helper: str, timeout: float) -> tuple[str, float]:
+    return buildcache.file_identity(helper), timeout
 
 
 def _repo_key(repo: str | Path) -> str:
     return os.path.realpath(repo)
 
 
-_SPARES = _SpareExports()
+def forget_kept() -> None:
+    """End the helper processes kept between trees and remove the spare exports (tests: each
+    starts with none)."""
+    _SERVERS.clear()
+    _SPARES.clear()
 
 
 def repository_paths(text: str, tree: Path, wrapper: Path) -> str:
@@ -553,18 +526,14 @@ def _build(
         encoding="utf-8",
     )
     flux_steps = _FluxSteps(generate, flux)
-    wrapped, read = _run(
+    wrapped = _run(
         command, server, wrapper, [root, wrapper], wrapper, timeout, flux_steps, remote, trace
     )
-    if trace is not None:
-        trace.add(read)
     if wrapped.returncode == 0:
         heard(wrapped.stderr)
         objects = parse_stream(wrapped.stdout, label)
         return _trace(objects, wrapper, root, label_file)
-    plain, read = _run(command, server, target, [root], wrapper, timeout, flux_steps, remote, trace)
-    if trace is not None:
-        trace.add(read)
+    plain = _run(command, server, target, [root], wrapper, timeout, flux_steps, remote, trace)
     if plain.returncode != 0:
         left_out = [line for line in plain.stderr.splitlines() if line.startswith(NOT_FETCHED)]
         kept = "\n".join(line for line in plain.stderr.splitlines() if line not in left_out)
@@ -616,17 +585,19 @@ def _run(
     flux: _FluxSteps = _NO_FLUX_STEPS,
     remote: dict[str, str] | None = None,
     trace: Trace | None = None,
-) -> tuple[subprocess.CompletedProcess[str], list[list[str]] | None]:
+) -> subprocess.CompletedProcess[str]:
     """Build `target` confined to `roots`: by the kept helper when there is one and it serves,
-    else by a process of its own, in `cwd`; with `trace`, also what the build read, when the
-    helper says (else None). Flux's steps need the serving helper: only it runs Flux's
-    generator and substitution code."""
+    else by a process of its own, in `cwd`; `trace` gets what the build read (marked
+    incomplete when the renderer does not say). Flux's steps need the serving helper: only it
+    runs Flux's generator and substitution code."""
     if server is not None and server.serves:
         done = server.build(
             roots, target, flux.post_build, remote, flux.generate, trace=trace is not None
         )
         if done is not None:
-            return done, server.reads
+            if trace is not None:
+                trace.add(server.reads)
+            return done
     if flux.generate is not None or flux.post_build is not None:
         what = (
             "substitutes variables (spec.postBuild)"
@@ -640,11 +611,12 @@ def _run(
             f"old to serve builds); {INSTALL_HINT}"
         )
     argv = _argv(command, target, roots, remote)
+    if trace is not None:
+        trace.add(None)  # a process of its own does not say what it read
     try:
-        done = subprocess.run(
+        return subprocess.run(
             argv, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
         )
-        return done, None
     except subprocess.TimeoutExpired:
         raise RenderError(f"`{' '.join(argv)}` did not finish in {timeout:g} s") from None
     except OSError as exc:
