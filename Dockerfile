@@ -3,7 +3,7 @@
 # The admission webhook's image: `gate webhook serve` as uid 65532 on a read-only root filesystem,
 # as charts/prune-gate runs it.
 #
-#   docker build -t registry.example/prune-gate:0.1.0 .
+#   docker build -t registry.example/prune-gate:0.2.0 .
 #
 # One recipe: scripts/image-rootfs makes everything below /opt/prune-gate, here in the build stage
 # and in tests/e2e/test_image.py, which serves the webhook from its output as uid 65532 on a
@@ -21,7 +21,7 @@ COPY . .
 RUN --mount=type=cache,target=/root/.cache/pip python3 scripts/image-rootfs /rootfs
 
 FROM ${PYTHON_IMAGE}
-ARG VERSION=0.1.0
+ARG VERSION=0.2.0
 LABEL org.opencontainers.image.title="prune-gate" \
       org.opencontainers.image.description="Admission webhook that refuses destructive prunes" \
       org.opencontainers.image.source="https://github.com/prune-gate/prune-gate" \

@@ -5,4 +5,4 @@ Layers, each importing only those below it (held by `lint-imports`, see README "
 stdlib-only `gate.model`. The webhook (`webhook`) sits beside the CLI on the same layers.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -15,8 +15,6 @@ from typing import Any, NoReturn
 
 import click
 
-from gate import __version__
-
 #: Exit code of an internal error (`gate.engine.verdict.EXIT_BUG`, which test_cli compares).
 EXIT_BUG = 3
 
@@ -115,7 +113,14 @@ def _crash(exc: BaseException, *, debug: bool) -> NoReturn:
     cls=_Gate,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
-@click.version_option(__version__, "--version", prog_name="gate")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=lambda ctx, param, value: _print_version(ctx, param, value),
+    help="Show the version, the native YAML reader and the kustomize renderer, and exit.",
+)
 @click.option("--debug", is_flag=True, help="On an internal error, print its traceback.")
 def main(debug: bool) -> None:
     """prune-gate: stop deletions that lose data or wedge a deploy.
@@ -123,6 +128,13 @@ def main(debug: bool) -> None:
     Exit codes: 0 pass (allow or warn), 1 blocked or deferred by policy, 2 could not decide,
     3 internal error (a bug: please report it).
     """
+
+
+def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:  # loaded only when asked: `gate --help` stays quick
+        from gate.cli.version import print_version
+
+        print_version(ctx, param, value)
 
 
 def _lazy(module: str, attr: str) -> Callable[[], click.Command]:
@@ -168,6 +180,11 @@ COMMANDS = {
         "List the guarded claims whose data a deletion would destroy.",
         "gate.cli.audit",
         "audit_command",
+    ),
+    "version": (
+        "Print the version, and which native reader and kustomize renderer are active, from where.",
+        "gate.cli.version",
+        "version_command",
     ),
     "history": (
         "Replay the gate over past commits: how would it have judged each one?",

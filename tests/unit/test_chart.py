@@ -174,8 +174,8 @@ def test_every_object_has_the_standard_labels_and_namespaced_ones_the_release_na
         assert labels["app.kubernetes.io/name"] == "prune-gate", obj["kind"]
         assert labels["app.kubernetes.io/instance"] == RELEASE
         assert labels["app.kubernetes.io/managed-by"] == "Helm"
-        assert labels["app.kubernetes.io/version"] == "0.1.0"
-        assert labels["helm.sh/chart"] == "prune-gate-0.1.0"
+        assert labels["app.kubernetes.io/version"] == "0.2.0"
+        assert labels["helm.sh/chart"] == "prune-gate-0.2.0"
         if obj["kind"] in cluster_scoped:
             assert "namespace" not in obj["metadata"]
         else:
@@ -433,7 +433,7 @@ def test_deployment_runs_the_webhook_in_cluster() -> None:
     assert deploy["spec"]["replicas"] == 2
     pod = deploy["spec"]["template"]["spec"]
     c = container(objs)
-    assert c["image"] == "prune-gate:0.1.0"
+    assert c["image"] == "prune-gate:0.2.0"
     assert c["imagePullPolicy"] == "IfNotPresent"
     assert [*c["command"], *c["args"]] == [
         "gate",
