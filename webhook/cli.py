@@ -70,6 +70,44 @@ def webhook() -> None:
     """The admission webhook: refuse guarded deletions at the API server."""
 
 
+@webhook.command("verify")
+@click.option(
+    "--configuration",
+    required=True,
+    help="The ValidatingWebhookConfiguration to verify (the chart's: its fullname).",
+)
+@click.option("--timeout", default="2m", show_default=True,
+              help="How long to wait to see it armed, and then refusing (each).")  # fmt: skip
+@click.option("--namespace-prefix", default="prune-gate-verify", show_default=True,
+              help="Prefix of the namespace made for the test claim and pod.")  # fmt: skip
+@click.option("--failure-policy", type=click.Choice(["Fail", "Ignore"]), default="Fail",
+              show_default=True, help="The failurePolicy to wait for (Fail: armed).")  # fmt: skip
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Default: in-cluster.")
+def verify(
+    configuration: str,
+    timeout: str,
+    namespace_prefix: str,
+    failure_policy: str,
+    kubeconfig: str | None,
+) -> None:
+    """Check the webhook is armed and the API server refuses a mounted claim's deletion through
+    it (a dry run, in a namespace of its own, removed after): the chart's `helm test`."""
+    from webhook.verify import VerifyError
+    from webhook.verify import verify as run_verify
+
+    try:
+        seconds = parse_duration(timeout)
+        outcome = run_verify(api_client(kubeconfig), configuration, timeout=seconds,
+                             namespace_prefix=namespace_prefix,
+                             failure_policy=failure_policy)  # fmt: skip
+    except (GateError, VerifyError, ValueError) as exc:
+        click.echo(f"error: {exc}", err=True)
+        raise SystemExit(2) from exc
+    for line in outcome.lines:
+        click.echo(line)
+    raise SystemExit(0 if outcome.ok else 1)
+
+
 @webhook.command("serve")
 @click.option("--listen", default="127.0.0.1:8443", show_default=True, help="HOST:PORT to serve.")
 @click.option("--cert-file", type=click.Path(dir_okay=False), help="Serving certificate (PEM).")

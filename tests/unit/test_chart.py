@@ -75,18 +75,26 @@ def run_helm(*args: str, values: Obj | None = None) -> subprocess.CompletedProce
 
 
 @functools.cache
-def _render(values_json: str) -> tuple[Obj, ...]:
+def _render(values_json: str, tests: bool = False) -> tuple[Obj, ...]:
+    only = ["--show-only", "templates/tests/verify.yaml"] if tests else ["--skip-tests"]
     result = run_helm(
-        "template", RELEASE, str(CHART), "--namespace", NAMESPACE, values=json.loads(values_json)
-    )
+        "template", RELEASE, str(CHART), "--namespace", NAMESPACE, *only,
+        values=json.loads(values_json),
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr
     return tuple(d for d in yaml.safe_load_all(result.stdout) if d)
 
 
 def render(values: Obj | None = None) -> list[Obj]:
-    """`helm template` of the chart with `values`; the objects, in helm's order. A deep copy:
-    a caller that edits an object must not change what the next test renders."""
+    """`helm template` of the chart with `values`: the objects an install makes, in helm's
+    order (not `helm test`'s: render_tests). A deep copy: a caller that edits an object must not
+    change what the next test renders."""
     return copy.deepcopy(list(_render(json.dumps(values or {}, sort_keys=True))))
+
+
+def render_tests(values: Obj | None = None) -> list[Obj]:
+    """The objects `helm test` makes (templates/tests)."""
+    return copy.deepcopy(list(_render(json.dumps(values or {}, sort_keys=True), tests=True)))
 
 
 def render_error(values: Obj) -> str:
@@ -1021,12 +1029,63 @@ def test_notes_name_the_webhook_its_service_and_the_live_reader(tmp_path: Path) 
         values={"liveReader": {"create": True}},
     )
     notes = result.stdout
+    assert "Now: not armed yet (the configuration is being created" in notes  # no cluster: lookup
+    assert f"helm test {RELEASE} -n {NAMESPACE}   # passes once armed and refusing" in notes
     assert f"https://{HOST}:443/validate" in notes
     assert "namespaces, persistentvolumeclaims, persistentvolumes (core)" in notes
     assert "failurePolicy is Fail" in notes
     assert f"ClusterRole {FULLNAME}-live-reader" in notes
     assert "webhook.clientCA is off: anyone who reaches port 8443 can post a review" in notes
     assert 'plain HTTP on port 8081 (Service port "metrics")' in notes
+
+
+# --- helm test ------------------------------------------------------------------------------
+
+
+def test_helm_test_runs_webhook_verify_with_an_identity_of_its_own_that_lasts_only_the_test() -> (
+    None
+):
+    objs = render_tests({"webhook": {"failurePolicy": "Ignore"}, "test": {"timeout": "90s"}})
+    name = f"{FULLNAME}-verify"
+    assert kinds(objs) == [
+        ("ClusterRole", name), ("ClusterRoleBinding", name), ("Pod", name),
+        ("ServiceAccount", name),
+    ]  # fmt: skip
+    for obj in objs:
+        annotations = obj["metadata"]["annotations"]
+        assert annotations["helm.sh/hook"] == "test"
+        assert obj["metadata"]["labels"]["app.kubernetes.io/component"] == "test"
+        policy = set(annotations["helm.sh/hook-delete-policy"].split(","))
+        # The identity goes pass or fail; the pod stays after a failure, for its log.
+        expected = {"before-hook-creation", "hook-succeeded"}
+        assert policy == (expected if obj["kind"] == "Pod" else expected | {"hook-failed"})
+    pod = one(objs, "Pod", name)
+    assert pod["spec"]["serviceAccountName"] == name
+    assert pod["spec"]["restartPolicy"] == "Never"
+    [c] = pod["spec"]["containers"]
+    assert c["image"] == one(render(), "Deployment", FULLNAME)["spec"]["template"]["spec"][
+        "containers"][0]["image"]  # fmt: skip
+    assert [c["command"], c["args"]] == [["gate"], [
+        "webhook", "verify", f"--configuration={FULLNAME}", "--failure-policy=Ignore",
+        "--timeout=90s",
+    ]]  # fmt: skip
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    rules = one(objs, "ClusterRole", name)["rules"]
+    assert rules[0]["resourceNames"] == [FULLNAME]  # its own configuration, and only get
+    granted = {(r, v) for rule in rules for r in rule["resources"] for v in rule["verbs"]}
+    assert granted == {
+        ("validatingwebhookconfigurations", "get"),
+        *((r, v) for r in ("namespaces", "persistentvolumeclaims", "pods")
+          for v in ("create", "delete")),
+    }  # fmt: skip
+
+
+def test_helm_test_can_be_turned_off() -> None:
+    result = run_helm("template", RELEASE, str(CHART), "--namespace", NAMESPACE,
+                      "--show-only", "templates/tests/verify.yaml",
+                      values={"test": {"enabled": False}})  # fmt: skip
+    assert result.returncode != 0
+    assert "could not find template" in result.stderr
 
 
 # --- the healer -----------------------------------------------------------------------------
