@@ -5,13 +5,21 @@
 # Both set up what they need: a virtualenv in .venv with the native YAML reader (native/, built
 # with cargo; its build kept in ~/.cache/prune-gate/cargo-target), and the Kubernetes binaries
 # (built from Go modules into ~/.cache/prune-gate/bin, once).
+# Releasing (.github/workflows/release.yml runs the same):
+#   make dist          build and check into dist/ everything a release publishes: sdist and wheel,
+#                      the native reader's abi3 wheels (Linux x86_64 and aarch64; narrow with
+#                      DIST_NATIVE_TARGETS="x86_64" on a machine that cannot build both), the chart,
+#                      the helper binaries (must match action/helper.sha256), SHA256SUMS
+#   make helper-pins   rebuild the helper binaries reproducibly and rewrite action/helper.sha256
+#   make lock          re-resolve action/requirements.txt, the Action's hashed lock (uv)
 
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: example test lint unit lowest e2e bench binaries native schemas cluster-up cluster-down clean
+.PHONY: example test lint unit lowest e2e bench binaries native schemas cluster-up cluster-down clean \
+	dist helper-pins lock
 
 # The checkout is installed editable in compat mode: a static .pth, not setuptools' import hook,
 # which costs every `gate` 30-50 ms at start-up that a wheel install never pays (the benchmarks
@@ -73,6 +81,15 @@ test: lint native binaries
 
 bench: native binaries
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench
+
+dist:
+	scripts/dist
+
+helper-pins:
+	scripts/dist helper-pins
+
+lock:
+	scripts/lock
 
 cluster-up:
 	scripts/dev-cluster up
