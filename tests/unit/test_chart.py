@@ -441,7 +441,7 @@ def test_deployment_runs_the_webhook_in_cluster() -> None:
     assert deploy["spec"]["replicas"] == 2
     pod = deploy["spec"]["template"]["spec"]
     c = container(objs)
-    assert c["image"] == "prune-gate:0.2.0"
+    assert c["image"] == "ghcr.io/prune-gate/prune-gate:0.2.0"
     assert c["imagePullPolicy"] == "IfNotPresent"
     assert [*c["command"], *c["args"]] == [
         "gate",
@@ -528,7 +528,10 @@ def test_image_tag_digest_and_scheduling_values() -> None:
     assert constraint["labelSelector"]["matchLabels"]["app.kubernetes.io/instance"] == RELEASE
     assert constraint["topologyKey"] == "topology.kubernetes.io/zone"
     digest = "sha256:" + "a" * 64
-    assert container(render({"image": {"digest": digest}}))["image"] == f"prune-gate@{digest}"
+    assert (
+        container(render({"image": {"digest": digest}}))["image"]
+        == f"ghcr.io/prune-gate/prune-gate@{digest}"
+    )
     assert (
         "affinity"
         not in one(render({"podAntiAffinity": "none"}), "Deployment")["spec"]["template"]["spec"]
