@@ -188,6 +188,10 @@ def test_the_cache_step_keeps_the_folders_the_check_writes() -> None:
     check = next(s for s in steps if s.get("id") == "check")
     folder = check["env"]["PRUNE_GATE_CACHE"]
     kept = cache["with"]["path"].splitlines()
-    assert sorted(kept) == sorted(f"{folder}/{name}" for name in (buildcache.STORE_NAME, "parsed"))
+    names = (buildcache.STORE_NAME, "parsed", "pip")  # pip: action/install's downloads
+    assert sorted(kept) == sorted(f"{folder}/{name}" for name in names)
+    install = next(s for s in steps if s.get("id") == "install")
+    assert steps.index(cache) < steps.index(install)  # restored before pip needs them
+    assert install["env"]["CACHE"] == folder
     assert cache["with"]["key"].startswith(cache["with"]["restore-keys"])
     assert "inputs.cache == 'true'" in cache["if"]

@@ -193,6 +193,7 @@ def _source_copy(dest: Path) -> Path:
         shutil.copytree(ROOT / tree, dest / tree, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy2(ROOT / name, dest / name)
+    shutil.copytree(ROOT / "action", dest / "action")
     return dest
 
 
@@ -216,17 +217,34 @@ def _installed(venv: Path) -> set[str]:
 def test_the_actions_install_is_its_own_venv_without_the_webhook_then_the_extra_adds_it(
     tmp_path: Path,
 ) -> None:
-    """A real `pip install` from the package index (slow: it downloads every dependency)."""
+    """The Action's real install (action/install): its dependencies from the package index, each
+    file checked against action/requirements.txt's sha256, prune-gate built from the checkout."""
     env, run = _action_step("Install prune-gate")
     assert env["VENV"] == "${{ runner.temp }}/prune-gate-venv"
     check_env, check_run = _action_step("gate check")
     assert check_env["VENV"] == env["VENV"]
+    assert check_env["PRUNE_GATE_KUSTOMIZE"] == "${{ steps.install.outputs.helper }}"
     assert '"$VENV/bin/gate" "${args[@]}"' in check_run
     source = _source_copy(tmp_path / "src")
-    venv = tmp_path / "venv"
-    step_env = {**os.environ, "VERSION": "", "ACTION_PATH": str(source), "VENV": str(venv)}
+    venv, outputs = tmp_path / "venv", tmp_path / "outputs"
+    step_env = {
+        **os.environ,
+        "VERSION": "",
+        "ACTION_PATH": str(source),
+        "VENV": str(venv),
+        "CACHE": str(tmp_path / "cache"),
+        "BIN": str(tmp_path / "bin"),
+        "HELPER": "none",
+        "GITHUB_OUTPUT": str(outputs),
+    }
     step_env.pop("PYTHONPATH", None)
-    subprocess.run(["bash", "-euo", "pipefail", "-c", run], env=step_env, check=True, timeout=900)
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", run],
+        env=step_env, capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-4].startswith("gate 0."), done.stdout  # `gate version`
+    assert "renderer=none asked (helper: none)" in outputs.read_text()
 
     plain = _installed(venv)
     assert {"prune-gate", "click", "kubernetes", "urllib3"} <= plain
