@@ -4,6 +4,7 @@ the example passes is one the Action declares."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from functools import cache
@@ -49,9 +50,55 @@ def lint(*files: Path, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_projects_workflow_and_the_example_pass_actionlint() -> None:
-    done = lint(ROOT / ".github" / "workflows" / "ci.yml", EXAMPLE)
+def test_the_projects_workflows_and_the_example_pass_actionlint() -> None:
+    workflows = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
+    assert {w.name for w in workflows} >= {"ci.yml", "release.yml"}
+    done = lint(*workflows, EXAMPLE)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+RELEASE = ROOT / ".github" / "workflows" / "release.yml"
+
+
+def test_the_release_pins_its_actions_and_gives_each_job_least_permissions() -> None:
+    """Every action by a full commit SHA with its version in a comment; no permission at the
+    top; writes only where a job publishes (id-token: PyPI's trusted publishing and cosign)."""
+    text = RELEASE.read_text("utf-8")
+    uses = re.findall(r"uses: (\S+)(.*)", text)
+    assert uses
+    for action, comment in uses:
+        ref = action.rpartition("@")[2]
+        assert re.fullmatch(r"[0-9a-f]{40}", ref), action
+        assert re.fullmatch(r" # v\d+\.\d+\.\d+", comment), f"{action}: no version comment"
+    flow = yaml.safe_load(text)
+    assert flow[True] == {"push": {"tags": ["v*"]}}
+    assert flow["permissions"] == {}
+    perms = {name: job["permissions"] for name, job in flow["jobs"].items()}
+    assert perms == {
+        "version": {"contents": "read"},
+        "dist": {"contents": "read"},
+        "pypi": {"id-token": "write"},
+        "image": {"contents": "read", "packages": "write", "id-token": "write"},
+        "chart": {"contents": "read", "packages": "write"},
+        "github-release": {"contents": "write"},
+    }
+
+
+def test_the_release_builds_with_make_dist_and_checks_the_helper_pins() -> None:
+    flow = yaml.safe_load(RELEASE.read_text("utf-8"))
+    jobs = flow["jobs"]
+    runs = [step.get("run", "") for step in jobs["dist"]["steps"]]
+    assert "make dist" in runs
+    assert "sha256sum --strict -c ../action/helper.sha256" in runs
+    for name, job in jobs.items():  # nothing is built or published before the version check
+        needs = job.get("needs", [])
+        assert name == "version" or "version" in ([needs] if isinstance(needs, str) else needs)
+    check = jobs["version"]["steps"][1]["run"]
+    assert '[[ "$TAG" == "v$version" ]]' in check and "CHANGELOG.md" in check
+    build = next(s for s in jobs["image"]["steps"] if s.get("id") == "build")["with"]
+    assert build["sbom"] is True and build["provenance"] == "mode=max"
+    assert "PYTHON_IMAGE=${{ steps.base.outputs.image }}" in build["build-args"]
+    assert build["platforms"] == "linux/amd64,linux/arm64"
 
 
 def _with_local_action(tmp_path: Path, text: str) -> Path:
