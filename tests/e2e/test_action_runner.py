@@ -562,7 +562,8 @@ def test_the_example_checks_the_merge_live_and_asks_flux_to_deploy(
     assert run.code == 0 and run.job_result == "success", run.describe()
     gate = run.step_id("prune-gate (merged, live)")
     outputs = run.outputs(gate)
-    assert (outputs["verdict"], outputs["blocks"], outputs["defers"]) == ("allow", "0", "0")
+    counts = (outputs["blocks"], outputs["defers"], outputs["warnings"])
+    assert (outputs["verdict"], counts) == ("allow", ("0", "0", "0")), outputs
     assert "context `merged`" in run.summary((*gate, "check")), run.describe()
     assert run.annotations("error") == run.annotations("warning") == []
     source = custom(kube).get_namespaced_custom_object(
