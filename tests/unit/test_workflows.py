@@ -95,6 +95,12 @@ def test_the_release_builds_with_make_dist_and_checks_the_helper_pins() -> None:
         assert name == "version" or "version" in ([needs] if isinstance(needs, str) else needs)
     check = jobs["version"]["steps"][1]["run"]
     assert '[[ "$TAG" == "v$version" ]]' in check and "CHANGELOG.md" in check
+    # The Go the runner gets is the one scripts/dist pins (it would fetch that one otherwise).
+    pinned = re.search(r"^GO_TOOLCHAIN=go(\S+)$", (ROOT / "scripts" / "dist").read_text(), re.M)
+    assert pinned
+    for job in ("dist", "chart"):
+        go = next(s for s in jobs[job]["steps"] if "setup-go" in s.get("uses", ""))
+        assert go["with"]["go-version"] == pinned[1]
     build = next(s for s in jobs["image"]["steps"] if s.get("id") == "build")["with"]
     assert build["sbom"] is True and build["provenance"] == "mode=max"
     assert "PYTHON_IMAGE=${{ steps.base.outputs.image }}" in build["build-args"]
