@@ -23,24 +23,26 @@ What a run needs from GitHub comes from local stand-ins, each named where it is 
   kustomize-controller and what it would have written (inventory, as in test_cascades_live), with
   no controller running: the example's steps are what is tested, not Flux.
 
-What is asserted is what act reports (`act --json`, one record a line): each step's result, its
-outputs (`set-output` records), the annotations (act parses `::error file=...` workflow commands
-into records), the step summary (act prints GITHUB_STEP_SUMMARY's content after each step; it
-keeps no file after the job), the job's result; and what the run did to the cluster (the deferred
-artifact applied, the fence Lease's history, the reconcile request) and to the files the tests
-gave it (SARIF).
+What is asserted is what act reports (`act --json`, one record a line): each step's result and
+exit status, its outputs (`set-output` records), the annotations (act parses `::error file=...`
+workflow commands into records), the step summary (act logs GITHUB_STEP_SUMMARY's content after
+each step), the job's result; and what the run did to the cluster (the deferred artifact
+applied, the fence Lease's history, the reconcile request) and to the files the tests gave it.
 
-What act cannot do here, and what stands instead:
-- no code scanning, artifact or cache service: the stand-ins above (the cache always misses, so
-  every run installs cold);
-- it writes no step summary file and drops RUNNER_TEMP at the end of the job: the summary is read
-  from its log, the deferred artifact from the cluster it was applied to;
-- the `merge_group` event is unknown to it (it runs it, but `github.sha` comes from the
-  repository's HEAD, so the test checks the candidate out first, as GitHub's checkout would);
-- `pull_request`'s `github.sha` is GitHub's merge commit, refs/pull/N/merge; act uses HEAD (the
-  pull request's head, on top of base: the same tree).
-The emulator (tests/unit/actionrunner.py) keeps what it alone reaches quickly: the unit tests of
-the check step's edge cases (tests/unit/test_action.py says which).
+What act does not do as GitHub does, and what stands instead:
+- no code scanning or cache service, no github.com: the stand-ins above. The cache always misses
+  (every run installs, from the wheelhouse); the example's `helper: auto` cannot download the
+  release's renderer and builds it from tools/kustomize (go is on PATH), while the `render:
+  kustomize` test serves the reproducible build on loopback (`release-url`) so that the download
+  and its check against action/helper.sha256 run;
+- it empties GITHUB_STEP_SUMMARY before each step and removes RUNNER_TEMP when the job ends: the
+  summary is read from its log, the deferred artifact from the cluster it was applied to, the
+  SARIF file from where the upload stand-in copied it;
+- `github.sha` of a `merge_group` or `pull_request` run is the repository's HEAD (act reads the
+  payload's sha only for push): the tests check out the merge group's head, or the pull
+  request's (GitHub's is refs/pull/N/merge; with the pull request on top of base, the same tree).
+The emulator (tests/unit/actionrunner.py) keeps the check step's edge cases that need no runner
+(tests/unit/test_action.py says which).
 """
 
 from __future__ import annotations
@@ -298,6 +300,10 @@ def action_copy(dest: Path) -> Path:
 def act(
     kube: Cluster, tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config
 ) -> Act:
+    """act (built when missing), the Action's copy, and the environment of a runner: the test's
+    own, without what belongs to the test (CI, GitHub's and pip's variables, prune-gate's own
+    settings such as `make test`'s PRUNE_GATE_REQUIRE_NATIVE, KUBECONFIG, this virtualenv),
+    and a config folder of its own (act's, pip's)."""
     binary = charts.built_binary("act", pytestconfig)
     action = action_copy(tmp_path_factory.mktemp("prune-gate-action"))
     house = wheelhouse()  # the lock's files, for this interpreter and platform
@@ -305,8 +311,10 @@ def act(
     env = {
         name: value
         for name, value in os.environ.items()
-        if not name.startswith(("GITHUB_", "RUNNER_", "ACT_", "PIP_", "VIRTUAL_ENV", "PYTHON"))
-        and name not in ("KUBECONFIG", "PRUNE_GATE_KUSTOMIZE", "CI")
+        if not name.startswith(
+            ("GITHUB_", "RUNNER_", "ACT_", "PIP_", "VIRTUAL_ENV", "PYTHON", "PRUNE_GATE_")
+        )
+        and name not in ("KUBECONFIG", "CI")
     }
     env.update(PATH=job_path(kube.binary("kubectl")), XDG_CONFIG_HOME=str(config))
     job_env = {
@@ -616,7 +624,9 @@ def test_a_pull_request_dropping_an_unretired_claim_is_blocked_everywhere_github
     repo.git("checkout", "-q", "-b", "drop")
     head = repo.commit({"deploy/app.yaml": settings, "deploy/web.yaml": deployment()})
     sarif = tmp_path / "gate.sarif"
-    flow = workflow(tmp_path, "pull_request", gate_step("gate", render="none", sarif=str(sarif)))
+    # render: none reads files as they are: no renderer to fetch or build (`helper: none`).
+    inputs = {"render": "none", "helper": "none", "sarif": str(sarif)}
+    flow = workflow(tmp_path, "pull_request", gate_step("gate", **inputs))
     payload = {
         "action": "opened", "number": 7,
         "pull_request": {
@@ -625,7 +635,7 @@ def test_a_pull_request_dropping_an_unretired_claim_is_blocked_everywhere_github
     }  # fmt: skip
     run = act.run(tmp_path / "run", flow, repo, "pull_request", payload)
     assert run.code != 0 and run.job_result == "failure", run.describe()
-    gate = run.step_id(f"{SELF}@main")
+    gate = ("gate",)
     check = (*gate, "check")
     assert (run.result(check), run.exit_status(check)) == ("failure", 1), run.describe()
     outputs = run.outputs(gate)
