@@ -2,13 +2,18 @@
 release would meet it.
 
 The clone is built once for the module, with every native target (x86_64 and aarch64: the
-aarch64 wheel is cross-linked by zig, about a minute cold; the native wheels and the helper
-binaries are cached in ~/.cache/prune-gate/dist, so a warm run costs seconds). Then: SHA256SUMS
-says what the files hold, the chart's Chart.yaml inside the .tgz and the wheel's METADATA say the
-version, the helper binaries are the ones action/helper.sha256 pins, and the pure wheel and the
-native wheel install into a fresh virtualenv with no index (the dependencies from the wheels of
-the Action's hashed lock, tests/wheelhouse.py), where `gate --version` says the native reader is
-active and the bundled example is blocked as `make example` shows.
+aarch64 wheel is cross-linked by zig, about a minute cold) and the helper binary for this
+machine's platform only (DIST_HELPER_PLATFORMS): each cold cross build of the helper costs
+minutes on 2 cores, and the release workflow builds all four and checks them against
+action/helper.sha256; a change of the helper's sources or toolchain changes this platform's
+binary too, so its pin is stale here first. The native wheels and the helper binaries are cached
+in ~/.cache/prune-gate/dist, so a warm run costs seconds. Then: SHA256SUMS says what the files
+hold, the chart's Chart.yaml inside the .tgz and the wheel's METADATA say the version, the helper
+binary is the one action/helper.sha256 pins, and the pure wheel and the native wheel install into
+a fresh virtualenv with no index (the dependencies from the wheels of the Action's hashed lock,
+tests/wheelhouse.py), where `gate --version` says the native reader is active and the bundled
+example is blocked as `make example` shows. Set PRUNE_GATE_TEST_DIST_ALL=1 to build every helper
+platform, as a release does.
 
 Needs Go, cargo with the aarch64-unknown-linux-gnu target, and the network once (PyPI: the build
 tools, the lock's wheels). Outside CI a machine without them skips, saying how to get them; in
@@ -38,8 +43,12 @@ pytestmark = [pytest.mark.e2e, pytest.mark.binaries]
 
 ROOT = Path(__file__).resolve().parents[2]
 V = __version__
-HELPERS = [f"prune-gate-kustomize-{p}" for p in ("linux-amd64", "linux-arm64", "darwin-amd64")]
-HELPERS.append("prune-gate-kustomize-darwin-arm64")
+GOARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
+HOST = f"{platform.system().lower()}/{GOARCH.get(platform.machine(), platform.machine())}"
+ALL_PLATFORMS = ("linux/amd64", "linux/arm64", "darwin/amd64", "darwin/arm64")
+#: The helper platforms built here: this machine's, or all (PRUNE_GATE_TEST_DIST_ALL=1).
+PLATFORMS = ALL_PLATFORMS if os.environ.get("PRUNE_GATE_TEST_DIST_ALL") == "1" else (HOST,)
+HELPERS = [f"prune-gate-kustomize-{p.replace('/', '-')}" for p in PLATFORMS]
 #: make dist, cold: the native wheels about a minute each, the helper's cross builds longer.
 BUILD_TIMEOUT = 2400
 
@@ -74,7 +83,7 @@ def run_dist(repo: Path, *args: str, **env: str) -> subprocess.CompletedProcess[
     return subprocess.run(
         [str(repo / "scripts" / "dist"), *args],
         cwd=repo,
-        env={**os.environ, **env},
+        env={**os.environ, "DIST_HELPER_PLATFORMS": " ".join(PLATFORMS), **env},
         capture_output=True,
         text=True,
         timeout=BUILD_TIMEOUT,
@@ -88,11 +97,16 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     missing = missing_tools()
     if missing and not ci():
         pytest.skip(f"make dist cannot build a release here: {missing}")
+    if HOST not in ALL_PLATFORMS:
+        pytest.skip(f"a release publishes no helper for {HOST}")
     repo = clone(tmp_path_factory.mktemp("dist"))
     done = subprocess.run(
         ["make", "dist"],
         cwd=repo,
-        env={k: v for k, v in os.environ.items() if k != "DIST_NATIVE_TARGETS"},
+        env={
+            **{k: v for k, v in os.environ.items() if k != "DIST_NATIVE_TARGETS"},
+            "DIST_HELPER_PLATFORMS": " ".join(PLATFORMS),
+        },
         capture_output=True,
         text=True,
         timeout=BUILD_TIMEOUT,
@@ -164,7 +178,9 @@ def test_the_native_wheels_are_abi3_for_each_linux_arch(dist: Path) -> None:
 
 def test_the_helper_binaries_are_the_pinned_ones(dist: Path) -> None:
     pins = (ROOT / "action" / "helper.sha256").read_text("utf-8").splitlines()
-    assert sorted(pins) == sorted(f"{sha256(dist / name)}  {name}" for name in HELPERS)
+    assert len(pins) == len(ALL_PLATFORMS)
+    built = [f"{sha256(dist / name)}  {name}" for name in HELPERS]
+    assert set(built) <= set(pins)
 
 
 def test_the_wheels_install_with_no_index_and_run_the_example(dist: Path, tmp_path: Path) -> None:
@@ -259,11 +275,14 @@ def test_a_helper_build_other_than_the_pins_fails_saying_to_run_make_helper_pins
     tmp_path: Path,
 ) -> None:
     repo = clone(tmp_path)
+    """A pin that is not this build's (here: the host's pin damaged) stops make dist."""
     pins = repo / "action" / "helper.sha256"
-    pins.write_text(pins.read_text("utf-8").replace("prune-gate-kustomize-linux-arm64", "x"))
+    name = f"prune-gate-kustomize-{HOST.replace('/', '-')}"
+    lines = pins.read_text("utf-8").splitlines()
+    damaged = [("0" * 64 + "  " + name) if line.endswith("  " + name) else line for line in lines]
+    assert damaged != lines
+    pins.write_text("\n".join(damaged) + "\n")
     done = run_dist(repo, DIST_NATIVE_TARGETS="none")
     assert done.returncode == 1
     assert "run `make helper-pins`" in done.stderr
-    fixed = run_dist(repo, "helper-pins")
-    assert fixed.returncode == 0, fixed.stderr
-    assert pins.read_text("utf-8") == (ROOT / "action" / "helper.sha256").read_text("utf-8")
+    assert f"-{'0' * 64}  {name}" in done.stderr
