@@ -519,6 +519,12 @@ def test_the_example_defers_holds_the_fence_deploys_the_artifact_and_releases(
     )  # fmt: skip
     assert run.code == 0 and run.job_result == "success", run.describe()
 
+    described = run.describe()
+    assert f"checked out {head} from {repo.root}" in described  # github.sha: the candidate
+    # The Action's cache step ran its stand-in (act goes on with a composite's later steps when
+    # one cannot be loaded, and fails the composite only at its end).
+    assert "(test stand-in for actions/cache: nothing is restored or saved)" in described
+
     gate = run.step_id("prune-gate (check, defer, hold the fence)")
     outputs = run.outputs(gate)
     assert (outputs["verdict"], outputs["blocks"], outputs["defers"]) == ("defer", "0", "1")
