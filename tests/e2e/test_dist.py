@@ -129,13 +129,14 @@ def test_dist_holds_the_release_and_sha256sums_says_what_each_file_holds(dist: P
     files = {p.name for p in dist.iterdir()} - {"SHA256SUMS"}
     assert set(sums) == files
     assert {name: sha256(dist / name) for name in files} == sums
-    native = sorted(n for n in files if n.startswith("prune_gate_yaml-"))
+    native = sorted(n for n in files if n.startswith("prune_gate_yaml-") and n.endswith(".whl"))
     assert native == [
         f"prune_gate_yaml-{V}-cp311-abi3-manylinux2014_aarch64.manylinux_2_17_aarch64.whl",
         f"prune_gate_yaml-{V}-cp311-abi3-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
     ]
     assert files == {
         f"prune_gate-{V}.tar.gz",
+        f"prune_gate_yaml-{V}.tar.gz",
         f"prune_gate-{V}-py3-none-any.whl",
         f"prune-gate-{V}.tgz",
         *native,
