@@ -15,9 +15,9 @@ tests/wheelhouse.py), where `gate --version` says the native reader is active an
 example is blocked as `make example` shows. Set PRUNE_GATE_TEST_DIST_ALL=1 to build every helper
 platform, as a release does.
 
-Needs Go, cargo with the aarch64-unknown-linux-gnu target, and the network once (PyPI: the build
-tools, the lock's wheels). Outside CI a machine without them skips, saying how to get them; in
-CI it fails (tests/ci.py).
+Needs Go, cargo (make dist adds the aarch64-unknown-linux-gnu target with rustup when it is
+missing), and the network once (PyPI: the build tools, the lock's wheels; rustup's target).
+Outside CI a machine without them skips, saying how to get them; in CI it fails (tests/ci.py).
 """
 
 from __future__ import annotations
@@ -59,16 +59,6 @@ def missing_tools() -> str:
         return "go is not installed (https://go.dev/dl/)"
     if shutil.which("cargo") is None:
         return "cargo is not installed (https://rustup.rs)"
-    if shutil.which("rustup") is not None:
-        targets = subprocess.run(
-            ["rustup", "target", "list", "--installed"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        ).stdout.split()
-        if "aarch64-unknown-linux-gnu" not in targets:
-            return "the Rust target is missing: rustup target add aarch64-unknown-linux-gnu"
     return ""
 
 
