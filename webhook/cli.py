@@ -92,15 +92,16 @@ def verify(
 ) -> None:
     """Check the webhook is armed and the API server refuses a mounted claim's deletion through
     it (a dry run, in a namespace of its own, removed after): the chart's `helm test`."""
-    from webhook.verify import VerifyError
+    from gate.kube.client import KubeClient
     from webhook.verify import verify as run_verify
 
     try:
         seconds = parse_duration(timeout)
-        outcome = run_verify(api_client(kubeconfig), configuration, timeout=seconds,
-                             namespace_prefix=namespace_prefix,
-                             failure_policy=failure_policy)  # fmt: skip
-    except (GateError, VerifyError, ValueError) as exc:
+        with KubeClient(kube_configuration(kubeconfig), timeout=30.0) as kube:
+            outcome = run_verify(kube, configuration, timeout=seconds,
+                                 namespace_prefix=namespace_prefix,
+                                 failure_policy=failure_policy)  # fmt: skip
+    except (GateError, ValueError) as exc:
         click.echo(f"error: {exc}", err=True)
         raise SystemExit(2) from exc
     for line in outcome.lines:

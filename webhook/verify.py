@@ -15,11 +15,13 @@ decide (the API server refused what verify needs: RBAC, or unreachable).
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from gate.kube.client import ApiStatusError, KubeClient, NotFoundError
+from gate.model.errors import ClusterError
 
 #: The node the holder pod is bound to: `.invalid` is reserved (RFC 2606), so no node has it and
 #: no kubelet ever runs the pod.
@@ -28,10 +30,7 @@ NO_NODE = "prune-gate-verify.invalid"
 LABELS = {"app.kubernetes.io/managed-by": "prune-gate-verify"}
 CLAIM, POD = "verify-data", "verify-holder"
 CODE = "CLAIM_MOUNTED"
-
-
-class VerifyError(Exception):
-    """verify could not decide (exit 2): the API server refused a request it needs."""
+CONFIGURATIONS = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
 
 
 @dataclass(frozen=True)
@@ -50,36 +49,21 @@ class Clock:
     pause: Callable[[float], None] = time.sleep
 
 
-def _status(exc: Exception) -> int | None:
-    return getattr(exc, "status", None)
-
-
-def _message(exc: Exception) -> str:
-    """The API server's message in an error (its Status body), else the error as text."""
-    body = getattr(exc, "body", None)
-    try:
-        return str(json.loads(str(body))["message"])
-    except (TypeError, ValueError, KeyError):
-        return str(body or exc)
-
-
-def _failure_policies(admission: Any, name: str) -> list[tuple[str, str]]:
-    try:
-        config = admission.read_validating_webhook_configuration(name)
-    except Exception as exc:
-        if _status(exc) == 404:
-            return []
-        raise VerifyError(f"cannot read ValidatingWebhookConfiguration {name}: {exc}") from exc
-    return [(w.name, w.failure_policy or "Fail") for w in (config.webhooks or [])]
+def _failure_policies(kube: KubeClient, name: str) -> list[tuple[str, str]]:
+    """(webhook name, failurePolicy) of each entry of the configuration; [] when there is none.
+    An absent failurePolicy is the API server's default, Fail."""
+    config = kube.get(f"{CONFIGURATIONS}/{name}", f"read ValidatingWebhookConfiguration {name}")
+    hooks = [h for h in (config or {}).get("webhooks") or [] if isinstance(h, dict)]
+    return [(str(h.get("name")), str(h.get("failurePolicy") or "Fail")) for h in hooks]
 
 
 def wait_armed(
-    admission: Any, name: str, deadline: float, clock: Clock, expected: str = "Fail"
+    kube: KubeClient, name: str, deadline: float, clock: Clock, expected: str = "Fail"
 ) -> Outcome:
     """Every webhook of the configuration `name` has failurePolicy `expected` (Fail: armed),
     waiting until `deadline` (a pod arms it once Ready)."""
     while True:
-        policies = _failure_policies(admission, name)
+        policies = _failure_policies(kube, name)
         unarmed = [w for w, policy in policies if policy != expected]
         if policies and not unarmed:
             state = "armed" if expected == "Fail" else "registered, as asked"
@@ -105,71 +89,76 @@ def wait_armed(
     ))  # fmt: skip
 
 
-def _make(core: Any, namespace_prefix: str) -> str:
-    from kubernetes import client
+def _make(kube: KubeClient, namespace_prefix: str) -> str:
+    """A namespace of its own, a claim that is never provisioned (nothing is stored, nothing is
+    lost) and a pod bound to NO_NODE that mounts it."""
+    meta = {"generateName": f"{namespace_prefix}-", "labels": LABELS}
+    made = kube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                              "metadata": meta}, "create a namespace")  # fmt: skip
+    ns = str(made["metadata"]["name"])
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": CLAIM, "labels": LABELS},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Mi"}},
+            "storageClassName": "",
+        },
+    }
+    kube.create(f"/api/v1/namespaces/{ns}/persistentvolumeclaims", claim, f"create claim {CLAIM}")
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": POD, "labels": LABELS},
+        "spec": {
+            "nodeName": NO_NODE,
+            "containers": [{
+                "name": "never-runs",
+                "image": "registry.k8s.io/pause:3.10",
+                "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+            }],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": CLAIM}}],
+        },
+    }  # fmt: skip
+    kube.create(f"/api/v1/namespaces/{ns}/pods", pod, f"create pod {POD}")
+    return ns
 
-    meta = client.V1ObjectMeta(generate_name=f"{namespace_prefix}-", labels=LABELS)
-    ns = core.create_namespace(client.V1Namespace(metadata=meta)).metadata.name
-    core.create_namespaced_persistent_volume_claim(
-        ns,
-        client.V1PersistentVolumeClaim(
-            metadata=client.V1ObjectMeta(name=CLAIM, labels=LABELS),
-            spec=client.V1PersistentVolumeClaimSpec(
-                access_modes=["ReadWriteOnce"],
-                resources=client.V1VolumeResourceRequirements(requests={"storage": "1Mi"}),
-                storage_class_name="",  # never provisioned: nothing is stored, nothing is lost
-            ),
-        ),
-    )
-    volume = client.V1Volume(
-        name="data",
-        persistent_volume_claim=client.V1PersistentVolumeClaimVolumeSource(claim_name=CLAIM),
-    )
-    container = client.V1Container(
-        name="never-runs",
-        image="registry.k8s.io/pause:3.10",
-        volume_mounts=[client.V1VolumeMount(name="data", mount_path="/data")],
-    )
-    core.create_namespaced_pod(
-        ns,
-        client.V1Pod(
-            metadata=client.V1ObjectMeta(name=POD, labels=LABELS),
-            spec=client.V1PodSpec(node_name=NO_NODE, containers=[container], volumes=[volume]),
-        ),
-    )
-    return str(ns)
 
-
-def _refusal(core: Any, ns: str, webhooks: list[str]) -> tuple[bool, str]:
+def _refusal(kube: KubeClient, ns: str, webhooks: list[str]) -> tuple[bool, str]:
     """Ask for the claim's deletion as a dry run: (refused with CODE by one of `webhooks`, the
     configuration's, not another that happens to guard claims too; the answer)."""
+    path = f"/api/v1/namespaces/{ns}/persistentvolumeclaims/{CLAIM}"
     try:
-        core.delete_namespaced_persistent_volume_claim(CLAIM, ns, dry_run="All")
-    except Exception as exc:
-        message = _message(exc)
+        kube.delete(path, f"delete claim {ns}/{CLAIM} (dry run)", dry_run=True)
+    except ApiStatusError as exc:
+        message = str(exc)
         ours = any(f'admission webhook "{w}" denied' in message for w in webhooks)
-        return _status(exc) == 403 and CODE in message and ours, message
+        return exc.status == 403 and CODE in message and ours, message
     return False, "allowed (deleted, as a dry run)"
 
 
-def _remove(core: Any, ns: str, deadline: float, clock: Clock) -> list[str]:
+def _remove(kube: KubeClient, ns: str, deadline: float, clock: Clock) -> list[str]:
     """Remove the pod (at once), then the claim and the namespace: the webhook refuses both
     while the claim is mounted (and a namespace that holds a claim), so each is asked again until
     the webhook has seen the one before go. What is left is said, with the command to remove it."""
     steps: list[tuple[str, Callable[[], Any]]] = [
-        (f"pod {ns}/{POD}", lambda: core.delete_namespaced_pod(POD, ns, grace_period_seconds=0)),
-        (f"claim {ns}/{CLAIM}", lambda: core.delete_namespaced_persistent_volume_claim(CLAIM, ns)),
-        (f"namespace {ns}", lambda: core.delete_namespace(ns)),
-    ]
+        (f"pod {ns}/{POD}", lambda: kube.delete(f"/api/v1/namespaces/{ns}/pods/{POD}",
+                                                f"delete pod {POD}", grace_period=0)),
+        (f"claim {ns}/{CLAIM}", lambda: kube.delete(
+            f"/api/v1/namespaces/{ns}/persistentvolumeclaims/{CLAIM}", f"delete claim {CLAIM}")),
+        (f"namespace {ns}", lambda: kube.delete(f"/api/v1/namespaces/{ns}",
+                                                f"delete namespace {ns}")),
+    ]  # fmt: skip
     for what, delete in steps:
         while True:
             try:
                 delete()
                 break
-            except Exception as exc:
-                if _status(exc) == 404:
-                    break
-                last = _message(exc)
+            except NotFoundError:
+                break
+            except ClusterError as exc:
+                last = str(exc)
             if clock.now() >= deadline:
                 return [f"left behind: {what} ({last}); delete it: kubectl delete ns {ns} "
                         "(a pod with --grace-period=0 --force: no kubelet runs it)"]  # fmt: skip
@@ -178,7 +167,7 @@ def _remove(core: Any, ns: str, deadline: float, clock: Clock) -> list[str]:
 
 
 def verify(
-    api: Any,
+    kube: KubeClient,
     configuration: str,
     *,
     timeout: float,
@@ -187,29 +176,23 @@ def verify(
     clock: Clock | None = None,
 ) -> Outcome:
     """Armed, then refusing a mounted claim's deletion through the API server, within `timeout`
-    seconds (each half of it; the removal after has its own)."""
-    from kubernetes import client
-
+    seconds (each half of it; the removal after has its own). A request verify needs that the
+    API server refuses (RBAC, unreachable) raises ClusterError: could not decide."""
     clock = clock or Clock()
-    admission = client.AdmissionregistrationV1Api(api)
-    core = client.CoreV1Api(api)
-    armed = wait_armed(admission, configuration, clock.now() + timeout, clock, failure_policy)
+    armed = wait_armed(kube, configuration, clock.now() + timeout, clock, failure_policy)
     if not armed.ok:
         return armed
-    webhooks = [name for name, _ in _failure_policies(admission, configuration)]
-    try:
-        ns = _make(core, namespace_prefix)
-    except Exception as exc:
-        raise VerifyError(f"cannot make the claim and pod to test with: {exc}") from exc
+    webhooks = [name for name, _ in _failure_policies(kube, configuration)]
+    ns = _make(kube, namespace_prefix)
     try:
         deadline = clock.now() + timeout
         while True:  # the webhook's cache sees the new pod within moments
-            refused, answer = _refusal(core, ns, webhooks)
+            refused, answer = _refusal(kube, ns, webhooks)
             if refused or clock.now() >= deadline:
                 break
             clock.pause(1.0)
     finally:
-        left = _remove(core, ns, clock.now() + timeout, clock)
+        left = _remove(kube, ns, clock.now() + timeout, clock)
     if refused:
         lines = (*armed.lines, f"refusing: the dry-run deletion of mounted claim {ns}/{CLAIM} "
                  f"was refused with {CODE}", *left)  # fmt: skip

@@ -28,6 +28,8 @@ from gate import __version__
 HELPER = "prune-gate-kustomize"
 HELPER_ENV = "PRUNE_GATE_KUSTOMIZE"
 NATIVE_ENV = "PRUNE_GATE_NATIVE_YAML"
+#: gate.cli.root.WEBHOOK_EXTRA (not imported: root imports this module), held equal by test_version.
+WEBHOOK_EXTRA = ("flask", "h11", "prometheus_client", "cryptography")
 _OFF = ("off", "0", "false", "no")
 
 
@@ -98,8 +100,6 @@ def renderer(search_path: str | None = None) -> Part:
 
 def webhook_extra() -> Part:
     """Whether `gate webhook` can run here (its extra's modules, looked up, not imported)."""
-    from gate.cli.root import WEBHOOK_EXTRA
-
     missing = [m for m in WEBHOOK_EXTRA if importlib.util.find_spec(m) is None]
     if missing:
         return Part("webhook extra", False, "not installed (pip install 'prune-gate[webhook]')")

@@ -3,8 +3,8 @@ when the configuration is armed and the API server refuses a mounted claim's del
 webhook, under the identity the chart's test hook gives it, and it leaves nothing behind.
 
 Nothing runs pods here (no kubelet), so `helm test` itself cannot run its pod: the hook's objects
-are rendered by the real Helm and made in the cluster, and the pod's command runs here as the
-hook's ServiceAccount (impersonated)."""
+are rendered by the real Helm and made in the cluster, and the pod's command runs here with a
+token of the hook's ServiceAccount, as the pod would."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ import pytest
 import yaml
 from kubernetes import client
 
-from webhook.verify import LABELS, VerifyError, verify
+from gate.kube.client import ForbiddenError, KubeClient, load_configuration
+from webhook.verify import LABELS, Outcome, verify
 
 from . import kube as k
 from .kube import Cluster
@@ -48,10 +49,32 @@ def run_cli(kube: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+def token_kubeconfig(kube: Cluster, namespace: str, account: str, path: Path) -> Path:
+    """A kubeconfig that is the ServiceAccount: the cluster's, with a token of the account."""
+    token = (
+        k.core(kube.client)
+        .create_namespaced_service_account_token(
+            account, namespace, {"spec": {"expirationSeconds": 3600}}
+        )
+        .status.token
+    )
+    doc = yaml.safe_load(Path(kube.kubeconfig).read_text())
+    doc["users"][0]["user"] = {"token": token}
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def run_verify(kubeconfig: Path, configuration: str, **options: Any) -> Outcome:
+    with KubeClient(load_configuration(str(kubeconfig), None), timeout=30.0) as api:
+        return verify(api, configuration, **options)
+
+
 @pytest.fixture
-def hook_identity(kube: Cluster, webhook: Webhook, namespace: str) -> Iterator[Any]:
+def hook_identity(
+    kube: Cluster, webhook: Webhook, namespace: str, tmp_path: Path
+) -> Iterator[Path]:
     """The chart's test hook's ServiceAccount, ClusterRole and binding, rendered by Helm for the
-    registered webhook and made in the cluster; an ApiClient acting as that ServiceAccount."""
+    registered webhook and made in the cluster; a kubeconfig with a token of that account."""
     rendered = subprocess.run(
         [kube.binary("helm"), "template", "verify", str(CHART), "--namespace", namespace,
          "--show-only", "templates/tests/verify.yaml", "--set",
@@ -73,7 +96,7 @@ def hook_identity(kube: Cluster, webhook: Webhook, namespace: str) -> Iterator[A
     (account,) = (o["metadata"]["name"] for o in objs if o["kind"] == "ServiceAccount")
     rbac = client.RbacAuthorizationV1Api(kube.client)
     try:
-        yield kube.impersonating(f"system:serviceaccount:{namespace}:{account}")
+        yield token_kubeconfig(kube, namespace, account, tmp_path / "hook-kubeconfig")
     finally:
         for obj in objs:
             if obj["kind"] == "ClusterRoleBinding":
@@ -124,10 +147,10 @@ def armed_but_deaf(kube: Cluster) -> Iterator[str]:
 
 
 def test_the_hooks_identity_sees_it_armed_and_refusing_and_leaves_nothing(
-    kube: Cluster, webhook: Webhook, hook_identity: Any
+    kube: Cluster, webhook: Webhook, hook_identity: Path
 ) -> None:
     prefix = k.unique("verify-ok")
-    outcome = verify(hook_identity, webhook.registration, timeout=90, namespace_prefix=prefix)
+    outcome = run_verify(hook_identity, webhook.registration, timeout=90, namespace_prefix=prefix)
     assert outcome.ok, outcome.lines
     assert outcome.lines[0] == (
         f"armed: ValidatingWebhookConfiguration {webhook.registration}, failurePolicy Fail on "
@@ -170,7 +193,8 @@ def test_armed_but_never_called_is_not_refusing_exit_1_and_cleans_up(
     lines = done.stdout.splitlines()
     assert lines[0].startswith("armed: ")
     assert lines[1].startswith(f"not refusing: the dry-run deletion of claim {prefix}-")
-    assert "was answered: admission webhook" in lines[1] and "CLAIM_MOUNTED" in lines[1]
+    assert "(dry run): forbidden (403) (admission webhook" in lines[1]
+    assert "CLAIM_MOUNTED" in lines[1]
     assert lines[2].startswith("why: the API server did not call never.prune-gate.io for it")
     assert leftovers(kube, prefix) == []
 
@@ -181,7 +205,20 @@ def test_no_configuration_is_not_installed_exit_1(kube: Cluster) -> None:
     assert done.stdout.startswith("not installed: no ValidatingWebhookConfiguration")
 
 
-def test_without_the_rights_it_could_not_decide(kube: Cluster, namespace: str) -> None:
-    stranger = kube.impersonating(f"system:serviceaccount:{namespace}:default")
-    with pytest.raises(VerifyError, match="cannot read ValidatingWebhookConfiguration"):
-        verify(stranger, "anything", timeout=1)
+def test_without_the_rights_it_could_not_decide(
+    kube: Cluster, namespace: str, tmp_path: Path
+) -> None:
+    k.core(kube.client).create_namespaced_service_account(
+        namespace, {"metadata": {"name": "nobody"}}
+    )
+    kubeconfig = token_kubeconfig(kube, namespace, "nobody", tmp_path / "nobody")
+    with pytest.raises(ForbiddenError, match="read ValidatingWebhookConfiguration anything"):
+        run_verify(kubeconfig, "anything", timeout=1)
+    done = subprocess.run(
+        [sys.executable, "-m", "gate", "webhook", "verify", "--kubeconfig", str(kubeconfig),
+         "--configuration", "anything", "--timeout", "1s"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.startswith("error: read ValidatingWebhookConfiguration anything: forbidden")
+    assert "Traceback" not in done.stderr

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gate import __version__
-from gate.cli import version
+from gate.cli import root, version
 from gate.sources import render
 
 
@@ -29,8 +29,9 @@ def executable(path: Path, text: str = "#!/bin/sh\nexit 0\n") -> Path:
     return path
 
 
-def test_the_names_are_the_renderers_own() -> None:
+def test_the_names_are_the_renderers_own_and_the_extra_the_groups() -> None:
     assert (version.HELPER, version.HELPER_ENV) == (render.HELPER, render.HELPER_ENV)
+    assert version.WEBHOOK_EXTRA == root.WEBHOOK_EXTRA
 
 
 def test_the_helper_on_path_is_named_with_its_sha256(tmp_path: Path) -> None:
