@@ -81,7 +81,9 @@ def hook_identity(
          f"webhook.name={webhook.registration}"],
         capture_output=True, text=True, timeout=120, check=True,
     ).stdout  # fmt: skip
-    objs = [o for o in yaml.safe_load_all(rendered) if o and o["kind"] != "Pod"]
+    docs = [o for o in yaml.safe_load_all(rendered) if o]
+    (pod,) = (o for o in docs if o["kind"] == "Pod")
+    objs = [o for o in docs if o["kind"] != "Pod"]
     suffix = uuid.uuid4().hex[:6]
     for obj in objs:  # cluster-scoped names made unique: other modules share the cluster
         if obj["kind"].startswith("ClusterRole"):
@@ -93,6 +95,14 @@ def hook_identity(
         input=yaml.safe_dump_all(objs), capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert made.returncode == 0, made.stderr
+    # The pod itself is valid and admitted once its ServiceAccount exists (no kubelet runs it).
+    admitted = subprocess.run(
+        [kube.binary("kubectl"), "--kubeconfig", kube.kubeconfig, "create", "--dry-run=server",
+         "-f", "-"],
+        input=yaml.safe_dump(pod), capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert admitted.returncode == 0, admitted.stderr
+    assert admitted.stdout.strip().endswith("created (server dry run)"), admitted.stdout
     (account,) = (o["metadata"]["name"] for o in objs if o["kind"] == "ServiceAccount")
     rbac = client.RbacAuthorizationV1Api(kube.client)
     try:
