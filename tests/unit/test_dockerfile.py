@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from gate import __version__
 from tests import dockerfile as df
 from webhook.serve import MALLOC_ENV
 
@@ -188,7 +189,7 @@ def test_python_and_version_agree_with_pyproject(image: df.Dockerfile) -> None:
     labels = dict(p for label in final.all("LABEL") for p in df.pairs(label.args))
     args = {k.strip(): v.strip() for a in final.all("ARG") for k, _, v in [a.args.partition("=")]}
     version = df.expand(labels["org.opencontainers.image.version"], args)
-    assert version == PROJECT["version"]
+    assert version == __version__  # pyproject reads it (dynamic version)
     assert labels["org.opencontainers.image.licenses"] == PROJECT["license"]
 
 
