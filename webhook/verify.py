@@ -30,6 +30,10 @@ NO_NODE = "prune-gate-verify.invalid"
 LABELS = {"app.kubernetes.io/managed-by": "prune-gate-verify"}
 CLAIM, POD = "verify-data", "verify-holder"
 CODE = "CLAIM_MOUNTED"
+#: The least time the removal gets, whatever `timeout` says: the webhook allows the claim's and
+#: the namespace's deletion only once its cache has seen the pod go, which a loaded cluster may
+#: take seconds to do, and a short `timeout` must not leave the test's objects behind.
+REMOVAL_SECONDS = 120.0
 CONFIGURATIONS = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
 
 
@@ -176,7 +180,7 @@ def verify(
     clock: Clock | None = None,
 ) -> Outcome:
     """Armed, then refusing a mounted claim's deletion through the API server, within `timeout`
-    seconds (each half of it; the removal after has its own). A request verify needs that the
+    seconds each (the removal after gets at least REMOVAL_SECONDS). A request verify needs that the
     API server refuses (RBAC, unreachable) raises ClusterError: could not decide."""
     clock = clock or Clock()
     armed = wait_armed(kube, configuration, clock.now() + timeout, clock, failure_policy)
@@ -192,7 +196,7 @@ def verify(
                 break
             clock.pause(1.0)
     finally:
-        left = _remove(kube, ns, clock.now() + timeout, clock)
+        left = _remove(kube, ns, clock.now() + max(timeout, REMOVAL_SECONDS), clock)
     if refused:
         lines = (*armed.lines, f"refusing: the dry-run deletion of mounted claim {ns}/{CLAIM} "
                  f"was refused with {CODE}", *left)  # fmt: skip
