@@ -12,6 +12,8 @@
 #                      the helper binaries (must match action/helper.sha256), SHA256SUMS
 #   make helper-pins   rebuild the helper binaries reproducibly and rewrite action/helper.sha256
 #   make lock          re-resolve action/requirements.txt, the Action's hashed lock (uv)
+# Documentation:
+#   make docs          build the site (mkdocs.yml, docs/) into site/ with `mkdocs build --strict`
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -19,7 +21,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .PHONY: example test lint unit lowest e2e bench binaries native schemas cluster-up cluster-down clean \
-	dist helper-pins lock
+	dist helper-pins lock docs
 
 # The checkout is installed editable in compat mode: a static .pth, not setuptools' import hook,
 # which costs every `gate` 30-50 ms at start-up that a wheel install never pays (the benchmarks
@@ -27,8 +29,8 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,webhook]' --config-settings editable_mode=compat 2>/dev/null \
-		|| $(BIN)/python -m pip install --quiet -e '.[dev,webhook]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,webhook,docs]' --config-settings editable_mode=compat 2>/dev/null \
+		|| $(BIN)/python -m pip install --quiet -e '.[dev,webhook,docs]'
 	touch $(STAMP)
 
 # The native YAML reader: optional for gate (a warning without cargo), required by `make test`;
@@ -82,6 +84,10 @@ test: lint native binaries
 bench: native binaries
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench
 
+# The documentation site, strict: a broken link or anchor fails it (tests/unit/test_docs.py too).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
 dist:
 	scripts/dist
 
@@ -98,4 +104,4 @@ cluster-down:
 	scripts/dev-cluster down
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache site
