@@ -7,11 +7,13 @@ from __future__ import annotations
 from gate.engine.check import CheckResult
 from gate.engine.context import Context
 from gate.engine.placement import FILE_LEVEL
+from gate.engine.plantree import build_plan_tree
 from gate.engine.verdict import Decision
 from gate.model.findings import Finding, Severity
 from gate.report.common import exit_hint, plain_line, verdict_line, visible
 from gate.report.markdown import render_markdown
 from gate.report.text import exempted_text, painter
+from gate.report.tree import SourceLinks
 
 #: Annotations of one level GitHub shows per step; the rest stay in the log only.
 ANNOTATIONS_PER_LEVEL = 10
@@ -21,30 +23,43 @@ ANNOTATIONS_PER_LEVEL = 10
 SUMMARY_BUDGET = 1_000_000
 
 
-#: GitHub annotation level per severity: the three levels keep the three strengths apart, so
-#: the level alone says whether a finding failed the check (error, warning) or only informs.
+#: GitHub annotation level per severity, in GitHub's own words: a block is an error (the
+#: candidate must not deploy); a defer is a warning (the deletion must wait for the merged
+#: deploy, and `--defer-to` lets the deploy go ahead without it); a warning is a warning (it
+#: stops nothing, and a person should read it). What only informs (a severity set `off`) is a
+#: notice. Whether the check failed is the verdict line's and the exit code's to say.
 ANNOTATION_LEVEL: dict[Severity, str] = {
     Severity.BLOCK: "error",
     Severity.DEFER: "warning",
-    Severity.WARN: "notice",
+    Severity.WARN: "warning",
     Severity.OFF: "notice",
 }
 
 
-def step_summary(result: CheckResult, *, context: Context, base: str, head: str) -> str:
+def step_summary(
+    result: CheckResult, *, context: Context, base: str, head: str, links: SourceLinks | None = None
+) -> str:
     """Markdown for `$GITHUB_STEP_SUMMARY`, ending in a newline and within GitHub's size cap.
 
     Annotations are capped at ten per level, so the summary is where every finding is listed;
     when even the summary would be too big, details and then table rows are cut, and it says so.
     """
     decision = result.decision
-    text = render_markdown(decision, context=context, base=base, head=head)
+    tree = build_plan_tree(result)
+    text = render_markdown(decision, context=context, base=base, head=head, tree=tree, links=links)
     if _size(text) <= SUMMARY_BUDGET:
         return text + "\n"
-    rows = len(decision.findings)
+    rows = sum(1 for _ in tree.entries())
     while True:
         text = render_markdown(
-            decision, context=context, base=base, head=head, details=False, max_rows=rows
+            decision,
+            context=context,
+            base=base,
+            head=head,
+            tree=tree,
+            links=links,
+            details=False,
+            max_rows=rows,
         )
         if _size(text) <= SUMMARY_BUDGET or rows == 0:
             return text + "\n"

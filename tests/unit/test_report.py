@@ -184,7 +184,7 @@ def test_one_annotation_per_finding_and_nothing_else_is_a_command(case: str) -> 
     commands = [line for line in lines if line.startswith("::")]
     assert len(commands) == len(result.decision.findings)
     levels = [line[2:].split(" ", 1)[0] for line in commands]
-    expected = {Severity.BLOCK: "error", Severity.DEFER: "warning", Severity.WARN: "notice"}
+    expected = {Severity.BLOCK: "error", Severity.DEFER: "warning", Severity.WARN: "warning"}
     assert levels == [expected[f.severity] for f in result.decision.findings]
 
 
