@@ -191,6 +191,11 @@ COMMANDS = {
         "gate.cli.history",
         "history_command",
     ),
+    "completion": (
+        "Print the shell completion script.",
+        "gate.cli.completion",
+        "completion_command",
+    ),
 }
 for _name, (_summary, _module, _attr) in COMMANDS.items():
     main.add_command(_Door(_name, _summary, _lazy(_module, _attr)))
