@@ -191,6 +191,11 @@ COMMANDS = {
         "gate.cli.history",
         "history_command",
     ),
+    "codes": (
+        "List every finding code and what it means, or print one code's page.",
+        "gate.cli.codes",
+        "codes_command",
+    ),
     "completion": (
         "Print the shell completion script.",
         "gate.cli.completion",
@@ -199,26 +204,6 @@ COMMANDS = {
 }
 for _name, (_summary, _module, _attr) in COMMANDS.items():
     main.add_command(_Door(_name, _summary, _lazy(_module, _attr)))
-
-
-@main.command("codes")
-def codes_command() -> None:
-    """List every finding code and what it means, then the stateful custom kinds guarded by
-    default (what deleting one does to its data, and the operator's own protection)."""
-    from gate.model.findings import MEANING, Code  # here: `gate --help` does not load them
-    from gate.model.stateful import CATALOGUE
-
-    width = max(len(c.value) for c in Code)
-    for code in Code:
-        click.echo(f"{code.value:<{width}}  {MEANING[code]}")
-    click.echo(
-        "\nStateful custom kinds, guarded by default without their CRD in sight (guardedKinds):"
-    )
-    width = max(len(k.name) for k in CATALOGUE)
-    for k in CATALOGUE:
-        click.echo(f"{k.name:<{width}}  {k.operator}: {k.claims}")
-        if k.protection:
-            click.echo(f"{'':<{width}}  protection: {k.protection}")
 
 
 # The admission webhook's commands (`gate webhook serve`): a door, not the core. They live in

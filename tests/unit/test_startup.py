@@ -233,6 +233,8 @@ def test_gate_codes_loads_the_findings_when_it_runs(tmp_path: Path) -> None:
     assert "CONSUMER_REMAINS" in done.stdout
     assert "gate.model.findings" in loaded
     assert {m for m in gate_modules(loaded) - GROUP if not m.startswith("gate.model.")} == {
-        "gate.model"
+        "gate.model",
+        "gate.cli.codes",
+        "gate.cli.common",
     }
     assert roots(loaded) & HEAVY == set()
