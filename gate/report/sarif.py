@@ -7,6 +7,12 @@ of its own); base's place is a related location whenever the two differ. The fin
 object and the code, never the line: an alert follows the object when lines move. Exempted
 findings are results with an external suppression carrying the policy's reason, so an exemption
 shows as a dismissed alert, not as nothing.
+
+Each rule carries its code's page (`gate codes CODE`): `help.markdown` the docs page, `help.text`
+the same for a terminal, `helpUri` the page on the docs site, and in its properties GitHub's
+`security-severity` (derived from the default severity and the harm, `gate.model.codepages`),
+`precision` (`medium` for the codes that say what the gate cannot see, `high` for the rest) and
+`tags` (`security`, which GitHub needs to read the security severity, and the harm).
 """
 
 from __future__ import annotations
@@ -19,8 +25,10 @@ from gate import __version__
 from gate.engine.context import Context
 from gate.engine.placement import FILE_LEVEL
 from gate.engine.verdict import Decision
-from gate.model.findings import MEANING, Code, Finding, Severity
+from gate.model.codepages import PAGES, Harm, docs_url, security_severity
+from gate.model.findings import CODES, MEANING, Code, Finding, Severity
 from gate.model.objects import Source
+from gate.report.codepage import page_markdown, page_text
 from gate.report.common import LEGACY_COMMAND, verdict_line
 
 #: The schema a SARIF 2.1.0 log names (SchemaStore's copy of the OASIS schema).
@@ -96,17 +104,21 @@ def _notifications(notes: tuple[str, ...]) -> dict[str, Any]:
 
 
 def _rule(code: Code) -> dict[str, Any]:
-    meaning = MEANING[code]
+    """The code as a SARIF reporting descriptor: its meaning, its page, and how GitHub ranks it."""
+    page = PAGES[code]
     return {
         "id": code.value,
         "name": "".join(part.capitalize() for part in code.value.split("_")),
-        "shortDescription": {"text": meaning},
-        "fullDescription": {"text": meaning},
-        "help": {
-            "text": f"{code.value}: {meaning}. Each result says why, with its evidence and the "
-            "fix; `gate codes` lists every code."
+        "shortDescription": {"text": MEANING[code]},
+        "fullDescription": {"text": page.what.replace("`", ""), "markdown": page.what},
+        "helpUri": docs_url(code),
+        "help": {"text": page_text(code), "markdown": page_markdown(code, links=False)},
+        "defaultConfiguration": {"level": LEVEL[CODES[code].severity]},
+        "properties": {
+            "tags": ["security", "kubernetes", "gitops", page.harm.value],
+            "precision": "medium" if page.harm is Harm.BLIND else "high",
+            "security-severity": security_severity(code),
         },
-        "properties": {"tags": ["kubernetes", "data-loss", "gitops"]},
     }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import shutil
 import subprocess
 from dataclasses import replace
@@ -24,9 +25,11 @@ from gate.engine.context import Context
 from gate.engine.placement import FILE_LEVEL
 from gate.engine.policy import Policy
 from gate.engine.verdict import Decision, Exempted, Verdict
-from gate.model.findings import Code, Finding, Severity
+from gate.model.codepages import PAGES, Harm, docs_url, security_severity
+from gate.model.findings import CODES, Code, Finding, Severity
 from gate.model.objects import Source
-from gate.report.sarif import sarif_data
+from gate.report.codepage import page_markdown, page_text
+from gate.report.sarif import LEVEL, sarif_data
 from tests.ci import ci
 from tests.unit.test_cli import EXAMPLE, gate
 from tests.unit.test_packaging import CHECK_EXAMPLE
@@ -92,6 +95,44 @@ def test_one_rule_per_code_and_each_result_points_at_its_rule() -> None:
     for result in _results(log):
         assert rules[result["ruleIndex"]]["id"] == result["ruleId"] == "NOT_RETIRED"
         assert result["level"] == "error"
+
+
+def test_every_rule_carries_its_page_and_how_github_ranks_it() -> None:
+    """helpUri, help (text and markdown: the code's page), and the properties code scanning
+    reads: `security-severity` a number as a string, with the `security` tag it needs."""
+    rules = _log()["runs"][0]["tool"]["driver"]["rules"]
+    assert [r["id"] for r in rules] == [c.value for c in Code]
+    for rule, code in zip(rules, Code, strict=True):
+        assert rule["helpUri"] == docs_url(code)
+        assert rule["help"] == {
+            "text": page_text(code),
+            "markdown": page_markdown(code, links=False),
+        }
+        assert rule["help"]["markdown"].startswith(f"# {code.value}\n")
+        assert docs_url(code) in rule["help"]["text"]
+        assert rule["fullDescription"]["markdown"] == PAGES[code].what
+        assert "`" not in rule["fullDescription"]["text"]
+        assert rule["defaultConfiguration"] == {"level": LEVEL[CODES[code].severity]}
+        props = rule["properties"]
+        assert props["security-severity"] == security_severity(code)
+        assert 0.0 < float(props["security-severity"]) <= 10.0
+        assert {"security", PAGES[code].harm.value} <= set(props["tags"])
+        expected = "medium" if PAGES[code].harm is Harm.BLIND else "high"
+        assert props["precision"] == expected
+
+
+def test_a_rules_help_links_to_the_docs_site_not_to_sibling_files() -> None:
+    rules = _log()["runs"][0]["tool"]["driver"]["rules"]
+    for rule in rules:
+        for target in re.findall(r"\]\(([^)]+)\)", rule["help"]["markdown"]):
+            assert target.startswith("https://"), (rule["id"], target)
+
+
+def test_github_reads_block_data_loss_as_critical_and_warnings_as_medium() -> None:
+    rules = {r["id"]: r for r in _log()["runs"][0]["tool"]["driver"]["rules"]}
+    assert rules["NOT_RETIRED"]["properties"]["security-severity"] == "9.0"
+    assert rules["SPECULATIVE_PRUNE"]["properties"]["security-severity"] == "7.0"
+    assert rules["ORPHANED_BY_KEEP"]["properties"]["security-severity"] == "4.0"
 
 
 def test_a_removal_from_a_file_that_stays_stands_on_the_candidates_line() -> None:
