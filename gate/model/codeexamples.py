@@ -16,8 +16,7 @@ EXAMPLES: dict[Code, tuple[str, str]] = {
     Code.NOT_RETIRED: (
         "check",
         (
-            "block NOT_RETIRED PersistentVolumeClaim app/data (base/manifests.yaml:1, removed from "
-            "head/manifests.yaml)\n"
+            "block NOT_RETIRED PersistentVolumeClaim app/data (base/manifests.yaml:1)\n"
             "  PersistentVolumeClaim app/data would be deleted but was never retired\n"
             "  - cause: removed from the manifests\n"
             "  - no `prune-gate.io/retire` annotation on the base revision\n"
@@ -34,8 +33,7 @@ EXAMPLES: dict[Code, tuple[str, str]] = {
     Code.SPECULATIVE_PRUNE: (
         "check",
         (
-            "defer SPECULATIVE_PRUNE PersistentVolumeClaim app/data (base/manifests.yaml:1, "
-            "removed from head/manifests.yaml)\n"
+            "defer SPECULATIVE_PRUNE PersistentVolumeClaim app/data (base/manifests.yaml:1)\n"
             "  this merge-queue candidate would delete PersistentVolumeClaim app/data; a deletion "
             "cannot be undone if the candidate is evicted\n"
             "  - context: speculative\n"
@@ -55,8 +53,7 @@ EXAMPLES: dict[Code, tuple[str, str]] = {
     Code.CONSUMER_REMAINS: (
         "check",
         (
-            "block CONSUMER_REMAINS PersistentVolumeClaim app/data (base/manifests.yaml:1, removed "
-            "from head/manifests.yaml)\n"
+            "block CONSUMER_REMAINS PersistentVolumeClaim app/data (base/manifests.yaml:1)\n"
             "  claim app/data is removed but 1 workload(s) still use it\n"
             "  - Deployment app/web (head/manifests.yaml:1) mounts claim data in its pod template\n"
             "  - data: not known (no bound volume seen, no PersistentVolume or StorageClass "
@@ -70,8 +67,7 @@ EXAMPLES: dict[Code, tuple[str, str]] = {
     Code.FORCED_REPLACEMENT: (
         "check",
         (
-            "block FORCED_REPLACEMENT PersistentVolumeClaim app/data (base/manifests.yaml:1, head "
-            "head/manifests.yaml:1)\n"
+            "block FORCED_REPLACEMENT PersistentVolumeClaim app/data (base/manifests.yaml:1)\n"
             "  PersistentVolumeClaim app/data would be deleted and recreated (--force) because "
             "immutable field(s) change: spec.resources.requests.storage (10Gi -> 1Gi: shrink)\n"
             "  - spec.resources.requests.storage (10Gi -> 1Gi: shrink) differs between base and "
@@ -88,8 +84,7 @@ EXAMPLES: dict[Code, tuple[str, str]] = {
     Code.IMMUTABLE_FIELD_CHANGE: (
         "check",
         (
-            "block IMMUTABLE_FIELD_CHANGE PersistentVolumeClaim app/data (base/manifests.yaml:1, "
-            "head head/manifests.yaml:1)\n"
+            "block IMMUTABLE_FIELD_CHANGE PersistentVolumeClaim app/data (base/manifests.yaml:1)\n"
             "  PersistentVolumeClaim app/data changes immutable field(s) "
             "spec.resources.requests.storage (10Gi -> 5Gi: shrink): the API server will reject the "
             "apply and every later deploy fails the same way\n"
@@ -102,8 +97,7 @@ EXAMPLES: dict[Code, tuple[str, str]] = {
     Code.NAMESPACE_HOLDS_CLAIMS: (
         "check",
         (
-            "block NAMESPACE_HOLDS_CLAIMS Namespace app (base/manifests.yaml:1, removed from "
-            "head/manifests.yaml)\n"
+            "block NAMESPACE_HOLDS_CLAIMS Namespace app (base/manifests.yaml:1)\n"
             "  Namespace app is deleted while it holds 1 guarded object(s): PersistentVolumeClaim "
             "app/data\n"
             "  - PersistentVolumeClaim app/data is in the namespace\n"
@@ -114,8 +108,7 @@ EXAMPLES: dict[Code, tuple[str, str]] = {
     Code.STATEFULSET_DELETES_CLAIMS: (
         "check",
         (
-            "block STATEFULSET_DELETES_CLAIMS StatefulSet app/db (base/manifests.yaml:1, removed "
-            "from head/manifests.yaml)\n"
+            "block STATEFULSET_DELETES_CLAIMS StatefulSet app/db (base/manifests.yaml:1)\n"
             "  StatefulSet app/db has persistentVolumeClaimRetentionPolicy.whenDeleted: Delete: "
             "deleting it deletes its claims\n"
             "  - spec.persistentVolumeClaimRetentionPolicy.whenDeleted: Delete\n"
@@ -128,7 +121,7 @@ EXAMPLES: dict[Code, tuple[str, str]] = {
         "check",
         (
             "block CRD_HOLDS_RESOURCES CustomResourceDefinition backups.example.com "
-            "(base/manifests.yaml:1, removed from head/manifests.yaml)\n"
+            "(base/manifests.yaml:1)\n"
             "  CustomResourceDefinition backups.example.com is deleted while 1 custom resource(s) "
             "of its kind exist; they are deleted with it\n"
             "  - Backup app/nightly exists\n"
@@ -139,8 +132,7 @@ EXAMPLES: dict[Code, tuple[str, str]] = {
     Code.PV_BOUND: (
         "check",
         (
-            "block PV_BOUND PersistentVolume pv-data (base/manifests.yaml:1, removed from "
-            "head/manifests.yaml)\n"
+            "block PV_BOUND PersistentVolume pv-data (base/manifests.yaml:1)\n"
             "  PersistentVolume pv-data is removed but is bound to claim app/data, which stays\n"
             "  - spec.claimRef: app/data\n"
             "  - PersistentVolumeClaim app/data is still declared or live\n"
@@ -150,8 +142,7 @@ EXAMPLES: dict[Code, tuple[str, str]] = {
     Code.ORPHANED_BY_KEEP: (
         "check",
         (
-            "warn ORPHANED_BY_KEEP PersistentVolumeClaim app/data (base/manifests.yaml:1, removed "
-            "from head/manifests.yaml)\n"
+            "warn ORPHANED_BY_KEEP PersistentVolumeClaim app/data (base/manifests.yaml:1)\n"
             "  PersistentVolumeClaim app/data leaves the manifests but carries "
             "`helm.sh/resource-policy: keep`: it stays in the cluster, unmanaged\n"
             "  - the base manifest carries `helm.sh/resource-policy: keep`\n"
@@ -191,8 +182,8 @@ EXAMPLES: dict[Code, tuple[str, str]] = {
     Code.VOLUME_RETAINS_DATA: (
         "check",
         (
-            "warn VOLUME_RETAINS_DATA PersistentVolumeClaim media/library (base/manifests.yaml:13, "
-            "removed from head/manifests.yaml)\n"
+            "warn VOLUME_RETAINS_DATA PersistentVolumeClaim media/library "
+            "(base/manifests.yaml:13)\n"
             "  PersistentVolumeClaim media/library would be deleted without stage 1 of retirement, "
             "but its data stays: PersistentVolume media-nfs has persistentVolumeReclaimPolicy "
             "Retain and is left Released, data intact; no new claim binds it by itself\n"
@@ -358,8 +349,7 @@ EXAMPLES: dict[Code, tuple[str, str]] = {
     Code.RELEASE_CONTENT_UNKNOWN: (
         "check",
         (
-            "warn RELEASE_CONTENT_UNKNOWN HelmRelease app/db (base/manifests.yaml:1, removed from "
-            "head/manifests.yaml)\n"
+            "warn RELEASE_CONTENT_UNKNOWN HelmRelease app/db (base/manifests.yaml:1)\n"
             "  HelmRelease app/db is removed: helm-controller uninstalls release app/db, and "
             "without the live cluster or its chart nothing says which guarded objects it holds\n"
             "  - cause: removed from the manifests\n"
@@ -378,7 +368,7 @@ EXAMPLES: dict[Code, tuple[str, str]] = {
         (
             "warn REMOTE_CONTENT_UNKNOWN RemoteResource "
             "https://raw.githubusercontent.com/example/db/v1.2.0/deploy/db.yaml "
-            "(apps/db/kustomization.yaml:4, removed with its file)\n"
+            "(apps/db/kustomization.yaml:4)\n"
             "  the candidate no longer builds remote resource "
             "https://raw.githubusercontent.com/example/db/v1.2.0/deploy/db.yaml from "
             "apps/db/kustomization.yaml (removed, or its URL changed): Flux prunes whatever it "
@@ -412,7 +402,7 @@ EXAMPLES: dict[Code, tuple[str, str]] = {
         "check",
         (
             "block KUSTOMIZATION_REMOVED Kustomization flux-system/paperless "
-            "(base/manifests.yaml:1, removed from head/manifests.yaml)\n"
+            "(base/manifests.yaml:1)\n"
             "  Kustomization flux-system/paperless is removed with pruning on: "
             "kustomize-controller deletes everything it applied (spec.path "
             "./kubernetes/apps/default/paperless/app), and these manifests do not say what that "
@@ -463,8 +453,7 @@ EXAMPLES: dict[Code, tuple[str, str]] = {
     Code.MASS_PRUNE: (
         "check",
         (
-            "block MASS_PRUNE ConfigMap default/c0 (base/manifests.yaml:1, removed from "
-            "head/manifests.yaml)\n"
+            "block MASS_PRUNE ConfigMap default/c0 (base/manifests.yaml:1)\n"
             "  the input loses every one of its objects at once: a broken path or render looks "
             "like this, and the deployer would prune them all\n"
             "  - base: 5 object(s) in the input; candidate: 0 of them remain\n"

@@ -26,7 +26,7 @@ from gate.engine.policy import Policy
 from gate.engine.remotes import compare_remotes
 from gate.model.errors import UncountedError
 from gate.model.findings import Code, Finding
-from gate.report.common import visible, where
+from gate.report.common import visible
 from tests.unit import test_cascades as cascades
 from tests.unit import test_decide_bypasses as admission
 from tests.unit import test_flux_moves as moves
@@ -251,9 +251,9 @@ def example(code: Code) -> tuple[str, str]:
 
 def finding_text(finding: Finding) -> str:
     """One finding alone, in the text report's words: severity, code, object and where; the
-    message; each line of evidence; the fix. (The report groups an object's findings; a page
-    shows one code's.)"""
-    src = where(finding)
+    message; each line of evidence; the fix. (The report groups an object's findings, and says
+    where the candidate shows it too; a page shows one code's, where base declares it.)"""
+    src = str(finding.source) if finding.source is not None else ""  # where base declares it
     header = f"{finding.severity.value} {finding.code.value} {visible(finding.ref.display())}"
     lines = [header + (f" ({visible(src)})" if src else "")]
     lines.append(f"  {visible(finding.message)}")
