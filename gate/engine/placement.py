@@ -5,8 +5,9 @@ files, so for an object the candidate no longer declares, base's `path:line` is 
 there, or a file that is gone. This maps the removal to the head side, from file texts only
 (the caller reads them; nothing here does I/O):
 
-1. the file stays: the head line where the object's text was removed (its base lines mapped
-   through a line diff of the two texts; a removal at the end of the file is its last line);
+1. the file stays but its text no longer holds the object: that file as a whole
+   (`RemovedFrom`, "removed from FILE"). No line of it shows the object: the line that now
+   stands where its text was is a `---` or another object's, and would name the wrong thing;
 2. the file is gone (or its text is unchanged: a render no longer includes it): the line of the
    nearest kustomization's `resources:` entry that named it in base and is dropped in head;
 3. else (`gate.sources.placement` first asks the Flux Kustomization that applied it: where
@@ -29,6 +30,19 @@ from gate.model.objects import Source
 
 #: `Source.line` of a place that is a file as a whole (GitHub: a file-level annotation).
 FILE_LEVEL = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RemovedFrom(Source):
+    """A file the candidate keeps but no longer declares the object in, as a whole (its line is
+    always `FILE_LEVEL`): a report says "removed from FILE", where a bare `FILE_LEVEL` place
+    (the file is gone) says "removed with its file"."""
+
+
+def removed_from(path: str) -> Source:
+    """The place of an object removed from `path`, a file the candidate keeps."""
+    return RemovedFrom(path, FILE_LEVEL)
+
 
 #: A YAML document separator or end marker, which bounds an object's text in a stream.
 _DOCUMENT_BOUNDARY = re.compile(r"^(?:---|\.\.\.)(?:\s|$)")
@@ -193,9 +207,8 @@ def found_removal(
     (a shared Component's file, the object gone because its app's entry was dropped elsewhere)."""
     if head_text is not None:
         first, last = document_span(base_text, source.line)
-        line, changed = removal_line(base_text, head_text, first, last)
-        if changed:
-            return Source(head_path, line)
+        if removal_line(base_text, head_text, first, last)[1]:
+            return removed_from(head_path)
     for k in kustomizations:
         entry = dropped_entry_line(k, source.path)
         if entry is not None:

@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterable
 
 from gate.engine.context import Context
-from gate.engine.placement import FILE_LEVEL
+from gate.engine.placement import FILE_LEVEL, RemovedFrom
 from gate.engine.verdict import Decision, Verdict
 from gate.model.findings import Finding, Severity
 
@@ -81,11 +81,14 @@ def where(finding: Finding) -> str:
 
 
 def head_note(finding: Finding) -> str:
-    """`head a.yaml:9`, or `removed with its file` when the candidate has no line to show;
-    `` when the candidate shows the object where `source` says."""
+    """Where the candidate shows the object, when that is not where `source` says (else ``):
+    `head a.yaml:9` (its own first line there), `removed from a.yaml` (the candidate keeps the
+    file, not the object), or `removed with its file`."""
     head, src = finding.head_source, finding.source
     if head is None or head == src:
         return ""
+    if isinstance(head, RemovedFrom):
+        return f"removed from {head.path}"
     if head.line == FILE_LEVEL:
         return "removed with its file"
     return f"head {head}"

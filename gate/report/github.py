@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from gate.engine.check import CheckResult
 from gate.engine.context import Context
-from gate.engine.placement import FILE_LEVEL
+from gate.engine.placement import FILE_LEVEL, RemovedFrom
 from gate.engine.verdict import Decision
 from gate.model.findings import Finding, Severity
 from gate.report.common import exit_hint, plain_line, verdict_line, visible
@@ -93,6 +93,8 @@ def _was_at(finding: Finding) -> list[str]:
     head, src = finding.head_source, finding.source
     if head is None or src is None or head == src:
         return []
+    if isinstance(head, RemovedFrom):
+        return [f"was at {src} in base (removed from this file)"]
     if head.line == FILE_LEVEL:
         return [f"was at {src} (removed with its file)"]
     return [f"was at {src} in base"]

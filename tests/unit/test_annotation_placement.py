@@ -3,7 +3,8 @@
 GitHub shows a step's annotations on the head commit's files. Base's `path:line` of a removed
 object is another object there, or a file that is gone. Real `gate check -o github` through
 the CLI entry point, in a real git repository: an object removed from a file that stays is
-annotated at the line where its text was removed; a file removed with its kustomization entry,
+annotated on that file as a whole (the line where its text was is a `---` or another object's,
+and says nothing of it); a file removed with its kustomization entry,
 at that entry's line in the candidate's kustomization; a file removed with nothing naming it,
 on the file as a whole with base's location in the message.
 """
@@ -86,11 +87,12 @@ def test_removed_objects_are_annotated_in_the_candidate(
     repo, base, head = _removals(tmp_path)
     found = _annotations(_check(monkeypatch, repo, "--base", base, "--head", head))
 
-    # From a file that stays: base's line 7 is ConfigMap b's first line in the candidate; the
-    # annotation stands on the separator where the claim's text was.
+    # From a file that stays: base's line 7 is ConfigMap b's first line in the candidate, and
+    # the line where the claim's text was is a bare `---`: the annotation is on the file.
     data = found[f"PersistentVolumeClaim {NS}/data"]
-    assert (data["file"], data["line"]) == ("deploy/app.yaml", "6")
-    assert "was at deploy/app.yaml:7 in base" in data["message"]
+    assert data["file"] == "deploy/app.yaml"
+    assert "line" not in data
+    assert "was at deploy/app.yaml:7 in base (removed from this file)" in data["message"]
 
     # With its file, nothing naming it: the file as a whole, base's location in the text.
     gone = found[f"PersistentVolumeClaim {NS}/gone"]
@@ -108,11 +110,13 @@ def test_the_json_and_text_reports_say_where_the_candidate_shows_it(
     jsonschema.Draft202012Validator(json.loads(schema)).validate(report)
     by_name = {f["object"]["name"]: f for f in report["findings"]}
     assert by_name["data"]["source"] == {"path": "deploy/app.yaml", "line": 7}
-    assert by_name["data"]["headSource"] == {"path": "deploy/app.yaml", "line": 6}
+    assert by_name["data"]["headSource"] == {"path": "deploy/app.yaml", "line": None}
     assert by_name["gone"]["headSource"] == {"path": "deploy/gone.yaml", "line": None}
 
     text = _check(monkeypatch, repo, "--base", base, "--head", head, fmt="text")
-    assert f"PersistentVolumeClaim {NS}/data (deploy/app.yaml:7, head deploy/app.yaml:6)" in text
+    assert (
+        f"PersistentVolumeClaim {NS}/data (deploy/app.yaml:7, removed from deploy/app.yaml)" in text
+    )
     assert f"{NS}/gone (deploy/gone.yaml:1, removed with its file)" in text
 
 
@@ -185,5 +189,6 @@ def test_rendered_mode_annotates_the_head_file(
     )
     assert result.exit_code == 1, result.output
     data = _annotations(result.output)[f"PersistentVolumeClaim {NS}/data"]
-    assert (data["file"], data["line"]) == ("head/app.yaml", "6")
-    assert "was at base/app.yaml:7 in base" in data["message"]
+    assert data["file"] == "head/app.yaml"
+    assert "line" not in data
+    assert "was at base/app.yaml:7 in base (removed from this file)" in data["message"]

@@ -2,19 +2,21 @@
 kustomizations gate.sources.placement reads.
 
 Base's `path:line` of a removed object is another object in the candidate, or a file that is
-gone; GitHub annotates the candidate's files. These pin the head-side line for each way an
-object leaves: from the middle of a file, from its end, with its file (a kustomization entry
-dropped, or none), and with the file rewritten entirely.
+gone; GitHub annotates the candidate's files. These pin the head-side place for each way an
+object leaves: from the middle of a file, from its end, or with the file rewritten entirely (the
+file, which stays: "removed from FILE"), with its file (a kustomization entry dropped, or none).
 """
 
 from __future__ import annotations
 
 from gate.engine.placement import (
     FILE_LEVEL,
+    RemovedFrom,
     document_span,
     dropped_entry_line,
     place_removal,
     removal_line,
+    removed_from,
 )
 from gate.model.objects import Source
 from gate.sources.manifests import parse_stream
@@ -43,50 +45,65 @@ CM_A, CLAIM, CM_B = (
 )
 
 
-def test_an_object_removed_from_the_middle_points_at_the_line_now_in_its_place() -> None:
+def _removed_from(path: str, at: Source) -> None:
+    """`at` is `path` as a whole, marked as a file the candidate keeps without the object."""
+    assert at == removed_from(path) == RemovedFrom(path, FILE_LEVEL)
+    assert isinstance(at, RemovedFrom)
+
+
+def test_an_object_removed_from_the_middle_is_placed_on_its_file_not_on_a_separator() -> None:
+    """The line now standing where the claim's text was is the `---` between a and b: no label
+    says what it is, so the place is the file, "removed from x.yaml" (issue 37)."""
     base = _stream(CM_A, CLAIM, CM_B)
     head = _stream(CM_A, CM_B)
-    at = place_removal(Source("x.yaml", _line_of(base, "data")), "x.yaml", base, head)
-    # Where the claim's text was: the separator between a and b in the candidate.
-    assert at == Source("x.yaml", 6)
-    assert head.splitlines()[at.line - 1] == "---"
+    _removed_from(
+        "x.yaml", place_removal(Source("x.yaml", _line_of(base, "data")), "x.yaml", base, head)
+    )
 
 
-def test_the_base_line_is_another_object_in_the_candidate_but_the_head_line_is_not() -> None:
+def test_the_base_line_is_another_object_in_the_candidate_and_is_not_named() -> None:
     base = _stream(CM_A, CLAIM, CM_B, _object("Secret", "s"))
     head = _stream(CM_A, CM_B, _object("Secret", "s"))
     base_line = _line_of(base, "data")
     at = place_removal(Source("x.yaml", base_line), "x.yaml", base, head)
-    # Base's line is where ConfigMap b starts in the candidate; the place is just before it.
-    assert base_line == _line_of(head, "b")
-    assert at == Source("x.yaml", base_line - 1)
+    assert base_line == _line_of(head, "b")  # base's line is ConfigMap b's in the candidate
+    _removed_from("x.yaml", at)
 
 
-def test_an_object_removed_from_the_end_points_at_the_last_line() -> None:
+def test_an_object_removed_from_the_end_is_placed_on_its_file_not_the_last_line() -> None:
+    """The last line belongs to ConfigMap b."""
     base = _stream(CM_A, CM_B, CLAIM)
     head = _stream(CM_A, CM_B)
-    at = place_removal(Source("x.yaml", _line_of(base, "data")), "x.yaml", base, head)
-    assert at == Source("x.yaml", len(head.splitlines()))
+    _removed_from(
+        "x.yaml", place_removal(Source("x.yaml", _line_of(base, "data")), "x.yaml", base, head)
+    )
 
 
-def test_the_only_object_removed_leaves_an_empty_file_at_line_one() -> None:
-    at = place_removal(Source("x.yaml", 1), "x.yaml", CLAIM, "")
-    assert at == Source("x.yaml", 1)
+def test_the_only_object_removed_leaves_an_empty_file() -> None:
+    _removed_from("x.yaml", place_removal(Source("x.yaml", 1), "x.yaml", CLAIM, ""))
 
 
-def test_a_file_rewritten_entirely_points_into_the_new_text() -> None:
+def test_a_file_rewritten_entirely_is_the_file() -> None:
     base = _stream(CM_A, CLAIM)
     head = "# nothing alike\nkind: Secret\nstringData: {}\n"
-    at = place_removal(Source("x.yaml", _line_of(base, "data")), "x.yaml", base, head)
-    # Nothing is left of base: the same offset into the new text, clamped to it (its last line).
-    assert at == Source("x.yaml", 3)
+    _removed_from(
+        "x.yaml", place_removal(Source("x.yaml", _line_of(base, "data")), "x.yaml", base, head)
+    )
 
 
-def test_a_renamed_object_points_at_its_changed_name_line() -> None:
+def test_a_renamed_object_is_removed_from_its_file_under_its_old_name() -> None:
     base = _stream(CM_A, CLAIM)
     head = _stream(CM_A, CLAIM.replace("name: data", "name: data2"))
-    at = place_removal(Source("x.yaml", _line_of(base, "data")), "x.yaml", base, head)
-    assert head.splitlines()[at.line - 1] == "  name: data2"
+    _removed_from(
+        "x.yaml", place_removal(Source("x.yaml", _line_of(base, "data")), "x.yaml", base, head)
+    )
+
+
+def test_the_head_side_name_of_the_file_is_named() -> None:
+    """Rendered mode: the candidate's copy of the file has its own path."""
+    base, head = _stream(CM_A, CLAIM), CM_A
+    at = place_removal(Source("base/x.yaml", _line_of(base, "data")), "head/x.yaml", base, head)
+    _removed_from("head/x.yaml", at)
 
 
 KUSTOMIZATION = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
@@ -204,5 +221,4 @@ def test_an_object_removed_from_a_large_bundle_of_alike_documents() -> None:
     base = _stream(*(crd(i) for i in range(20)))
     head = _stream(*(crd(i) for i in range(20) if i != 10))
     at = place_removal(Source("crds.yaml", _line_of(base, "crd10")), "crds.yaml", base, head)
-    assert head.splitlines()[at.line - 1] == "---"
-    assert _line_of(head, "crd9") < at.line < _line_of(head, "crd11")
+    _removed_from("crds.yaml", at)
