@@ -1,7 +1,7 @@
-"""The deferred artifact deployed as the README says, against the real API server and the real
-kustomize-controller (issue 32, items 4 and 5).
+"""The deferred artifact deployed as the docs say (docs/merge-queue.md), against the real API
+server and the real kustomize-controller (issue 32, items 4 and 5).
 
-Item 5: the README's deploy command, word for word, applies `DIR` (a record in it with no
+Item 5: the docs' deploy command, word for word, applies `DIR` (a record in it with no
 apiVersion and kind once stopped `kubectl apply -R -f DIR`).
 
 Item 4: with `--flux-root`, `DIR` holds Flux Kustomizations too. The deploy command applies them,
@@ -12,7 +12,7 @@ parent's patches, new, or fed the candidate's ConfigMap of postBuild variables, 
 force-replaces the claim the artifact keeps. Each case
 here is a repository in git (what `gate check` reads) whose base tree is also what the
 GitRepository serves: Flux applies base, `gate check --defer-to` writes the artifact of the
-candidate, the README's command applies it, every Kustomization reconciles (asked to, in chain
+candidate, the docs' command applies it, every Kustomization reconciles (asked to, in chain
 order, and waited for), and the claim must be the one base made: same uid, not being deleted.
 
 kustomize-controller runs as a process (``flux`` fixture, see ``flux.py``); no webhook runs, so
@@ -47,17 +47,17 @@ from .webhookserver import RETIRE
 
 pytestmark = pytest.mark.e2e
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "merge-queue.md"
 SOURCE, CLAIM, SETTINGS = "repo", "data", "settings"
 REASON = "moved to data-v2"
 REQUESTED_AT = "reconcile.fluxcd.io/requestedAt"
 
 
-def readme_deploy_command(directory: Path) -> list[str]:
-    """The deploy command of the README's `--defer-to` section, word for word, on `directory`
-    (the README names it `out/speculative`)."""
-    text = README.read_text(encoding="utf-8")
-    start = text.index("### Deferring through the merge queue: `--defer-to`")
+def docs_deploy_command(directory: Path) -> list[str]:
+    """The deploy command of the docs' `--defer-to` section, word for word, on `directory`
+    (the docs name it `out/speculative`)."""
+    text = PAGE.read_text(encoding="utf-8")
+    start = text.index("## Deferring through the merge queue: `--defer-to`")
     section = text[start : text.index("\n## ", start)]
     (line,) = [ln for ln in section.splitlines() if ln.startswith("kubectl apply")]
     words = shlex.split(line)
@@ -66,8 +66,8 @@ def readme_deploy_command(directory: Path) -> list[str]:
 
 
 def deploy(kube: Cluster, directory: Path) -> subprocess.CompletedProcess[str]:
-    """Run the README's deploy command with the pinned kubectl, as the cluster's admin."""
-    argv = readme_deploy_command(directory)
+    """Run the docs' deploy command with the pinned kubectl, as the cluster's admin."""
+    argv = docs_deploy_command(directory)
     assert argv[0] == "kubectl"
     env = {**os.environ, "KUBECONFIG": kube.kubeconfig}
     return subprocess.run(
@@ -98,11 +98,11 @@ def claim_state(kube: Cluster, ns: str) -> tuple[str, object]:
     return str(claim.metadata.uid), claim.metadata.deletion_timestamp
 
 
-def test_the_readme_deploy_command_applies_the_artifact(
+def test_the_docs_deploy_command_applies_the_artifact(
     kube: Cluster, namespace: str, tmp_path: Path
 ) -> None:
     """Rendered mode: a candidate that removes a retired claim is deferred into DIR, and the
-    README's command applies DIR as it is: the candidate's change lands, the claim stays."""
+    docs' command applies DIR as it is: the candidate's change lands, the claim stays."""
     ns = namespace
     claim = claim_yaml(REASON).replace(f"name: {CLAIM}\n", f"name: {CLAIM}\n  namespace: {ns}\n")
     base, head = tmp_path / "base", tmp_path / "head"
@@ -336,7 +336,7 @@ def test_applying_the_artifact_keeps_the_claim_flux_would_prune(
     assert claim.metadata.labels[OWNER_NAME] == "apps"  # Flux applied it
     uid = claim.metadata.uid
 
-    # The speculative check writes the artifact; the README's command applies it.
+    # The speculative check writes the artifact; the docs' command applies it.
     out = tmp_path / "out" / "speculative"
     done = run_gate(
         repo.root, "check", f"--base={base}", f"--head={head}", "--flux-root=clusters/prod",

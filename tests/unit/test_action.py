@@ -4,7 +4,8 @@ workflow on merge_group, pull_request and push, against the dev cluster) do not 
 only at a minute a case: a deferral without `defer-to` (exit 1), more annotations than GitHub
 shows (every finding still in the summary), an unreachable cluster (exit 2, the kubeconfig
 removed and never printed), the kubeconfig file's mode, an unknown `fence` value; and, read from
-action.yml itself, the README's table of inputs and outputs and the cache step's folders.
+action.yml itself, the docs' table of inputs (docs/configuration.md), their outputs
+(docs/merge-queue.md) and the cache step's folders.
 
 The deferral into the artifact with SARIF, the pull request blocked and the merged push passing
 moved to the act tests, which run the install, the cache and the helper steps too."""
@@ -124,15 +125,16 @@ def test_a_fence_value_it_does_not_know_is_exit_2(tmp_path: Path) -> None:
     assert "fence must be hold, release or empty" in run.stdout
 
 
-def test_every_input_is_documented_with_its_default_in_the_readme() -> None:
+def test_every_input_is_documented_with_its_default_in_the_docs() -> None:
     root = Path(__file__).resolve().parents[2]
     action = yaml.safe_load((root / "action.yml").read_text())
-    readme = (root / "README.md").read_text()
+    inputs = (root / "docs" / "configuration.md").read_text()
+    outputs = (root / "docs" / "merge-queue.md").read_text()
     for name, spec in action["inputs"].items():
         assert spec.get("description"), name
-        assert f"| `{name}` |" in readme, f"README's Action table lacks input {name}"
+        assert f"| `{name}` |" in inputs, f"docs/configuration.md's Action table lacks input {name}"
     for name in action["outputs"]:
-        assert f"`{name}`" in readme, f"README does not name output {name}"
+        assert f"`{name}`" in outputs, f"docs/merge-queue.md does not name output {name}"
 
 
 def test_the_cache_step_keeps_the_folders_the_check_writes() -> None:
