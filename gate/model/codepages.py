@@ -305,7 +305,7 @@ PAGES: dict[Code, CodePage] = {
         "still declares the claim, so the next deploy cannot apply it and fails: the incident "
         "that wedges a queue. Once the pod goes, the claim goes, data and all.",
         evidence=(
-            "each pod: namespace, name, node, phase, and since when.",
+            "each pod that uses it: namespace, name, node and phase.",
             "`data`: what happens to the data when the claim goes.",
         ),
         fixes=(
@@ -388,8 +388,8 @@ PAGES: dict[Code, CodePage] = {
         fixes=(
             "Let the deletion happen on the merged deploy: the deployer retries it once the "
             "fence is released or expires.",
-            "If the candidate is gone: release the fence "
-            "(`kubectl delete lease -n prune-gate speculation-fence`).",
+            "If the candidate is gone (evicted, its CI killed): release the fence, the Lease the "
+            "evidence names (`kubectl delete lease -n NAMESPACE NAME`); it also expires by itself.",
             'To delete anyway: `kubectl annotate ... prune-gate.io/allow-delete="<reason>"`, or '
             "act from a break-glass group (`webhook.breakGlassGroups`).",
         ),
@@ -479,7 +479,8 @@ PAGES: dict[Code, CodePage] = {
     ),
     Code.RESOURCES_UNCOUNTED: CodePage(
         harm=Harm.BLIND,
-        where="The webhook and `gate check --live`, on a CustomResourceDefinition DELETE.",
+        where="The webhook, on a CustomResourceDefinition DELETE whose kind its cache cannot "
+        "count.",
         what="A CustomResourceDefinition is deleted while its custom resources cannot be "
         "counted: no RBAC to list them, or their watch is failing.",
         why="Deleting a CRD deletes every custom resource of it. Zero cannot be assumed: the "

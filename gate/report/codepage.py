@@ -47,10 +47,9 @@ def _policy_yaml(code: Code) -> str:
     """How `prune-gate.yaml` changes this code: its severity, or an exemption."""
     return (
         "severity:\n"
-        f"  {code.value}: warn              # or block, defer, off; per context: "
-        "{speculative: defer}\n"
+        f"  {code.value}: warn  # or block, defer, off; per context: {{speculative: defer}}\n"
         "exemptions:\n"
-        "  - kind: PersistentVolumeClaim    # the finding's object; namespace, name: patterns\n"
+        "  - kind: PersistentVolumeClaim  # the finding's object; namespace, name: patterns\n"
         "    namespace: app\n"
         "    name: scratch-*\n"
         f"    codes: [{code.value}]\n"
