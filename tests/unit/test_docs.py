@@ -231,6 +231,16 @@ def test_every_gate_command_shown_parses() -> None:
     assert wrong == [], "\n".join(wrong)
 
 
+def test_the_command_line_page_lists_every_command() -> None:
+    page = (DOCS / "cli.md").read_text(encoding="utf-8")
+    table = page[page.index("| command | what it does | where |") :].split("\n\n")[0]
+    names = main.list_commands(click.Context(main))
+    assert len(names) > 5, names
+    firsts = " ".join(row.split(" | ")[0] for row in table.splitlines()[2:])
+    missing = [name for name in names if f"`gate {name}" not in firsts]
+    assert missing == [], f"docs/cli.md's table of commands lacks {missing}"
+
+
 def policy_examples() -> list[tuple[str, str]]:
     """Each `prune-gate.yaml` shown: a YAML block whose keys are all the policy's, or the
     `policy` value of a chart's values."""
