@@ -28,6 +28,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 _EXPR = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 _COMPARE = re.compile(r"^inputs\.([\w-]+)\s*(==|!=)\s*'([^']*)'$")
+_OUTCOME = re.compile(r"^steps\.([\w-]+)\.outcome\s*(==|!=)\s*'([^']*)'$")
 
 
 @dataclass
@@ -86,7 +87,7 @@ def run_action(
     for i, step in enumerate(action["runs"]["steps"]):
         if step["name"] == "Install prune-gate" or "uses" in step:
             continue  # the install is faked; another action (the cache) is GitHub's to run
-        if not _condition(step.get("if", ""), values):
+        if not _condition(step.get("if", ""), values, steps):
             continue
         context = {"runner.temp": str(runner_temp), "github.action_path": str(ROOT)}
         env_spec: dict[str, str] = step.get("env", {})
@@ -148,10 +149,20 @@ def _fake_install(venv: Path) -> None:
         target.chmod(0o755)
 
 
-def _condition(expr: str, inputs: dict[str, str]) -> bool:
-    if not expr:
+def _condition(expr: str, inputs: dict[str, str], ran: dict[str, dict[str, str]]) -> bool:
+    """An `if` of `&&`-joined clauses: `inputs.NAME ==/!= 'v'`, `steps.ID.outcome ==/!= 'v'`
+    (success when ID ran, else skipped: this runner stops at the first failing step) and
+    `!cancelled()` (true: nothing is cancelled here)."""
+    return all(_clause(c.strip(), inputs, ran) for c in expr.split("&&") if expr.strip())
+
+
+def _clause(expr: str, inputs: dict[str, str], ran: dict[str, dict[str, str]]) -> bool:
+    if expr == "!cancelled()":
         return True
-    m = _COMPARE.match(expr.strip())
+    if m := _OUTCOME.match(expr):
+        step, op, literal = m.groups()
+        return (("success" if step in ran else "skipped") == literal) == (op == "==")
+    m = _COMPARE.match(expr)
     assert m, f"the test runner does not know this `if`: {expr!r}"
     name, op, literal = m.groups()
     return (inputs[name] == literal) == (op == "==")

@@ -311,3 +311,30 @@ def test_the_step_summary_the_comment_posts_is_what_gate_check_o_markdown_prints
     assert github.returncode == markdown.returncode == (1 if verdict == "block" else 0)
     assert summary.read_text("utf-8") == markdown.stdout
     assert f"## prune-gate: {verdict.upper()}" in markdown.stdout
+
+
+def test_the_action_runs_the_comment_step_after_the_check_only_when_asked(tmp_path: Path) -> None:
+    """action.yml as the emulator (tests/unit/actionrunner.py) runs it after a passing check:
+    with `comment: true` the comment step runs (on a push it finds no pull request and says so),
+    and the check's summary is still the step summary; by default the step is skipped. After a
+    failing check, the step is act's to run (tests/e2e/test_action_comment.py)."""
+    from tests.unit.actionrunner import run_action
+
+    repo = GitRepo(tmp_path / "repo")
+    base = repo.commit({"deploy/app.yaml": doc(claim())})
+    head = repo.commit({"README": "x"})
+    runs = {}
+    for value in ("true", "false"):
+        temp = tmp_path / f"runner-{value}"
+        temp.mkdir()
+        runs[value] = run_action(
+            repo.root, temp, event="push", payload={"before": base, "after": head}, sha=head,
+            inputs={"render": "none", "comment": value},
+        )  # fmt: skip
+    asked, default = runs["true"], runs["false"]
+    assert asked.code == default.code == 0, asked.stdout + asked.stderr
+    assert [s.name for s in asked.steps][-2:] == ["gate check", "comment on the pull request"]
+    assert [s.name for s in default.steps][-1] == "gate check"
+    assert "no pull request to comment on in this push run" in asked.steps[-1].stdout
+    assert "## prune-gate: ALLOW" in asked.steps[-2].summary
+    assert asked.outputs["comment-url"] == ""
