@@ -210,12 +210,12 @@ def check_command(
         fail(str(exc))
     result, (base_label, head_label) = run.result, run.labels
     _warn_duplicates(result)
+    code = result.decision.verdict.exit_code
+    if defer_to is not None:  # before the report, which says what it did
+        code, result = _defer(defer_to, run, request, fmt)
     _emit(result, fmt, request.context, base_label, head_label, show_standing)
     if sarif_path is not None:
         _write_sarif(sarif_path, result, request.context, base_label, head_label)
-    code = result.decision.verdict.exit_code
-    if defer_to is not None:
-        code = _defer(defer_to, run, request, fmt)
     sys.exit(code)
 
 
@@ -287,18 +287,30 @@ def _inputs(options: dict[str, Any], ci: CIContext) -> RenderedInputs | GitInput
     )
 
 
-def _defer(directory: str, run: CheckRun, request: CheckRequest, fmt: str) -> int:
-    """`--defer-to`: the artifact when nothing blocks; the exit code the pipeline acts on."""
+def _defer(
+    directory: str, run: CheckRun, request: CheckRequest, fmt: str
+) -> tuple[int, CheckResult]:
+    """`--defer-to`: the artifact when nothing blocks; the exit code the pipeline acts on, and
+    the result as the report must tell it: once every deferred deletion is held back in the
+    artifact, the deploy goes ahead there (exit 0), and each fix says to deploy it."""
+    from dataclasses import replace
+
     from gate.app.check import write_deferral
+    from gate.engine.verdict import Verdict
     from gate.model.errors import GateError
+    from gate.report.common import deferred_into
 
     try:
         deferred = write_deferral(directory, run, request.context, request.namespace, say)
     except GateError as exc:
         fail(str(exc))
+    result = run.result
     if deferred.record is not None and fmt == "github":
         _step_outputs({"deferred-dir": directory, "deferred-record": deferred.record})
-    return deferred.exit_code
+    if deferred.record is not None and result.decision.verdict is Verdict.DEFER:
+        decision = deferred_into(result.decision, directory, deferred.record)
+        result = replace(result, decision=decision)
+    return deferred.exit_code, result
 
 
 def _warn_duplicates(result: CheckResult) -> None:

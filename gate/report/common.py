@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass, replace
 
 from gate.engine.context import Context
 from gate.engine.placement import FILE_LEVEL, RemovedFrom
 from gate.engine.verdict import Decision, Verdict
-from gate.model.findings import Finding, Severity
+from gate.model.findings import Finding, Runner, Severity, command
 
 #: What the exit code means, per verdict: the last line of the text report.
 EXIT_HINT: dict[Verdict, str] = {
@@ -21,6 +22,51 @@ EXIT_HINT: dict[Verdict, str] = {
     Verdict.WARN: "the deploy may go ahead; read the warnings above",
     Verdict.ALLOW: "nothing here loses data or wedges a deploy",
 }
+
+
+@dataclass(frozen=True)
+class DeferredDecision(Decision):
+    """A `defer` decision once `gate check --defer-to` has written the candidate with every
+    deferred deletion held back into `directory` (what was kept and why: `record`): the deploy
+    goes ahead there, so the exit code is 0, and a report says "deploy DIR", not "run
+    --defer-to"."""
+
+    directory: str = ""
+    record: str = ""
+
+
+def deploy_command(directory: str) -> str:
+    """How the speculative deploy applies the artifact: as it is, without pruning."""
+    return (
+        "kubectl apply --server-side --field-manager=merge-queue --force-conflicts "
+        f"-R -f {directory}"
+    )
+
+
+def deferred_into(decision: Decision, directory: str, record: str) -> DeferredDecision:
+    """`decision` as it stands once its deferred deletions are held back in `directory`: each
+    `defer` finding's fix is to deploy that directory (done by `--defer-to`), not to run
+    `--defer-to`."""
+    fix = (
+        f"deferred: {directory} is this candidate with the deletion held back, kept exactly as "
+        f"base declares it (what was kept and why: {record}); deploy {directory} instead of "
+        f"the candidate, without pruning: {deploy_command(directory)}; only the merged deploy, "
+        "after these checks run again, deletes it"
+    )
+    step = command(deploy_command(directory), Runner.CI)
+    findings = tuple(
+        replace(f, remediation=fix, actions=(step,)) if f.severity is Severity.DEFER else f
+        for f in decision.findings
+    )
+    return DeferredDecision(
+        decision.verdict,
+        findings,
+        decision.exempted,
+        decision.notes,
+        decision.standing,
+        directory=directory,
+        record=record,
+    )
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -67,9 +113,24 @@ def verdict_rest(decision: Decision, *, context: Context, base: str, head: str) 
     )
 
 
-def exit_hint(verdict: Verdict) -> str:
-    """`exit 1 (block): do not deploy ...`: what the exit code means and what to do."""
+def exit_hint(outcome: Verdict | Decision) -> str:
+    """`exit 1 (block): do not deploy ...`: what the exit code means and what to do. Given the
+    decision, it also says what `--defer-to` did: `exit 0 (defer): deferred into DIR: ...`."""
+    if isinstance(outcome, DeferredDecision):
+        where = visible(outcome.directory)
+        return (
+            f"exit 0 (defer): deferred into {where}: deploy {where} instead of this candidate, "
+            "without pruning; it keeps these objects exactly as in base, so only the merged "
+            "deploy deletes them, after these checks run again"
+        )
+    verdict = outcome.verdict if isinstance(outcome, Decision) else outcome
     return f"exit {verdict.exit_code} ({verdict.value}): {EXIT_HINT[verdict]}"
+
+
+def exit_code(decision: Decision) -> int:
+    """The exit code `gate check` ends with: the verdict's, or 0 once `--defer-to` has held
+    every deferred deletion back (`DeferredDecision`)."""
+    return 0 if isinstance(decision, DeferredDecision) else decision.verdict.exit_code
 
 
 def where(finding: Finding) -> str:

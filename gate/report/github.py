@@ -118,5 +118,5 @@ def render_github(decision: Decision, *, context: Context, base: str, head: str)
     for ex in decision.exempted:
         lines.append(plain_line(f"exempted: {exempted_text(ex, painter(False))}"))
     lines.extend(plain_line(f"note: {n}") for n in decision.notes)
-    lines.append(exit_hint(decision.verdict))
+    lines.append(exit_hint(decision))
     return "\n".join(lines)
