@@ -79,6 +79,9 @@ class Action:
     patch: tuple[dict[str, Any], ...] = ()
     #: Index in the plan of an action that must succeed first (a rescue's RetainVolume).
     requires: int | None = None
+    #: The Event's message in the conditional: what a dry run, or the prompt of `--apply`,
+    #: says it would record (the Event itself says what was done, in the past tense).
+    would: str = ""
 
 
 @dataclass(frozen=True)
@@ -253,6 +256,11 @@ class Healer:
             f"claim {claim_ref.namespace}/{claim_ref.name} (uid {claim.meta.uid}) is Terminating, "
             "so its data outlives the claim"
         )
+        would = (
+            f"prune-gate heal --rescue would set reclaimPolicy {volume.reclaim_policy} -> "
+            f"Retain while claim {claim_ref.namespace}/{claim_ref.name} (uid {claim.meta.uid}) "
+            "is Terminating, so that its data would outlive the claim"
+        )
         return Action(
             kind=ActionKind.RETAIN_VOLUME,
             target=volume.meta.ref,
@@ -262,6 +270,7 @@ class Healer:
             command=retain_command(name),
             resource_version=volume.meta.resource_version,
             patch=patch,
+            would=would,
         )
 
     def _delete_pod(self, pod: Pod, claim: Claim, why: str, requires: int | None) -> Action:
@@ -273,9 +282,13 @@ class Healer:
             else "it has no owner: it will not come back"
         )
         claim_ref = claim.meta.ref
+        pinned = f"(uid {pod.meta.uid}, node {pod.node}, {pod.phase}) that pinned claim"
         message = (
-            f"prune-gate heal deleted pod {ref.name} (uid {pod.meta.uid}, node {pod.node}, "
-            f"{pod.phase}) that pinned claim {claim_ref.name}, {why}; {comes_back}"
+            f"prune-gate heal deleted pod {ref.name} {pinned} {claim_ref.name}, {why}; {comes_back}"
+        )
+        would = (
+            f"prune-gate heal would delete pod {ref.name} {pinned} {claim_ref.name}, {why}; "
+            f"{comes_back}"
         )
         return Action(
             kind=ActionKind.DELETE_POD,
@@ -286,6 +299,7 @@ class Healer:
             command=f"kubectl delete pod -n {ref.namespace} {ref.name}",
             resource_version="",
             requires=requires,
+            would=would,
         )
 
     def _force(self, pod: Pod, diag: Diagnosis) -> None:
@@ -311,12 +325,13 @@ class Healer:
         ref = pod.meta.ref
         past = (self.at - pod.meta.deletion).total_seconds()
         th = self.doctor.th
-        message = (
-            f"prune-gate heal force-deleted pod {ref.name} (uid {pod.meta.uid}): its deadline "
-            f"passed {elapsed_text(past)} ago (slack {duration_text(th.deadline_slack)}), it "
-            f"has no finalizers, and {node_line(node, self.at)} (dead after "
-            f"{duration_text(th.node_dead_after)})"
+        evidence = (
+            f"(uid {pod.meta.uid}): its deadline passed {elapsed_text(past)} ago (slack "
+            f"{duration_text(th.deadline_slack)}), it has no finalizers, and "
+            f"{node_line(node, self.at)} (dead after {duration_text(th.node_dead_after)})"
         )
+        message = f"prune-gate heal force-deleted pod {ref.name} {evidence}"
+        would = f"prune-gate heal would force-delete pod {ref.name} {evidence}"
         force = f"kubectl delete pod -n {ref.namespace} {ref.name} --grace-period=0 --force"
         self._actions.append(
             Action(
@@ -327,6 +342,7 @@ class Healer:
                 event=EventSpec(Reason.POD_FORCE_DELETED, message, ref, "v1", pod.meta.uid),
                 command=force,
                 resource_version=pod.meta.resource_version,
+                would=would,
             )
         )
 
@@ -356,6 +372,11 @@ class Healer:
             f"reserved for claim {ref.namespace}/{ref.name}: the claim git recreates binds to it "
             f"(it must declare {declare}, and ask no more than the volume holds)"
         )
+        would = (
+            f"prune-gate heal --rescue would clear claimRef uid {ref.uid}, so that this volume "
+            f"would be reserved for claim {ref.namespace}/{ref.name}: the claim git recreates "
+            f"would bind to it (it must declare {declare}, and ask no more than the volume holds)"
+        )
         claim_ref = ObjectRef("", "PersistentVolumeClaim", ref.namespace, ref.name)
         self._actions.append(
             Action(
@@ -372,6 +393,7 @@ class Healer:
                 ),
                 resource_version=volume.meta.resource_version,
                 patch=tuple(patch),
+                would=would,
             )
         )
 

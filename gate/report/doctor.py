@@ -179,7 +179,7 @@ def heal_text(plan: HealPlan, outcomes: Sequence[Outcome], apply: bool) -> str:
             f"{o.result:<9} {a.kind.value} {inert(a.target.display())} (heals "
             f"{inert(a.heals.display())})"
         )
-        out.append(f"          {inert(a.event.message)}")
+        out.append(f"          {inert(event_line(o))}")
         if o.detail:
             out.append(f"          {inert(o.detail)}")
         out.append(f"          by hand: {inert(a.command)}")
@@ -188,6 +188,17 @@ def heal_text(plan: HealPlan, outcomes: Sequence[Outcome], apply: bool) -> str:
     if not rows and not plan.skipped:
         out.append("nothing stuck: nothing to heal")
     return "\n".join(out)
+
+
+def event_line(outcome: Outcome) -> str:
+    """The action's Event as this outcome stands: its words as recorded, once done; in the
+    conditional before (a dry run, the prompt of `--apply`); none when it was not done."""
+    a = outcome.action
+    if outcome.result == "done":
+        return a.event.message
+    if outcome.result in ("planned", "would do"):
+        return f"would record Event {a.event.reason}: {a.would or a.event.message}"
+    return f"Event {a.event.reason} not recorded: nothing was done"
 
 
 def log_line(msg: str, time: dt.datetime, level: str = "info", **fields: object) -> str:
