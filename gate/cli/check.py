@@ -37,7 +37,13 @@ if TYPE_CHECKING:
 @click.option("--base-manifests", metavar="PATH", help="Rendered base: file, directory or -.")
 @click.option("--head-manifests", metavar="PATH", help="Rendered candidate: file, directory or -.")
 @click.option("--base", "base_rev", metavar="REV", help="Base git revision (git mode).")
-@click.option("--head", "head_rev", metavar="REV", help="Candidate git revision (git mode).")
+@click.option(
+    "--head",
+    "head_rev",
+    metavar="REV",
+    help="Candidate git revision (git mode); :staged is the index, what `git commit` would "
+    "record (the pre-commit hook's).",
+)
 @click.option(
     "--path",
     "paths",

@@ -639,7 +639,15 @@ def _open(repo: str | Path) -> _Repo:
     return found
 
 
+#: The revision that names the index, what `git commit` would record now (`gate check --head
+#: :staged`, the pre-commit hook's candidate). No ref or revision git knows can be spelled so:
+#: a ref name may not hold `:`, and `:path` names a blob, never a commit.
+STAGED = ":staged"
+
+
 def _resolve(r: _Repo, rev: str) -> str:
+    if rev == STAGED:
+        return _staged_commit(r)
     if not rev or rev.startswith("-"):
         raise GitError(f"invalid revision {rev!r}")
     if (r.git_dir, rev) in _COMMITS:
@@ -663,6 +671,38 @@ def _resolve(r: _Repo, rev: str) -> str:
         f"unknown revision {rev}: it is not a commit in this repository. If it exists on the "
         f"remote, fetch it first: `git fetch origin {rev}`"
     )
+
+
+#: The commit made of the index, by git directory: one per process, as the index was at first.
+_STAGED: dict[str, str] = {}
+
+
+def _staged_commit(r: _Repo) -> str:
+    """The index as a commit whose parent is HEAD (none before the first commit), so that every
+    reader takes it as it takes a revision. Only objects are written (`git write-tree`, `git
+    commit-tree`), never a ref: the commit is unreachable and git's gc drops it. In a hook of
+    `git commit`, git's GIT_INDEX_FILE names the index being committed, which git honours here."""
+    if r.git_dir in _STAGED:
+        return _STAGED[r.git_dir]
+    if r.working_tree_dir is None:
+        raise GitError(f"{STAGED}: a bare repository has no index to read")
+    try:
+        tree = r.git("write-tree").strip()
+    except _GitFailedError as exc:
+        raise GitError(
+            f"{STAGED}: git cannot write the index as a tree ({exc.stderr}); resolve the "
+            "conflicts and `git add` the files first"
+        ) from None
+    try:
+        parent = ["-p", r.git("rev-parse", "--verify", "--quiet", "HEAD^{commit}").strip()]
+    except _GitFailedError:
+        parent = []  # before the first commit
+    identity = ("-c", "user.name=prune-gate", "-c", "user.email=prune-gate@localhost")
+    message = "prune-gate: the staged change"
+    sha = r.git(*identity, "commit-tree", tree, *parent, "-m", message).strip()
+    _COMMITS.add((r.git_dir, sha))
+    _STAGED[r.git_dir] = sha
+    return sha
 
 
 def _is_shallow(r: _Repo) -> bool:
