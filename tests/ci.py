@@ -12,8 +12,9 @@ The answer fails closed: `CI` counts as true unless it is unset or one of the us
 `CI=true` when its caller did not set `CI` at all.
 
 The markers for such tests are registered in pyproject.toml: `binaries` (a tool or file built
-from a Go module: kubectl, helm, prune-gate-kustomize, actionlint, the SARIF schema) and `native`
-(the native YAML reader, built with cargo). Deselect them with `-m "not binaries"`; CI runs them.
+from a Go module: kubectl, helm, prune-gate-kustomize, actionlint, promtool, the SARIF schema)
+and `native` (the native YAML reader, built with cargo). Deselect them with
+`-m "not binaries"`; CI runs them.
 """
 
 from __future__ import annotations

@@ -24,17 +24,27 @@ DEFAULT_GUARDED = (
     # deletion takes data with it, and their CRDs rarely sit beside them (gate.model.stateful).
     *(k.name for k in CATALOGUE),
 )
-DEFAULT_WEBHOOK_GUARDED = (
-    "PersistentVolumeClaim",
-    "PersistentVolume",
+#: Kinds whose deletion takes guarded objects with it: a Namespace its claims, a StatefulSet the
+#: claims its retention policy deletes, a CRD every custom resource of it. `gate check` judges
+#: them by its cascade rules whatever `guardedKinds` says; the webhook sees a DELETE only of a
+#: kind in `webhook.guardedKinds`, so its default adds these to the guarded kinds.
+CASCADE_KINDS = (
     "Namespace",
     "StatefulSet.apps",
     "CustomResourceDefinition.apiextensions.k8s.io",
-    # The same stateful custom kinds at the door: a deployer's prune of a database cluster loses
-    # its data as surely as one of its claims. A rule naming a resource no CRD serves yet matches
-    # nothing until the CRD is installed, so guarding them costs nothing where they are absent.
-    *(k.name for k in CATALOGUE),
 )
+#: One default for both doors: the kinds the webhook decides are the guarded kinds (a deployer's
+#: prune of an unretired VolumeSnapshot or CNPG Cluster is refused at the door as in CI) and the
+#: kinds that cascade to them. A policy that sets `guardedKinds` and not `webhook.guardedKinds`
+#: gets its own kinds at the door too (`webhook_kinds_for`).
+DEFAULT_WEBHOOK_GUARDED = (*DEFAULT_GUARDED, *CASCADE_KINDS)
+
+
+def webhook_kinds_for(guarded: frozenset[tuple[str, str]]) -> frozenset[tuple[str, str]]:
+    """The kinds the webhook decides when the policy does not list them: the guarded kinds and
+    the kinds whose deletion cascades to them."""
+    return guarded | {parse_group_kind(k) for k in CASCADE_KINDS}
+
 
 #: Default severity of every code, in every context unless a context is named: the code table's
 #: (`gate.model.findings.CODES`), the one place it is written.

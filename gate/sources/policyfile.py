@@ -26,6 +26,7 @@ from gate.engine.policy import (
     WebhookSettings,
     duration_text,
     parse_duration,
+    webhook_kinds_for,
 )
 from gate.model.errors import ConfigError
 from gate.model.findings import Code, Severity
@@ -253,10 +254,15 @@ def _build(data: dict[str, Any], label: str) -> Policy:
     mass = data.get("massPrune") or {}
     wh = data.get("webhook") or {}
     fence = wh.get("fence")
+    guarded = (
+        frozenset(parse_group_kind(k) for k in data["guardedKinds"])
+        if "guardedKinds" in data
+        else base.guarded_kinds
+    )
     webhook = WebhookSettings(
         frozenset(parse_group_kind(k) for k in wh["guardedKinds"])
         if "guardedKinds" in wh
-        else base.webhook.guarded_kinds,
+        else webhook_kinds_for(guarded),
         tuple(wh.get("deployers") or ()),
         tuple(wh.get("breakGlassGroups") or ()),
         (fence["namespace"], fence["name"]) if fence else None,
@@ -266,9 +272,7 @@ def _build(data: dict[str, Any], label: str) -> Policy:
     )
     _check_cache_age_over_resync(webhook, label)
     return Policy(
-        guarded_kinds=frozenset(parse_group_kind(k) for k in data["guardedKinds"])
-        if "guardedKinds" in data
-        else base.guarded_kinds,
+        guarded_kinds=guarded,
         severity=severity,
         configured=frozenset(configured),
         exemptions=tuple(exemptions),

@@ -272,7 +272,16 @@ def test_helm_install_registers_the_webhook_rbac_and_deployment(
     assert deploy["spec"]["template"]["metadata"]["annotations"]["checksum/config"] != before
     config_map = kubectl_json(kube, "get", "configmap", "-n", namespace, fullname)
     # The objectSelector's key is protected: a deployer may not relabel an object out of it.
-    policy = {"resync": "10m", "protectedLabels": ["prune-gate.io/e2e-chart"]}
+    policy = {
+        "resync": "10m",
+        "protectedLabels": ["prune-gate.io/e2e-chart"],
+        # the chart's default deployers: Flux's and Argo CD's controllers
+        "deployers": [
+            "system:serviceaccount:flux-system:kustomize-controller",
+            "system:serviceaccount:flux-system:helm-controller",
+            "system:serviceaccount:argocd:argocd-application-controller",
+        ],
+    }
     assert yaml.safe_load(config_map["data"]["prune-gate.yaml"]) == {"webhook": policy}
 
     status = helm("status", release, "--namespace", namespace)

@@ -203,6 +203,8 @@ def test_webhook_asks_about_deletes_and_updates_of_the_default_guarded_kinds() -
     assert resources == {
         ("", "persistentvolumeclaims"),
         ("", "persistentvolumes"),
+        # guarded in CI too: one default for both doors (gate/engine/policy.py)
+        ("snapshot.storage.k8s.io", "volumesnapshots"),
         ("", "namespaces"),
         ("apps", "statefulsets"),
         ("apiextensions.k8s.io", "customresourcedefinitions"),
@@ -569,6 +571,14 @@ POLICY: Obj = {
 }
 
 
+#: The chart's default `policy.webhook.deployers`: the identities KUBERNETES-FACTS.md names.
+DEFAULT_DEPLOYERS = [
+    "system:serviceaccount:flux-system:kustomize-controller",
+    "system:serviceaccount:flux-system:helm-controller",
+    "system:serviceaccount:argocd:argocd-application-controller",
+]
+
+
 def test_config_map_holds_the_policy_and_it_validates() -> None:
     data = one(render({"policy": POLICY}), "ConfigMap")["data"]
     assert list(data) == ["prune-gate.yaml"]
@@ -576,10 +586,10 @@ def test_config_map_holds_the_policy_and_it_validates() -> None:
     policy = policy_from_text(data["prune-gate.yaml"], "prune-gate.yaml")
     assert policy.webhook.fence == ("prune-gate", "speculation-fence")
     assert policy.webhook.deployers == ("system:serviceaccount:flux-system:kustomize-controller",)
-    # The default policy is an empty document, which is valid too.
-    empty = one(render(), "ConfigMap")["data"]["prune-gate.yaml"]
-    assert yaml.safe_load(empty) == {}
-    policy_from_dict(yaml.safe_load(empty))
+    # The default policy names Flux's and Argo CD's controllers as the deployers (issue 37).
+    default = one(render(), "ConfigMap")["data"]["prune-gate.yaml"]
+    assert yaml.safe_load(default) == {"webhook": {"deployers": DEFAULT_DEPLOYERS}}
+    policy_from_dict(yaml.safe_load(default))
 
 
 def checksum(values: Obj) -> str:

@@ -141,18 +141,28 @@ one table (tests/unit/test_register_updates.py compares) */}}
 {{- $rules = append $rules (dict "apiGroups" .apiGroups "resources" .resources) }}
 {{- end }}
 {{- else }}
-{{- /* gate/engine/policy.py DEFAULT_WEBHOOK_GUARDED */}}
-{{- $kinds := concat (list "PersistentVolumeClaim" "PersistentVolume" "Namespace" "StatefulSet.apps" "CustomResourceDefinition.apiextensions.k8s.io") (keys $stateful | sortAlpha) }}
-{{- $wh := (.Values.policy | default dict).webhook | default dict }}
+{{- /* gate/engine/policy.py: DEFAULT_GUARDED (one default for both doors) and CASCADE_KINDS,
+the kinds whose deletion takes guarded objects with it (`webhook_kinds_for`) */}}
+{{- $cascades := list "Namespace" "StatefulSet.apps" "CustomResourceDefinition.apiextensions.k8s.io" }}
+{{- $guarded := concat (list "PersistentVolumeClaim" "PersistentVolume" "VolumeSnapshot.snapshot.storage.k8s.io") (keys $stateful | sortAlpha) }}
+{{- $policy := .Values.policy | default dict }}
+{{- $key := "policy.webhook.guardedKinds" }}
+{{- if hasKey $policy "guardedKinds" }}
+{{- $guarded = $policy.guardedKinds }}
+{{- $key = "policy.guardedKinds" }}
+{{- end }}
+{{- $kinds := concat $guarded $cascades | uniq }}
+{{- $wh := $policy.webhook | default dict }}
 {{- if hasKey $wh "guardedKinds" }}
 {{- $kinds = $wh.guardedKinds }}
+{{- $key = "policy.webhook.guardedKinds" }}
 {{- end }}
 {{- $byGroup := dict }}
 {{- range $kinds }}
 {{- $gr := get $known . }}
 {{- if not $gr }}
 {{- /* A guessed plural (`ingresss`) would match nothing: the kind would go unguarded. */}}
-{{- fail (printf "policy.webhook.guardedKinds: %s has no known resource name, so no webhook rule can name it; list it in webhook.rules ({apiGroups: [...], resources: [...]})" .) }}
+{{- fail (printf "%s: %s has no known resource name, so no webhook rule can name it; list it in webhook.rules ({apiGroups: [...], resources: [...]})" $key .) }}
 {{- end }}
 {{- $g := index $gr 0 }}
 {{- $_ := set $byGroup $g (append (get $byGroup $g | default list) (index $gr 1) | uniq | sortAlpha) }}
