@@ -40,9 +40,9 @@ KUBECTL_ALIASES = {"--context": "kube_context"}
 
 
 def with_kubectl_aliases(command: click.Command) -> click.Command:
-    """A copy of `command` (and its subcommands) whose options also answer to kubectl's names:
-    `--context` for `--kube-context`. A copy, so that gate's own commands keep their spelling
-    in the same process."""
+    """A copy of `command` (and its subcommands) whose options also answer to kubectl's names
+    (`--context` for `--kube-context`), and whose `--live` is on: a kubectl plugin reads the
+    cluster. A copy, so that gate's own commands keep theirs in the same process."""
     command = copy.deepcopy(command)
     _alias(command)
     return command
@@ -50,9 +50,13 @@ def with_kubectl_aliases(command: click.Command) -> click.Command:
 
 def _alias(command: click.Command) -> None:
     for param in command.params:
+        if not isinstance(param, click.Option):
+            continue
         for alias, name in KUBECTL_ALIASES.items():
-            if isinstance(param, click.Option) and param.name == name and alias not in param.opts:
+            if param.name == name and alias not in param.opts:
                 param.opts.append(alias)
+        if param.name == "live" and param.is_flag:
+            param.default = True  # `gate audit --live`: a kubectl plugin reads the cluster
     if isinstance(command, click.Group):
         for sub in command.commands.values():
             _alias(sub)
@@ -85,8 +89,8 @@ def plugin(debug: bool) -> None:
     """prune-gate's cluster commands, as a kubectl plugin.
 
     kubectl's flags work as in kubectl: --kubeconfig, --context (gate's --kube-context) and
-    -n/--namespace where the command takes a namespace. `gate check` and `gate history` read
-    git, not the cluster: run them as gate.
+    -n/--namespace where the command takes a namespace; --live is implied. `gate check` and
+    `gate history` read git, not the cluster: run them as gate.
 
     Exit codes as gate's: 2 could not decide, 3 internal error (a bug: please report it); each
     command's --help says what its 0 and 1 mean.

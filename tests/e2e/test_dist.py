@@ -131,6 +131,8 @@ def test_dist_holds_the_release_and_sha256sums_says_what_each_file_holds(dist: P
         f"prune-gate-{V}.tgz",
         *native,
         *HELPERS,
+        f"kubectl-prune_gate-{V}.zip",  # the kubectl plugin's krew archive and manifest
+        f"kubectl-prune_gate-{V}.yaml",
     }
 
 
@@ -165,6 +167,16 @@ def test_the_native_wheels_are_abi3_for_each_linux_arch(dist: Path) -> None:
         assert elf[:4] == b"\x7fELF"
         # e_machine, little-endian: 0x3e x86-64, 0xb7 AArch64.
         assert int.from_bytes(elf[18:20], "little") == {"x86-64": 0x3E, "AArch64": 0xB7}[machine]
+
+
+def test_the_krew_manifest_names_the_krew_archive(dist: Path) -> None:
+    manifest = yaml.safe_load((dist / f"kubectl-prune_gate-{V}.yaml").read_text("utf-8"))
+    assert manifest["spec"]["version"] == f"v{V}"
+    digest = sha256(dist / f"kubectl-prune_gate-{V}.zip")
+    assert {p["sha256"] for p in manifest["spec"]["platforms"]} == {digest}
+    assert (dist / f"kubectl-prune_gate-{V}.yaml").read_bytes() == (
+        ROOT / "plugins" / "krew" / "prune-gate.yaml"
+    ).read_bytes()
 
 
 def test_the_helper_binaries_are_the_pinned_ones(dist: Path) -> None:
