@@ -12,12 +12,19 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from gate.engine.guardsettings import PolicySide, check_guard_settings
-from gate.engine.policy import Policy
+from gate.engine.policy import (
+    POLICY_API_VERSION,
+    Policy,
+    migrate_policy_text,
+    policy_api_version,
+)
 from gate.model.errors import ConfigError, GateError, GitError, InputError
 from gate.model.findings import Finding
+from gate.sources import yamlread
 from gate.sources.github import CIContext
 from gate.sources.policyfile import (
     POLICY_FILE,
@@ -218,3 +225,61 @@ def _inside(root: Path, config_path: str) -> str | None:
             if candidate.is_relative_to(base):
                 return candidate.relative_to(base).as_posix()
     return None
+
+
+@dataclass(frozen=True)
+class Migrated:
+    """A policy file as `gate config migrate` writes it: its new text, and the version the old
+    text was read as (`LEGACY_API_VERSION` when it declared none)."""
+
+    text: str
+    was: str
+
+    @property
+    def changed(self) -> bool:
+        return self.was != POLICY_API_VERSION
+
+
+def migrate_policy(path: str) -> Migrated:
+    """The policy file at `path` as a `POLICY_API_VERSION` file, with its comments and layout.
+
+    The file must read as a valid policy first (an invalid one is a `ConfigError`, as for every
+    command); the migrated text must read as the same policy, or it is a `ConfigError` that says
+    what to add by hand. Nothing is written: the caller prints it, or writes it (`write_policy`).
+    """
+    require_regular_file(path)
+    text = decode_policy(Path(path).read_bytes(), path)
+    before = policy_from_text(text, path)
+    was = policy_api_version(yamlread.load(text), path)
+    migrated = migrate_policy_text(text) if was != POLICY_API_VERSION else text
+    try:
+        same = policy_from_text(migrated, path) == before
+        declared = yamlread.load(migrated)
+    except ConfigError:
+        same, declared = False, None
+    if (
+        not same
+        or not isinstance(declared, dict)
+        or declared.get("apiVersion") != POLICY_API_VERSION
+    ):
+        raise ConfigError(
+            f"{path}: cannot add apiVersion to this file's text and keep its meaning (a "
+            f"flow-style mapping?): add `apiVersion: {POLICY_API_VERSION}` as its first key by "
+            "hand"
+        )
+    return Migrated(migrated, was)
+
+
+def write_policy(path: str, text: str) -> None:
+    """Replace the policy file at `path` with `text` in one step (a reader sees the old file or
+    the new, never half of one), keeping its permissions."""
+    target = Path(path)
+    require_regular_file(target)
+    temporary = target.with_name(f".{target.name}.migrating")
+    try:
+        temporary.write_text(text, encoding="utf-8")
+        temporary.chmod(target.stat().st_mode & 0o7777)
+        temporary.replace(target)
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        raise ConfigError(f"{path}: cannot write it: {exc.strerror or exc}") from None

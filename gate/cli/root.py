@@ -181,6 +181,11 @@ COMMANDS = {
         "gate.cli.audit",
         "audit_command",
     ),
+    "config": (
+        "The policy file: migrate it to the current apiVersion.",
+        "gate.cli.config",
+        "config_group",
+    ),
     "version": (
         "Print the version, and which native reader and kustomize renderer are active, from where.",
         "gate.cli.version",

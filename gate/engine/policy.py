@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from gate.engine.context import Context
+from gate.model.errors import ConfigError
 from gate.model.findings import CODES, Code, Severity
 from gate.model.refs import ObjectRef, parse_group_kind
 from gate.model.stateful import CATALOGUE
@@ -240,3 +241,53 @@ class Policy:
             if ex.expires < today and ex.matches(ref, labels, code):
                 return ex
         return None
+
+
+# --- the policy file's apiVersion -------------------------------------------------------------
+
+#: The policy file's `apiVersion`: what `gate config migrate` writes, and every example.
+POLICY_API_VERSION = "prune-gate.io/v1"
+#: A policy file without `apiVersion`: the layout from before it existed, read as this version.
+#: It has the same keys as v1, so migrating one only adds the line.
+LEGACY_API_VERSION = "prune-gate.io/v1alpha1"
+#: Every version a policy file may declare, the current one first.
+KNOWN_API_VERSIONS = (POLICY_API_VERSION, LEGACY_API_VERSION)
+
+#: A top-level `apiVersion:` line of a block-style YAML mapping.
+_API_VERSION_LINE = re.compile(r"^apiVersion[ \t]*:")
+#: A line before a document's first key: blank, a comment, a directive or `---`.
+_PREAMBLE_LINE = re.compile(r"^(?:[ \t]*(?:#.*)?|%.*|---[ \t]*(?:#.*)?)$")
+
+
+def policy_api_version(data: object, label: str) -> str:
+    """The version a decoded policy document declares (`LEGACY_API_VERSION` when it declares
+    none). An unknown one is a `ConfigError` naming the file and the versions known: checked
+    before the keys, since another version's keys are not this one's to judge."""
+    if not isinstance(data, dict) or "apiVersion" not in data:
+        return LEGACY_API_VERSION
+    version = data["apiVersion"]
+    if isinstance(version, str) and version in KNOWN_API_VERSIONS:
+        return version
+    raise ConfigError(
+        f"{label}: apiVersion: {version!r} is not a policy version this gate knows: it reads "
+        f"{' and '.join(KNOWN_API_VERSIONS)} (a file without apiVersion as "
+        f"{LEGACY_API_VERSION}); write apiVersion: {POLICY_API_VERSION}, or run a prune-gate "
+        f"that knows {version!r}"
+    )
+
+
+def migrate_policy_text(text: str) -> str:
+    """A policy file's text as a `POLICY_API_VERSION` file: its `apiVersion` line set, or one
+    added before its first key; comments and layout kept. The caller checks that the result
+    reads as the same policy (a flow-style mapping cannot take a line so)."""
+    lines = text.splitlines(keepends=True)
+    line = f"apiVersion: {POLICY_API_VERSION}\n"
+    for i, old in enumerate(lines):
+        if _API_VERSION_LINE.match(old):
+            return "".join([*lines[:i], line, *lines[i + 1 :]])
+    at = 0
+    while at < len(lines) and _PREAMBLE_LINE.match(lines[at].rstrip("\r\n")):
+        at += 1
+    if at and not lines[at - 1].endswith("\n"):
+        lines[at - 1] += "\n"
+    return "".join([*lines[:at], line, *lines[at:]])

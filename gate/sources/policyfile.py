@@ -26,6 +26,7 @@ from gate.engine.policy import (
     WebhookSettings,
     duration_text,
     parse_duration,
+    policy_api_version,
     webhook_kinds_for,
 )
 from gate.model.errors import ConfigError
@@ -117,6 +118,7 @@ def policy_from_dict(data: Any, label: str = "policy") -> Policy:
     """Validate a decoded policy document and build the `Policy`."""
     import jsonschema  # about 60 ms: paid only when there is a policy to read
 
+    policy_api_version(data, label)  # an unknown version first: its keys are not ours to judge
     validator = jsonschema.Draft202012Validator(_schema())
     errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
