@@ -153,8 +153,18 @@ def test_the_alerts_operators_expect_are_there() -> None:
     assert set(names) == set(alerts())
 
 
-def test_promtool_checks_the_rendered_rules(tmp_path: Path) -> None:
-    rule = rule_of(ON)
+@pytest.mark.parametrize(
+    "tls",
+    [
+        {"mode": "helm"},
+        {"mode": "certManager"},
+        {"mode": "secret", "secret": {"name": "serving", "caBundle": "eA=="}},
+    ],
+    ids=["helm", "certManager", "secret"],
+)
+def test_promtool_checks_the_rendered_rules(tmp_path: Path, tls: Obj) -> None:
+    """Each TLS mode renders its own renewal advice into the certificate alert."""
+    rule = rule_of({**ON, "tls": tls})
     assert rule["apiVersion"] == "monitoring.coreos.com/v1"
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rule["spec"]))
     checked = run_promtool("check", "rules", "rules.yaml", cwd=tmp_path)
