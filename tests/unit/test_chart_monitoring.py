@@ -259,8 +259,10 @@ def expanded(rule: Obj, **values: str) -> dict[str, str]:
 
 
 def test_promtool_unit_tests_of_the_alerts(tmp_path: Path) -> None:
-    """Not armed for 15 minutes fires, not before; no pod up fires after 5 minutes; a stuck
-    claim fires after stuckFor and resolves when it goes; a detector that only fails fires."""
+    """Not armed for 15 minutes fires, not before; every pod down, or none scraped at all,
+    fires after 5 minutes with the release's labels (one pod down does not); a stuck claim seen
+    by two pods fires once after stuckFor and resolves when it goes; a detector that only fails
+    fires, per job."""
     named = alerts()
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rule_of(ON)["spec"]))
     base = {"job": FULLNAME, "namespace": NAMESPACE}
