@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from gate.app.check import CheckRequest, CheckRun, GitInputs, RenderedInputs
     from gate.engine.check import CheckResult
     from gate.engine.context import Context
+    from gate.report.tree import SourceLinks
     from gate.sources.github import CIContext
 
 # The application, the engine and the report formats are imported when the check runs, so
@@ -219,7 +220,8 @@ def check_command(
     code = result.decision.verdict.exit_code
     if defer_to is not None:  # before the report, which says what it did
         code, result = _defer(defer_to, run, request, fmt)
-    _emit(result, fmt, request.context, base_label, head_label, show_standing)
+    links = _links(run)
+    _emit(result, fmt, request.context, base_label, head_label, show_standing, links)
     if sarif_path is not None:
         _write_sarif(sarif_path, result, request.context, base_label, head_label)
     sys.exit(code)
@@ -332,15 +334,41 @@ def _warn_duplicates(result: CheckResult) -> None:
             )
 
 
+def _links(run: CheckRun) -> SourceLinks | None:
+    """Where the markdown report links each place: the lines on GitHub, when the run is on
+    GitHub Actions and both sides are commits of the repository (git mode)."""
+    server, repository = os.environ.get("GITHUB_SERVER_URL"), os.environ.get("GITHUB_REPOSITORY")
+    base, head = getattr(run.base, "sha", None), getattr(run.head, "sha", None)
+    if not server or not repository or not isinstance(base, str) or not isinstance(head, str):
+        return None
+    from gate.report.tree import SourceLinks
+
+    return SourceLinks(f"{server.rstrip('/')}/{repository}", base, head)
+
+
 def _emit(
-    result: CheckResult, fmt: str, context: Context, base: str, head: str, standing: bool = False
+    result: CheckResult,
+    fmt: str,
+    context: Context,
+    base: str,
+    head: str,
+    standing: bool = False,
+    links: SourceLinks | None = None,
 ) -> None:
     from gate.report import render_report
 
     color = fmt == "text" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    shown = standing
     click.echo(
         render_report(
-            result, fmt, context=context, base=base, head=head, color=color, show_standing=standing
+            result,
+            fmt,
+            context=context,
+            base=base,
+            head=head,
+            color=color,
+            show_standing=shown,
+            links=links,
         )
     )
     if fmt != "github":
@@ -352,7 +380,7 @@ def _emit(
         from gate.report.github import step_summary
 
         with Path(summary).open("a", encoding="utf-8") as fh:
-            fh.write(step_summary(result, context=context, base=base, head=head))
+            fh.write(step_summary(result, context=context, base=base, head=head, links=links))
     from gate.model.findings import Severity
     from gate.report.common import count
 

@@ -30,6 +30,10 @@ class CheckResult:
     changes: tuple[Change, ...]
     base: Inventory
     head: Inventory
+    #: The live view it was decided with (--live, the webhook's cache), for the prune plan.
+    live: LiveView | None = None
+    #: The policy it was decided under (which kinds are guarded), for the prune plan.
+    policy: Policy | None = None
 
 
 def check_objects(
@@ -100,7 +104,8 @@ def check_inventories(
     findings, exempted = apply_policy(raw, policy, context, today, labels)
     steady = World(base, base, context, policy, live)
     findings, standing = split_standing(findings, steady, head)
-    return CheckResult(decide(findings, exempted, standing), tuple(changes), base, head)
+    decision = decide(findings, exempted, standing)
+    return CheckResult(decision, tuple(changes), base, head, live, policy)
 
 
 def split_standing(

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from gate.engine.check import CheckResult
     from gate.engine.context import Context
+    from gate.report.tree import SourceLinks
 
 #: The formats `render_report` knows, the default first.
 FORMATS = ("text", "json", "github", "markdown", "sarif")
@@ -32,30 +33,40 @@ def render_report(
     head: str,
     color: bool = False,
     show_standing: bool = False,
+    links: SourceLinks | None = None,
 ) -> str:
     """Render the decision in `fmt` (one of `FORMATS`), without a trailing newline
     (`show_standing`: the text format lists the standing warnings, not only counts them).
 
     `base` and `head` label the revisions compared (a SHA, a ref, a path); `color` adds ANSI
-    colour to the text format only, and the caller decides it (a TTY, no NO_COLOR).
+    colour to the text format only, and the caller decides it (a TTY, no NO_COLOR); `links`
+    makes the markdown format's places links to their lines on the forge.
     """
     # Each renderer is imported when its format is asked for: `gate check` pays for one.
     # `gate.report.common` too: `FORMATS` is read by `gate check --help`, which loads no engine.
+    from gate.engine.plantree import build_plan_tree
     from gate.report.common import inert
 
     decision = result.decision
+    tree = build_plan_tree(result)
     if fmt == "text":
         from gate.report.text import render_text
 
         shown = show_standing
         text = render_text(
-            decision, context=context, base=base, head=head, color=color, show_standing=shown
+            decision,
+            context=context,
+            base=base,
+            head=head,
+            color=color,
+            show_standing=shown,
+            tree=tree,
         )
         return text if color else inert(text)  # colour is for a terminal, never a CI log
     if fmt == "json":
         from gate.report.json import render_json
 
-        return render_json(decision, context=context, base=base, head=head)
+        return render_json(decision, context=context, base=base, head=head, tree=tree)
     if fmt == "github":
         from gate.report.github import render_github
 
@@ -63,7 +74,10 @@ def render_report(
     if fmt == "markdown":
         from gate.report.markdown import render_markdown
 
-        return inert(render_markdown(decision, context=context, base=base, head=head))
+        md = render_markdown(
+            decision, context=context, base=base, head=head, tree=tree, links=links
+        )
+        return inert(md)
     if fmt == "sarif":
         from gate.report.sarif import render_sarif
 

@@ -7,11 +7,13 @@ from __future__ import annotations
 from gate.engine.check import CheckResult
 from gate.engine.context import Context
 from gate.engine.placement import FILE_LEVEL, RemovedFrom
+from gate.engine.plantree import build_plan_tree
 from gate.engine.verdict import Decision
 from gate.model.findings import Finding, Severity
 from gate.report.common import exit_hint, plain_line, verdict_line, visible
 from gate.report.markdown import render_markdown
 from gate.report.text import exempted_text, painter
+from gate.report.tree import SourceLinks
 
 #: Annotations of one level GitHub shows per step; the rest stay in the log only.
 ANNOTATIONS_PER_LEVEL = 10
@@ -34,20 +36,30 @@ ANNOTATION_LEVEL: dict[Severity, str] = {
 }
 
 
-def step_summary(result: CheckResult, *, context: Context, base: str, head: str) -> str:
+def step_summary(
+    result: CheckResult, *, context: Context, base: str, head: str, links: SourceLinks | None = None
+) -> str:
     """Markdown for `$GITHUB_STEP_SUMMARY`, ending in a newline and within GitHub's size cap.
 
     Annotations are capped at ten per level, so the summary is where every finding is listed;
     when even the summary would be too big, details and then table rows are cut, and it says so.
     """
     decision = result.decision
-    text = render_markdown(decision, context=context, base=base, head=head)
+    tree = build_plan_tree(result)
+    text = render_markdown(decision, context=context, base=base, head=head, tree=tree, links=links)
     if _size(text) <= SUMMARY_BUDGET:
         return text + "\n"
-    rows = len(decision.findings)
+    rows = sum(1 for _ in tree.entries())
     while True:
         text = render_markdown(
-            decision, context=context, base=base, head=head, details=False, max_rows=rows
+            decision,
+            context=context,
+            base=base,
+            head=head,
+            tree=tree,
+            links=links,
+            details=False,
+            max_rows=rows,
         )
         if _size(text) <= SUMMARY_BUDGET or rows == 0:
             return text + "\n"

@@ -7,17 +7,21 @@ from typing import Any
 
 from gate.engine.context import Context
 from gate.engine.placement import FILE_LEVEL
+from gate.engine.plantree import PlanTree
 from gate.engine.verdict import Decision
 from gate.model.findings import Finding
 from gate.model.objects import Source
 from gate.report.common import LEGACY_COMMAND
+from gate.report.tree import plan_data
 
 #: Version of the JSON report's shape (`gate/schemas/report.schema.json`). It changes only when a
 #: field is removed or changes meaning; new fields may appear without a bump.
 SCHEMA_VERSION = 1
 
 
-def report_data(decision: Decision, *, context: Context, base: str, head: str) -> dict[str, Any]:
+def report_data(
+    decision: Decision, *, context: Context, base: str, head: str, tree: PlanTree | None = None
+) -> dict[str, Any]:
     """The JSON report as plain data, keys in documented order (see the report schema)."""
     return {
         "schemaVersion": SCHEMA_VERSION,
@@ -43,6 +47,7 @@ def report_data(decision: Decision, *, context: Context, base: str, head: str) -
             if decision.standing
             else {}
         ),
+        **({"plan": plan_data(tree)} if tree is not None else {}),
     }
 
 
@@ -85,8 +90,11 @@ def _head_source(source: Source) -> dict[str, Any]:
     return {"path": source.path, "line": None if source.line == FILE_LEVEL else source.line}
 
 
-def render_json(decision: Decision, *, context: Context, base: str, head: str) -> str:
+def render_json(
+    decision: Decision, *, context: Context, base: str, head: str, tree: PlanTree | None = None
+) -> str:
     """The JSON report: two-space indent, keys in documented order, ASCII only."""
-    text = json.dumps(report_data(decision, context=context, base=base, head=head), indent=2)
+    data = report_data(decision, context=context, base=base, head=head, tree=tree)
+    text = json.dumps(data, indent=2)
     # `##[` can only occur inside a string here; `\u005b` is the same `[` to a JSON reader.
     return text.replace(LEGACY_COMMAND, "##\\u005b")

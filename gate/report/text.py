@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from gate.engine.context import Context
+from gate.engine.plantree import PlanTree
 from gate.engine.verdict import Decision, Exempted
+from gate.model.findings import Finding
+from gate.model.refs import ObjectRef
 from gate.report.common import exit_hint, verdict_rest, visible, where
+from gate.report.tree import plan_text
 
 _COLOR: dict[str, str] = {
     "block": "\x1b[1;31m",
@@ -31,9 +35,11 @@ def render_text(
     head: str,
     color: bool = False,
     show_standing: bool = False,
+    tree: PlanTree | None = None,
 ) -> str:
-    """The report for a terminal or a CI log: verdict first, then each finding and its fix;
-    standing warnings counted in one line, listed with `show_standing`."""
+    """The report for a terminal or a CI log: verdict first, then the prune plan as a tree, then
+    one block per object with each finding's message, the evidence (each line once) and the
+    fixes; standing warnings counted in one line, listed with `show_standing`."""
     paint = painter(color)
     verdict = decision.verdict
     lines = [
@@ -41,18 +47,12 @@ def render_text(
         + ": "
         + verdict_rest(decision, context=context, base=base, head=head)
     ]
-    for f in decision.findings:
+    if tree is not None and not tree.empty:
         lines.append("")
-        src = where(f)
-        header = (
-            f"{paint(f.severity.value, f.severity.value.ljust(5))} {paint('code', f.code.value)} "
-            f"{visible(f.ref.display())}"
-        )
-        lines.append(header + (" " + paint("dim", f"({visible(src)})") if src else ""))
-        lines.append(f"  {visible(f.message)}")
-        lines.extend(f"  - {visible(e)}" for e in f.evidence)
-        if f.remediation:
-            lines.append(f"  {paint('fix', 'fix:')} {visible(f.remediation)}")
+        lines.extend(plan_text(tree, paint))
+    for group in by_object(decision.findings):
+        lines.append("")
+        lines.extend(object_block(group, paint))
     if decision.exempted:
         lines.append("")
         lines.append(f"exempted by policy ({len(decision.exempted)}):")
@@ -71,6 +71,36 @@ def render_text(
     lines.append("")
     lines.append(paint("dim", exit_hint(decision.verdict)))
     return "\n".join(lines)
+
+
+def object_block(findings: list[Finding], paint: Callable[[str, str], str]) -> list[str]:
+    """One object's findings: its strongest severity, the object and where, then each code's
+    message (its own severity when weaker), the evidence not yet said, and its fix."""
+    first = findings[0]
+    src = where(first)
+    severity = first.severity.value
+    header = f"{paint(severity, severity.ljust(5))} {visible(first.ref.display())}"
+    lines = [header + (" " + paint("dim", f"({visible(src)})") if src else "")]
+    said: set[str] = set()
+    for f in findings:
+        weaker = f" ({f.severity.value})" if f.severity is not first.severity else ""
+        lines.append(f"  {paint('code', f.code.value)}{weaker}: {visible(f.message)}")
+        for e in f.evidence:
+            if e not in said:
+                said.add(e)
+                lines.append(f"  - {visible(e)}")
+        if f.remediation:
+            lines.append(f"  {paint('fix', 'fix:')} {visible(f.remediation)}")
+    return lines
+
+
+def by_object(findings: Iterable[Finding]) -> list[list[Finding]]:
+    """Findings grouped per object, objects in the order of their first finding (the decision's
+    order: strongest first), each object's findings in that order too."""
+    groups: dict[ObjectRef, list[Finding]] = {}
+    for f in findings:
+        groups.setdefault(f.ref, []).append(f)
+    return list(groups.values())
 
 
 def standing_line(count: int, shown: bool) -> str:

@@ -252,8 +252,8 @@ def test_the_wheels_install_with_no_index_and_run_the_example(dist: Path, tmp_pa
         "speculative",
     )
     assert check.returncode == 1, check.stdout + check.stderr
-    assert "block NOT_RETIRED PersistentVolumeClaim headlamp/headlamp" in check.stdout
-    assert "block CONSUMER_REMAINS PersistentVolumeClaim headlamp/headlamp" in check.stdout
+    assert "\nblock PersistentVolumeClaim headlamp/headlamp (" in check.stdout
+    assert "\n  NOT_RETIRED: " in check.stdout and "\n  CONSUMER_REMAINS: " in check.stdout
 
 
 def test_a_target_this_machine_cannot_build_fails_saying_how_to_get_it_or_narrow(

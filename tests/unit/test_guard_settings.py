@@ -165,7 +165,7 @@ def test_check_blocks_a_candidate_that_redirects_the_fence(tmp_path: Path) -> No
     assert "Policy.prune-gate.io" in f["remediation"] and "helm upgrade" in f["remediation"]
     assert [a["runner"] for a in f["actions"]] == ["ci", "ci"]
     text = gate("check", "--base", "HEAD~1", "--head", "HEAD", "--render", "none", cwd=repo.root)
-    assert "block GUARD_TAMPERED Policy webhook.fence (prune-gate.yaml:5)" in text.stdout
+    assert "\nblock Policy webhook.fence (prune-gate.yaml:5)\n  GUARD_TAMPERED: " in text.stdout
 
 
 def test_every_guard_setting_is_reported_and_no_other_setting(tmp_path: Path) -> None:
