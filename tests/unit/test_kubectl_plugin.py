@@ -311,3 +311,39 @@ def test_the_plugin_reads_the_cluster_without_being_told() -> None:
     assert done.exit_code == 2 and "give --live" in done.output
     done = invoke("audit", "--kubeconfig", "/nonexistent")
     assert done.exit_code == 2 and "give --live" not in done.output
+
+
+@pytest.mark.parametrize(
+    ("python3", "said"),
+    [
+        (None, "python3 is not on PATH"),
+        ("#!/bin/sh\nprintf '3.9.18\\n'\nexit 1\n", "python3 is 3.9.18: install a newer one"),
+    ],
+    ids=["no python3", "python3 3.9"],
+)
+def test_the_krew_plugin_without_a_python_it_can_use_says_so(
+    tmp_path: Path, python3: str | None, said: str
+) -> None:
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    for tool in ("mkdir", "mktemp", "rm", "mv"):  # what the plugin runs, and no python3
+        found = shutil.which(tool)
+        assert found is not None
+        (folder / tool).symlink_to(found)
+    if python3 is not None:
+        (folder / "python3").write_text(python3, "utf-8")
+        (folder / "python3").chmod(0o755)
+    plugin = tmp_path / "kubectl-prune_gate"
+    text = (KREW / "kubectl-prune_gate").read_text("utf-8")
+    plugin.write_text(text.replace("@VERSION@", __version__), "utf-8")
+    plugin.chmod(0o755)
+    done = subprocess.run(
+        ["/bin/sh", str(plugin), "version"],
+        capture_output=True,
+        text=True,
+        env={"PATH": str(folder), "HOME": str(tmp_path)},
+        check=False,
+    )
+    assert done.returncode == 2
+    assert said in done.stderr and "PRUNE_GATE_PYTHON" in done.stderr
+    assert not (tmp_path / ".local").exists()
