@@ -29,6 +29,7 @@ NOT_A_CLUSTER_COMMAND = {
     "history": "it replays the gate over a repository's past commits",
     "codes": "it lists the finding codes",
     "completion": "it prints gate's shell completion",
+    "config": "it reads and rewrites the policy file",
     "webhook": "it runs the admission webhook",
 }
 
