@@ -70,6 +70,8 @@ class _Plugin(_Gate):
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
         if args and args[0] in NOT_A_CLUSTER_COMMAND:
+            if ctx.resilient_parsing:  # completing: nothing to offer, nothing to say
+                return None, None, []
             fail(
                 f"`{PROG_NAME} {args[0]}` is not a cluster command: "
                 f"{NOT_A_CLUSTER_COMMAND[args[0]]}. Run it as `gate {args[0]} ...` "
@@ -92,6 +94,9 @@ def plugin(debug: bool) -> None:
     kubectl's flags work as in kubectl: --kubeconfig, --context (gate's --kube-context) and
     -n/--namespace where the command takes a namespace; --live is implied. `gate check` and
     `gate history` read git, not the cluster: run them as gate.
+
+    With prune-gate installed by pip, kubectl's shell completion (kubectl 1.26+) completes the
+    plugin's commands and flags too (through kubectl_complete-prune_gate).
 
     Exit codes as gate's: 2 could not decide, 3 internal error (a bug: please report it); each
     command's --help says what its 0 and 1 mean.
@@ -117,6 +122,36 @@ def run() -> NoReturn:
     except SystemExit as exc:
         code = exc.code
     quick_exit(code)
+
+
+#: cobra's completion directives kubectl's plugin completion reads from the last line.
+_FILES, _NO_FILES, _DIRECTORIES = 0, 4, 16
+
+
+def complete() -> NoReturn:
+    """`kubectl_complete-prune_gate`: completion of `kubectl prune-gate ...` (kubectl 1.26+).
+
+    kubectl runs it from PATH with the words after the plugin's name, the one being completed
+    last (empty after a space), and reads cobra's format: a line per choice (`value<TAB>help`),
+    then `:<directive>`. The choices are click's, from the same commands `kubectl prune-gate`
+    runs, kubectl's aliases included."""
+    from click.shell_completion import ShellComplete  # here: the plugin's start-up skips it
+
+    words = sys.argv[1:] or [""]
+    shell = ShellComplete(plugin, {}, PROG_NAME, "_KUBECTL_PRUNE_GATE_COMPLETE")
+    refused = len(words) > 1 and words[0] in NOT_A_CLUSTER_COMMAND  # nothing to offer there
+    items = [] if refused else shell.get_completions(words[:-1], words[-1])
+    directive = _NO_FILES
+    for item in items:
+        if item.type == "file":
+            directive = _FILES
+        elif item.type == "dir":
+            directive = _DIRECTORIES
+        else:
+            help_text = " ".join((item.help or "").split())
+            click.echo(f"{item.value}\t{help_text}" if help_text else str(item.value))
+    click.echo(f":{directive}")
+    quick_exit(0)
 
 
 if __name__ == "__main__":

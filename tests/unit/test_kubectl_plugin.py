@@ -53,9 +53,10 @@ def invoke(*args: str) -> click.testing.Result:
 # --- the plugin's command line ------------------------------------------------------------------
 
 
-def test_the_console_script_is_the_plugin() -> None:
+def test_the_console_scripts_are_the_plugin_and_its_completion() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert project["scripts"]["kubectl-prune_gate"] == "gate.cli.kubectl_plugin:run"
+    assert project["scripts"]["kubectl_complete-prune_gate"] == "gate.cli.kubectl_plugin:complete"
 
 
 def test_it_lists_the_cluster_commands_only() -> None:
@@ -120,14 +121,19 @@ def binary(name: str) -> str:
 
 
 def plugin_folder(folder: Path) -> Path:
-    """A PATH folder holding kubectl and a `kubectl-prune_gate` that runs this checkout's plugin
-    as the console script does."""
+    """A PATH folder holding kubectl, and a `kubectl-prune_gate` and `kubectl_complete-prune_gate`
+    that run this checkout's plugin and its completion as the console scripts do."""
     folder.mkdir(parents=True, exist_ok=True)
     script = folder / "kubectl-prune_gate"
     script.write_text(
         f"#!{sys.executable}\nfrom gate.cli.kubectl_plugin import run\n\nrun()\n", "utf-8"
     )
     script.chmod(0o755)
+    complete = folder / "kubectl_complete-prune_gate"
+    complete.write_text(
+        f"#!{sys.executable}\nfrom gate.cli.kubectl_plugin import complete\n\ncomplete()\n", "utf-8"
+    )
+    complete.chmod(0o755)
     shutil.copy(binary("kubectl"), folder / "kubectl")
     return folder
 
@@ -184,6 +190,31 @@ def test_kubectls_flags_reach_the_cluster_they_name(tmp_path: Path, command: str
     # KUBECONFIG, as kubectl reads it.
     done = kubectl(folder, "prune-gate", command, home=tmp_path, extra={"KUBECONFIG": str(config)})
     assert "https://127.0.0.1:9" in done.stderr, done.stderr
+
+
+@pytest.mark.binaries
+@pytest.mark.parametrize(
+    ("words", "offered", "directive"),
+    [
+        (["doc"], ["doctor"], ":4"),
+        (["doctor", "--cont"], ["--context"], ":4"),  # kubectl's flag, the plugin's alias
+        (["fence", "st"], ["status"], ":4"),
+        (["doctor", "--kubeconfig", ""], [], ":0"),  # a file: the shell's own completion
+        (["check", ""], [], ":4"),  # not the plugin's: nothing
+    ],
+    ids=lambda v: " ".join(v) if isinstance(v, list) else v,
+)
+def test_kubectl_completes_the_plugins_words(
+    tmp_path: Path, words: list[str], offered: list[str], directive: str
+) -> None:
+    """kubectl (1.26+) asks kubectl_complete-prune_gate, in cobra's format."""
+    folder = plugin_folder(tmp_path / "bin")
+    done = kubectl(folder, "__complete", "prune-gate", *words, home=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert [line.split("\t")[0] for line in lines[:-1]] == offered
+    assert lines[-1] == directive
+    assert f"About to call: {folder / 'kubectl_complete-prune_gate'}" in done.stderr
 
 
 # --- krew ---------------------------------------------------------------------------------------
