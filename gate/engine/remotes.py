@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from gate.engine.placement import FILE_LEVEL
+from gate.engine.placement import removed_from
 from gate.model.findings import Code, Finding, Severity, edit
 from gate.model.objects import Source
 from gate.model.refs import ObjectRef
@@ -106,7 +106,7 @@ def _removed(file: str, url: str, speculative: bool, line: int) -> Finding:
             ),
         ),
         source=at,
-        head_source=Source(file, FILE_LEVEL),  # the candidate's file no longer names it
+        head_source=removed_from(file),  # the candidate keeps the file; it no longer names it
         suggested=Severity.DEFER if speculative else None,
     )
 

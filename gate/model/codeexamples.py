@@ -46,8 +46,9 @@ EXAMPLES: dict[Code, tuple[str, str]] = {
             "PersistentVolumeClaim app/data kept exactly as in base (base/manifests.yaml:1), so "
             "that only the merged deploy deletes it, after these checks run again: run the same "
             "gate check with --defer-to DIR, which writes that candidate to DIR, and deploy DIR "
-            "(or hold the webhook's speculation fence: see 'Passing stage 2 through the merge "
-            "queue' in the README)"
+            "(or hold the webhook's speculation fence: "
+            "https://prune-gate.github.io/prune-gate/mer"
+            "ge-queue/#passing-stage-2-through-the-merge-queue)"
         ),
     ),
     Code.CONSUMER_REMAINS: (

@@ -16,11 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from gate.model.findings import CODES, Code, Severity
+from gate.model.findings import CODES, DOCS_SITE, Code, Severity
 
 #: Where the docs site serves the pages: the one place SARIF's `helpUri` and the docs index take
 #: it from.
-DOCS_BASE = "https://prune-gate.github.io/prune-gate/codes/"
+DOCS_BASE = f"{DOCS_SITE}codes/"
 
 
 def docs_url(code: Code) -> str:

@@ -13,6 +13,11 @@ from enum import StrEnum
 from gate.model.objects import Source
 from gate.model.refs import ObjectRef
 
+#: The documentation site: what a fix points a reader at (a page and its heading), and where the
+#: code pages are (`gate.model.codepages`). A message names the page, not a README section: the
+#: docs are published, an installed gate has no README beside it.
+DOCS_SITE = "https://prune-gate.github.io/prune-gate/"
+
 
 class Code(StrEnum):
     """Every finding code prune-gate can emit."""

@@ -72,7 +72,7 @@ def render_markdown(
             for f in decision.standing
         ]
         out += ["", "</details>"]
-    out += ["", f"*{_md(exit_hint(verdict))}*"]
+    out += ["", f"*{_md(exit_hint(decision))}*"]
     return "\n".join(out)
 
 

@@ -69,7 +69,7 @@ def render_text(
                 for f in decision.standing
             )
     lines.append("")
-    lines.append(paint("dim", exit_hint(decision.verdict)))
+    lines.append(paint("dim", exit_hint(decision)))
     return "\n".join(lines)
 
 

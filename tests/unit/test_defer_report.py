@@ -60,6 +60,18 @@ def test_the_text_report_fix_says_deploy_the_directory(tmp_path: Path) -> None:
     assert f"defer: wrote {out}" in result.stderr
 
 
+def test_the_text_and_markdown_reports_end_with_what_happened_exit_0(tmp_path: Path) -> None:
+    base, head = retirement(tmp_path)
+    out = tmp_path / "artifact"
+    result = defer(base, head, out)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.rstrip("\n").split("\n")[-1] == DEFERRED_HINT.format(out=out)
+    markdown = defer(base, head, tmp_path / "again", "-o", "markdown")
+    assert markdown.returncode == 0, markdown.stderr
+    last = markdown.stdout.rstrip("\n").split("\n")[-1]
+    assert last.startswith("*exit 0 (defer): deferred into ") and "exit 1" not in markdown.stdout
+
+
 def test_without_defer_to_the_report_still_says_exit_1(tmp_path: Path) -> None:
     base, head = retirement(tmp_path)
     plain = gate(

@@ -39,7 +39,7 @@ from gate.engine.rules.world import (
     when_deleted,
 )
 from gate.model.errors import UncountedError
-from gate.model.findings import Code, Finding, Runner, Severity, command, edit
+from gate.model.findings import DOCS_SITE, Code, Finding, Runner, Severity, command, edit
 from gate.model.liveview import retain_command
 from gate.model.objects import Manifest
 from gate.model.refs import ObjectRef
@@ -198,8 +198,8 @@ def check_speculative_prune(change: Change, world: World) -> Iterator[Finding]:
         f"let the deletion wait for the merge: deploy this candidate with {change.ref.display()} "
         f"kept exactly as in base{at_source(change)}, so that only the merged deploy deletes it, "
         "after these checks run again: run the same gate check with --defer-to DIR, which writes "
-        "that candidate to DIR, and deploy DIR (or hold the webhook's speculation fence: see "
-        "'Passing stage 2 through the merge queue' in the README)",
+        "that candidate to DIR, and deploy DIR (or hold the webhook's speculation fence: "
+        f"{DOCS_SITE}merge-queue/#passing-stage-2-through-the-merge-queue)",
         [
             edit(
                 "in the merge queue's workflow, add --defer-to DIR to this gate check and "

@@ -14,7 +14,7 @@ from gate.engine.fence import FenceState, iso_time
 from gate.engine.plan import Action, Change
 from gate.engine.rules.common import finding
 from gate.engine.rules.world import NAMESPACE, World, is_guarded, kind_of
-from gate.model.findings import Code, Finding, Severity, edit
+from gate.model.findings import DOCS_SITE, Code, Finding, Severity, edit
 from gate.model.objects import Inventory, Manifest
 from gate.model.webhooks import GUARD_WEBHOOKS
 
@@ -123,8 +123,8 @@ def check_deployer_identities(world: World) -> Iterator[Finding]:
                 ],
                 f"keep spec.serviceAccountName as base has it; to deploy as {user}, a person "
                 "first adds it to webhook.deployers (the chart's values and prune-gate.yaml, a "
-                "guard setting: see 'The speculation fence' in the README), then this change "
-                "passes",
+                f"guard setting: {DOCS_SITE}merge-queue/#the-speculation-fence), then this "
+                "change passes",
                 [
                     edit(f"keep spec.serviceAccountName of {head.ref.display()} as base has it"),
                     edit(f"or: add {user} to webhook.deployers first, on its own"),
