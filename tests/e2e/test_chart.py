@@ -282,7 +282,8 @@ def test_helm_install_registers_the_webhook_rbac_and_deployment(
             "system:serviceaccount:argocd:argocd-application-controller",
         ],
     }
-    assert yaml.safe_load(config_map["data"]["prune-gate.yaml"]) == {"webhook": policy}
+    expected = {"apiVersion": "prune-gate.io/v1", "webhook": policy}
+    assert yaml.safe_load(config_map["data"]["prune-gate.yaml"]) == expected
 
     status = helm("status", release, "--namespace", namespace)
     assert "https://" in status.stdout and "/validate" in status.stdout

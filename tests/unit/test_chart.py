@@ -582,13 +582,16 @@ DEFAULT_DEPLOYERS = [
 def test_config_map_holds_the_policy_and_it_validates() -> None:
     data = one(render({"policy": POLICY}), "ConfigMap")["data"]
     assert list(data) == ["prune-gate.yaml"]
-    assert yaml.safe_load(data["prune-gate.yaml"]) == POLICY
+    # The file names its format first (gate config migrate's), and is otherwise the values'.
+    assert data["prune-gate.yaml"].startswith("apiVersion: prune-gate.io/v1\n")
+    assert yaml.safe_load(data["prune-gate.yaml"]) == {"apiVersion": "prune-gate.io/v1", **POLICY}
     policy = policy_from_text(data["prune-gate.yaml"], "prune-gate.yaml")
     assert policy.webhook.fence == ("prune-gate", "speculation-fence")
     assert policy.webhook.deployers == ("system:serviceaccount:flux-system:kustomize-controller",)
     # The default policy names Flux's and Argo CD's controllers as the deployers (issue 37).
     default = one(render(), "ConfigMap")["data"]["prune-gate.yaml"]
-    assert yaml.safe_load(default) == {"webhook": {"deployers": DEFAULT_DEPLOYERS}}
+    expected = {"apiVersion": "prune-gate.io/v1", "webhook": {"deployers": DEFAULT_DEPLOYERS}}
+    assert yaml.safe_load(default) == expected
     policy_from_dict(yaml.safe_load(default))
 
 
@@ -1013,6 +1016,8 @@ def test_values_schema_embeds_the_policy_schema() -> None:
         (REPO / "gate" / "schemas" / "policy.schema.json").read_text(encoding="utf-8")
     )
     embedded = chart_schema["properties"]["policy"]
+    # The chart writes the file's apiVersion itself (its ConfigMap): values may not set it.
+    policy_schema["properties"].pop("apiVersion")
     for key in ("type", "additionalProperties", "properties"):
         assert embedded[key] == policy_schema[key], key
     for name, definition in policy_schema["$defs"].items():

@@ -95,7 +95,7 @@ def test_chart_protects_the_labels_its_object_selector_reads() -> None:
     )
     # Without a selector nothing is added: the policy is the user's, untouched.
     plain = next(o for o in render({"policy": None}) if o["kind"] == "ConfigMap")
-    assert yaml.safe_load(plain["data"]["prune-gate.yaml"]) == {}
+    assert yaml.safe_load(plain["data"]["prune-gate.yaml"]) == {"apiVersion": "prune-gate.io/v1"}
 
 
 def test_a_namespace_label_selector_is_refused() -> None:

@@ -200,6 +200,8 @@ The policy the webhook reads: `policy`, with the protected labels above.
 */}}
 {{- define "prune-gate.policy" -}}
 {{- $policy := deepCopy (.Values.policy | default dict) }}
+{{- /* the policy file's format (gate config migrate); toYaml sorts it first */}}
+{{- $_ := set $policy "apiVersion" "prune-gate.io/v1" }}
 {{- $keys := include "prune-gate.protectedLabels" . | fromJsonArray }}
 {{- if $keys }}
 {{- $wh := $policy.webhook | default dict }}
