@@ -19,8 +19,11 @@ and `native` (the native YAML reader, built with cargo). Deselect them with
 
 from __future__ import annotations
 
+import functools
 import os
+import subprocess
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TypeVar
 
 import pytest
@@ -46,3 +49,22 @@ def needs_binaries(found: bool, reason: str) -> Callable[[_Test], _Test]:
         return marked
 
     return apply
+
+
+@functools.cache
+def pinned_binary(name: str) -> str:
+    """The path of a binary `scripts/build-binaries` pins (building it when missing); skip
+    without it on a laptop, fail in CI."""
+    done = subprocess.run(
+        [str(Path(__file__).resolve().parents[1] / "scripts" / "build-binaries"), "path", name],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    path = done.stdout.strip()
+    if done.returncode == 0 and path and Path(path).is_file():
+        return path
+    message = f"{name} is not available (scripts/build-binaries path {name}): {done.stderr}"
+    if ci():
+        pytest.fail(message, pytrace=False)
+    pytest.skip(message)

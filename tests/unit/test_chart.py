@@ -26,7 +26,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 from gate.model.stateful import CATALOGUE
 from gate.model.webhooks import WEBHOOK_NAME
 from gate.sources.policyfile import policy_from_dict, policy_from_text
-from tests.ci import ci
+from tests.ci import pinned_binary
 from webhook.arm import ANNOTATION, unarmed, wanted_policy
 from webhook.register import rules_for
 
@@ -43,22 +43,9 @@ Obj = dict[str, Any]
 pytestmark = pytest.mark.binaries
 
 
-@functools.cache
 def helm() -> str:
-    """Path of the pinned helm; skip (fail in CI) when it cannot be had."""
-    result = subprocess.run(
-        [str(REPO / "scripts" / "build-binaries"), "path", "helm"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    path = result.stdout.strip()
-    if result.returncode == 0 and path and Path(path).is_file():
-        return path
-    message = f"helm is not available (scripts/build-binaries path helm): {result.stderr.strip()}"
-    if ci():
-        pytest.fail(message, pytrace=False)
-    pytest.skip(message)
+    """Path of the pinned helm (tests.ci.pinned_binary)."""
+    return pinned_binary("helm")
 
 
 def run_helm(*args: str, values: Obj | None = None) -> subprocess.CompletedProcess[str]:

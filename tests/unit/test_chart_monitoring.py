@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.ci import ci
-from tests.unit.test_chart import CHART, FULLNAME, NAMESPACE, REPO, one, render
+from tests.ci import pinned_binary
+from tests.unit.test_chart import CHART, FULLNAME, NAMESPACE, one, render
 from webhook.arm import ANNOTATION, Armer
 from webhook.cache import CacheStats
 from webhook.events import EventCounts, RecordingSink
@@ -39,24 +39,9 @@ SELECTOR = f'job="{FULLNAME}", namespace="{NAMESPACE}"'
 PROMETHEUS_OWN = {"up"}
 
 
-@functools.cache
 def promtool() -> str:
-    """Path of the pinned promtool; skip (fail in CI) when it cannot be had."""
-    result = subprocess.run(
-        [str(REPO / "scripts" / "build-binaries"), "path", "promtool"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    path = result.stdout.strip()
-    if result.returncode == 0 and path and Path(path).is_file():
-        return path
-    message = (
-        f"promtool is not available (scripts/build-binaries path promtool): {result.stderr.strip()}"
-    )
-    if ci():
-        pytest.fail(message, pytrace=False)
-    pytest.skip(message)
+    """Path of the pinned promtool (tests.ci.pinned_binary)."""
+    return pinned_binary("promtool")
 
 
 def run_promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -8,7 +8,6 @@ skips those tests, saying so; in CI that fails (tests/ci.py).
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import os
 import shutil
@@ -25,7 +24,7 @@ from click.testing import CliRunner
 
 from gate import __version__
 from gate.cli import kubectl_plugin, root
-from tests.ci import ci
+from tests.ci import pinned_binary
 
 ROOT = Path(__file__).resolve().parents[2]
 KREW = ROOT / "plugins" / "krew"
@@ -102,22 +101,9 @@ def test_the_alias_does_not_reach_gates_own_commands() -> None:
 # --- the real kubectl ---------------------------------------------------------------------------
 
 
-@functools.cache
 def binary(name: str) -> str:
-    """Path of a pinned binary (scripts/build-binaries path NAME); skip (fail in CI) without it."""
-    done = subprocess.run(
-        [str(ROOT / "scripts" / "build-binaries"), "path", name],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    path = done.stdout.strip()
-    if done.returncode == 0 and path and Path(path).is_file():
-        return path
-    message = f"{name} is not available (scripts/build-binaries path {name}): {done.stderr}"
-    if ci():
-        pytest.fail(message, pytrace=False)
-    pytest.skip(message)
+    """Path of the pinned binary NAME (tests.ci.pinned_binary)."""
+    return pinned_binary(name)
 
 
 def plugin_folder(folder: Path) -> Path:
