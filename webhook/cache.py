@@ -29,6 +29,7 @@ listed).
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import threading
@@ -439,6 +440,16 @@ def custom_kind_of(crd: dict[str, Any]) -> KindSpec | None:
     return KindSpec(served.api_version, served.kind, served.plural, metadata_only=True)
 
 
+def _freeze_long_lived() -> None:
+    """Take every object alive now (the cache just listed) out of the cyclic collector's reach:
+    a full collection walks every tracked object, ~36 ms over 10,000 pods, and whichever
+    request it interrupts waits that long. The cache's objects are trees of dicts and lists
+    without cycles, freed by reference counting when replaced, so the collector has nothing
+    to find among them; what is allocated later is collected as before."""
+    gc.collect()
+    gc.freeze()
+
+
 class WatchCache:
     """Every watched kind, the LiveState they feed, and the fence Lease."""
 
@@ -678,6 +689,8 @@ class WatchCache:
             if ready == self._was_ready or (self._was_ready is None and not ready):
                 return  # no change; and "not ready yet" before the first ready is no news
             self._was_ready = ready
+            if ready:
+                _freeze_long_lived()
             stats = self.stats()
             log.log(
                 logging.INFO if ready else logging.WARNING,

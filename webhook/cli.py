@@ -214,6 +214,24 @@ def verify(
     help="A kept-alive connection with no new request for this long is closed.",
 )
 @click.option(
+    "--queue-timeout",
+    default="500ms",
+    show_default=True,
+    metavar="DURATION",
+    help="A request that waited this long in a worker before its turn is answered 429 at once, "
+    "without a decision: the worker is behind, and the API server applies the webhook's "
+    "failurePolicy now instead of at its timeoutSeconds. Keep it under timeoutSeconds. 0s: never.",
+)
+@click.option(
+    "--handshake-rate",
+    type=click.IntRange(0, 100_000),
+    default=100,
+    show_default=True,
+    help="TLS handshakes a worker starts per second at most for one client address (bursts of "
+    "half as many): a new connection costs a few decisions' CPU, and a caller whose calls wait "
+    "opens more. 0: no bound.",
+)
+@click.option(
     "--health-max-connections",
     type=click.IntRange(1, 65536),
     default=32,
@@ -311,6 +329,7 @@ def _checked_options(given: dict[str, Any]) -> ServeOptions:
             given["health_max_connections"],
             durations(_HEALTH_DURATIONS),
         )
+        limits = _overload_limits(limits, given["queue_timeout"], given["handshake_rate"])
         # A missing kubeconfig is a usage error now, not a failed start later. Each use loads it
         # again: the client writes certificate data to temporary files, removed at exit.
         kube_configuration(given["kubeconfig"])
@@ -733,6 +752,21 @@ def _listener_limits(
         idle_seconds=health_idle,
     )
     return limits, health
+
+
+def _overload_limits(limits: Any, queue_timeout: str, handshake_rate: int) -> Any:
+    """`limits` with --queue-timeout and --handshake-rate (0 of either: no bound)."""
+    try:
+        queue = parse_duration(queue_timeout)
+    except ValueError as exc:
+        raise ValueError(f"--queue-timeout: {exc}") from None
+    if queue < 0:
+        raise ValueError(f"--queue-timeout {queue_timeout}: must be 0s or more")
+    return replace(
+        limits,
+        queue_seconds=queue or None,
+        handshake_rate=float(handshake_rate) if handshake_rate else None,
+    )
 
 
 def _descriptors_needed(limits: Any, health: Any) -> int:

@@ -40,12 +40,13 @@ import contextlib
 import io
 import json
 import logging
+import os
 import signal
 import socket
 import ssl
 import sys
 import threading
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any
@@ -78,6 +79,19 @@ class Limits:
     #: The listener's connection budget (each costs a file descriptor); a new connection beyond
     #: it closes the listener's oldest (see the module docstring for which).
     max_connections: int = 1024
+    #: How long a whole request may wait in this process before it is served: from its first
+    #: bytes reaching the process to the app's call. Older, it is answered 429 at once, without
+    #: a decision (`shed`): the worker is behind, and the API server, which gives the whole
+    #: call the webhook's timeoutSeconds (1-30 s, the chart's 5), applies its failurePolicy to
+    #: the 429 at once instead of waiting out its timeout. None: never shed (the health port).
+    queue_seconds: float | None = 0.5
+    #: New TLS handshakes started per second at most, per peer address (a token bucket
+    #: holding half a second's worth): one costs about 1.8 ms of CPU with a client certificate
+    #: (as much as five decisions), and a client whose calls wait opens new connections, so
+    #: without a bound a worker that falls behind spends its core on handshakes and answers
+    #: nothing. A connection waiting for its turn counts against `handshake_seconds`. None: no
+    #: bound.
+    handshake_rate: float | None = 100.0
     #: Request line and headers together.
     max_header_bytes: int = 16 * 1024
     #: Body bytes read at most; one past the app's own limit (`webhook.review.DEFAULT_MAX_BYTES`
@@ -94,6 +108,10 @@ class Limits:
     def __post_init__(self) -> None:
         if self.max_connections < 1:
             raise ValueError(f"max_connections must be at least 1, not {self.max_connections}")
+        for name in ("queue_seconds", "handshake_rate"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"{name} must be more than 0 or None, not {value}")
         for name in ("handshake_seconds", "header_seconds", "request_seconds", "idle_seconds"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be more than 0, not {getattr(self, name)}")
@@ -113,6 +131,8 @@ class Limits:
 #: fill: whatever it holds is its own, never the TLS port's.
 HEALTH_LIMITS = Limits(
     max_connections=32,
+    queue_seconds=None,
+    handshake_rate=None,
     header_seconds=3.0,
     request_seconds=5.0,
     idle_seconds=10.0,
@@ -202,6 +222,48 @@ class _Budget:
         return None
 
 
+class HandshakePace:
+    """The TLS handshakes a listener may start: `rate` a second, `burst` at once after a quiet
+    spell (GCRA, the token bucket as one timestamp: each turn is given out when asked, in
+    order, so a connection is woken once, when its turn comes, not polled)."""
+
+    def __init__(self, rate: float, burst: float) -> None:
+        self.interval = 1.0 / rate
+        self.tolerance = max(0.0, burst - 1) * self.interval
+        #: When the next turn would be given out with no burst left (loop time).
+        self.next_turn = float("-inf")
+
+    def turn(self, now: float, within: float) -> float | None:
+        """Seconds from `now` until this handshake may start, its turn taken; None (no turn
+        taken) when that is more than `within` away."""
+        theoretical = max(self.next_turn, now)
+        wait = max(0.0, theoretical - self.tolerance - now)
+        if wait > within:
+            return None
+        self.next_turn = theoretical + self.interval
+        return wait
+
+
+class _StampedProtocol(asyncio.StreamReaderProtocol):
+    """asyncio's stream protocol, noting when the latest bytes reached this process (loop
+    time): once a request is whole, how long it has waited to be served (a slow sender is cut
+    off by its deadlines, not counted as waiting). With TLS, decrypted data arrives here too."""
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        connected: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]],
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        super().__init__(reader, connected, loop=loop)
+        self._now = loop.time
+        self.arrived: float | None = None
+
+    def data_received(self, data: bytes) -> None:
+        self.arrived = self._now()
+        super().data_received(data)
+
+
 @dataclass(eq=False)
 class _Listener:
     #: What the log and the metrics call it: "tls", "health".
@@ -214,9 +276,35 @@ class _Listener:
     budget: _Budget = field(init=False)
     #: When (loop time) the next over-budget warning may be logged.
     quiet_until: float = 0.0
+    #: When (loop time) the next shedding warning may be logged.
+    shed_quiet_until: float = 0.0
+    #: Requests answered 429 for waiting past `queue_seconds`, since the start.
+    shed: int = 0
+    #: Connections that waited for a handshake turn, and those closed for finding none within
+    #: `handshake_seconds`, since the start.
+    handshakes_paced: int = 0
+    handshakes_refused: int = 0
+    #: Each peer address's handshake turns, the most recently used last (at most MAX_PEERS).
+    paces: dict[str, HandshakePace] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.budget = _Budget(self.limits.max_connections)
+
+    def pace_of(self, peer: Any) -> HandshakePace | None:
+        """The handshake turns of `peer`'s address: each address has its own, so that a
+        stranger who opens connections as fast as it can delays only its own handshakes, not
+        the API server's (whose addresses are few)."""
+        rate = self.limits.handshake_rate
+        if self.contexts is None or rate is None:
+            return None
+        address = str(peer[0]) if isinstance(peer, tuple) and peer else ""
+        pace = self.paces.pop(address, None)
+        if pace is None:
+            pace = HandshakePace(rate, burst=max(1.0, rate / 2))
+            if len(self.paces) >= MAX_PEERS:
+                del self.paces[next(iter(self.paces))]  # the least recently used
+        self.paces[address] = pace
+        return pace
 
 
 @dataclass(frozen=True)
@@ -227,10 +315,17 @@ class ListenerStats:
     open: int
     max_connections: int
     closed_over_budget: int
+    shed: int = 0
+    handshakes_paced: int = 0
+    handshakes_refused: int = 0
 
 
 #: The kernel's queue of connections not yet accepted, on every listener.
 LISTEN_QUEUE = 1024
+
+#: Peer addresses whose handshake turns a listener keeps (`_Listener.pace_of`); past it, the one
+#: unseen longest is forgotten (its turns start afresh).
+MAX_PEERS = 4096
 
 #: At most one over-budget warning per listener in this many seconds (a flood would flood the log).
 WARN_EVERY_SECONDS = 60.0
@@ -283,7 +378,13 @@ class HttpsServer:
         """Every listener's connections (read in the loop's thread, as the app is called)."""
         return [
             ListenerStats(
-                lst.name, len(lst.budget), lst.budget.limit, lst.budget.closed_over_budget
+                lst.name,
+                len(lst.budget),
+                lst.budget.limit,
+                lst.budget.closed_over_budget,
+                lst.shed,
+                lst.handshakes_paced,
+                lst.handshakes_refused,
             )
             for lst in self._listeners
         ]
@@ -327,20 +428,21 @@ class HttpsServer:
                 signal.set_wakeup_fd(-1)
 
     async def _start(self, listener: _Listener) -> asyncio.AbstractServer:
+        loop = asyncio.get_running_loop()
+
         async def accepted(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             await self._accepted(reader, writer, listener)
 
-        start = (
-            asyncio.start_unix_server
-            if listener.sock.family == socket.AF_UNIX
-            else asyncio.start_server
-        )
-        server = await start(
-            accepted,
-            sock=listener.sock,
-            limit=listener.limits.max_header_bytes,
-            backlog=listener.limits.accept_batch,
-        )
+        def protocol() -> _StampedProtocol:  # asyncio.start_server's, stamped
+            reader = asyncio.StreamReader(limit=listener.limits.max_header_bytes, loop=loop)
+            return _StampedProtocol(reader, accepted, loop)
+
+        batch = listener.limits.accept_batch
+        server: asyncio.AbstractServer
+        if listener.sock.family == socket.AF_UNIX:
+            server = await loop.create_unix_server(protocol, sock=listener.sock, backlog=batch)
+        else:
+            server = await loop.create_server(protocol, sock=listener.sock, backlog=batch)
         # asyncio's backlog is both the accept batch and the kernel's queue of connections not
         # yet accepted: keep the batch, and a long queue, so that a burst waits in the queue
         # instead of having its SYNs dropped (each drop costs a client a second or more).
@@ -468,8 +570,12 @@ class HttpsServer:
         limits = listener.limits
         budget = listener.budget
         peer = writer.get_extra_info("peername")
+        protocol = writer.transport.get_protocol()
+        stamped = protocol if isinstance(protocol, _StampedProtocol) else None
+        loop = asyncio.get_running_loop()
         if listener.contexts is not None:
             async with asyncio.timeout(limits.handshake_seconds):
+                await self._handshake_turn(listener, writer)
                 await writer.start_tls(listener.contexts())
         h11_conn = h11.Connection(h11.SERVER, max_incomplete_event_size=limits.max_header_bytes)
         first = True
@@ -487,7 +593,12 @@ class HttpsServer:
                 await self._linger(reader, limits)
                 return
             first = False
-            status, headers, body = self._call_app(listener, req, peer)
+            now = loop.time()
+            arrived = now if stamped is None or stamped.arrived is None else stamped.arrived
+            if limits.queue_seconds is not None and now - arrived > limits.queue_seconds:
+                status, headers, body = self._shed(listener, now - arrived)
+            else:
+                status, headers, body = self._call_app(listener, req, peer)
             close = self._stopping is not None and self._stopping.is_set()
             if req.unread_length is not None or h11_conn.their_state is h11.MUST_CLOSE:
                 close = True  # the unread body is still on the wire
@@ -506,6 +617,58 @@ class HttpsServer:
             if close or h11_conn.our_state is not h11.DONE or h11_conn.their_state is not h11.DONE:
                 return
             h11_conn.start_next_cycle()
+
+    async def _handshake_turn(self, listener: _Listener, writer: asyncio.StreamWriter) -> None:
+        """Wait for this connection's turn to handshake (`Limits.handshake_rate`, per peer
+        address); close it at once when the turn is more than half its handshake deadline
+        away, so that the client learns now and the CPU goes to the requests of connections it
+        has already. A turn is taken once the client has sent something (its ClientHello):
+        connections that say nothing cannot use up the turns of those that do."""
+        pace = listener.pace_of(writer.get_extra_info("peername"))
+        if pace is None:
+            return
+        await _readable(writer.transport)
+        wait = pace.turn(asyncio.get_running_loop().time(), listener.limits.handshake_seconds / 2)
+        if wait is None:
+            listener.handshakes_refused += 1
+            raise _ClosedError
+        if wait > 0:
+            listener.handshakes_paced += 1
+            await asyncio.sleep(wait)
+
+    def _shed(self, listener: _Listener, waited: float) -> tuple[int, list[tuple[str, str]], bytes]:
+        """The 429 of a request that waited too long, answered without calling the app."""
+        listener.shed += 1
+        limit = listener.limits.queue_seconds
+        assert self._loop is not None
+        now = self._loop.time()
+        if now >= listener.shed_quiet_until:
+            listener.shed_quiet_until = now + WARN_EVERY_SECONDS
+            log.warning(
+                f"the {listener.name} listener is behind: answering 429 to requests that waited "
+                f"over {limit:g} s (--queue-timeout). The API server applies the webhook's "
+                "failurePolicy to each. If this lasts, add workers or replicas (the chart's "
+                "workers, replicaCount) or find what calls this often "
+                "(prune_gate_webhook_requests_shed_total)",
+                extra={
+                    "listener": listener.name,
+                    "waited_seconds": round(waited, 3),
+                    "shed_total": listener.shed,
+                },
+            )
+        body = json.dumps(
+            {
+                "error": "overloaded",
+                "reason": f"this request waited {waited:.2f} s in the webhook, over its "
+                f"--queue-timeout of {limit:g} s: the webhook is behind; retry",
+            }
+        ).encode()
+        headers = [
+            ("Content-Type", "application/json"),
+            ("Retry-After", "1"),
+            ("Content-Length", str(len(body))),
+        ]
+        return 429, headers, body
 
     async def _linger(self, reader: asyncio.StreamReader, limits: Limits) -> None:
         """Read and drop what the client still sends, briefly, before closing: closing a socket
@@ -661,6 +824,31 @@ class HttpsServer:
         headers = [(k, v) for k, v in answer["headers"] if k.lower() not in framing]
         headers.append(("Content-Length", str(len(body))))
         return answer["status"], headers, body
+
+
+async def _readable(transport: asyncio.WriteTransport) -> None:
+    """Wait, without reading, until the connection has bytes to read (or is closed). The
+    transport stops reading meanwhile (`start_tls` starts it again), and the wait is on a
+    duplicate of its socket's descriptor: asyncio lets one descriptor have one reader."""
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return
+    assert isinstance(transport, asyncio.ReadTransport)
+    transport.pause_reading()
+    loop = asyncio.get_running_loop()
+    ready: asyncio.Future[None] = loop.create_future()
+
+    def readable() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    fd = os.dup(sock.fileno())
+    try:
+        loop.add_reader(fd, readable)
+        await ready
+    finally:
+        loop.remove_reader(fd)
+        os.close(fd)
 
 
 def _phrase(status: int) -> bytes:

@@ -45,13 +45,31 @@ class ConnectionsCollector(Collector):
             "a request), by listener",
             labels=["listener"],
         )
+        shed = CounterMetricFamily(
+            f"{PREFIX}_requests_shed",
+            "Requests answered 429 without a decision for waiting in the webhook past "
+            "--queue-timeout (the worker is behind; the API server applies the failurePolicy)",
+            labels=["listener"],
+        )
+        paced = CounterMetricFamily(
+            f"{PREFIX}_handshakes_paced",
+            "New connections whose TLS handshake waited for its turn (--handshake-rate)",
+            labels=["listener"],
+        )
+        refused = CounterMetricFamily(
+            f"{PREFIX}_handshakes_refused",
+            "New connections closed before their handshake: no turn within half the "
+            "--handshake-timeout (--handshake-rate)",
+            labels=["listener"],
+        )
         for s in stats:
             now.add_metric([s.name], s.open)
             budget.add_metric([s.name], s.max_connections)
             closed.add_metric([s.name], s.closed_over_budget)
-        yield now
-        yield budget
-        yield closed
+            shed.add_metric([s.name], s.shed)
+            paced.add_metric([s.name], s.handshakes_paced)
+            refused.add_metric([s.name], s.handshakes_refused)
+        yield from (now, budget, closed, shed, paced, refused)
 
 
 class _CacheCollector(Collector):

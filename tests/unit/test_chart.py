@@ -448,6 +448,8 @@ def test_deployment_runs_the_webhook_in_cluster() -> None:
         "--handshake-timeout=5s",
         "--header-timeout=5s",
         "--idle-timeout=30s",
+        "--queue-timeout=500ms",
+        "--handshake-rate=100",
         "--max-body-bytes=4194304",
         "--health-max-connections=32",
         "--health-header-timeout=3s",
@@ -913,7 +915,12 @@ def test_the_health_port_admits_only_the_metrics_scraper_by_default() -> None:
 def test_the_listeners_budgets_and_deadlines_are_values() -> None:
     values = {
         "server": {
-            "tls": {"maxConnections": 4096, "headerTimeout": "2s"},
+            "tls": {
+                "maxConnections": 4096,
+                "headerTimeout": "2s",
+                "queueTimeout": "0s",
+                "handshakeRate": 0,
+            },
             "health": {"maxConnections": 8, "idleTimeout": "1s"},
         }
     }
@@ -921,6 +928,8 @@ def test_the_listeners_budgets_and_deadlines_are_values() -> None:
     assert "--max-connections=4096" in args
     assert "--header-timeout=2s" in args
     assert "--handshake-timeout=5s" in args  # the default of what was not given
+    assert "--queue-timeout=0s" in args
+    assert "--handshake-rate=0" in args
     assert "--health-max-connections=8" in args
     assert "--health-idle-timeout=1s" in args
 
@@ -960,6 +969,8 @@ def test_the_listeners_budgets_and_deadlines_are_values() -> None:
         ({"server": {"tls": {"headerTimeout": "0s"}}}, "headerTimeout"),
         ({"server": {"tls": {"headerTimeout": "5"}}}, "headerTimeout"),
         ({"server": {"health": {"handshakeTimeout": "5s"}}}, "handshakeTimeout"),
+        ({"server": {"tls": {"queueTimeout": "1"}}}, "queueTimeout"),
+        ({"server": {"tls": {"handshakeRate": -1}}}, "handshakeRate"),
         ({"networkPolicy": {"enabled": True, "healthFrom": [{}]}}, "healthFrom"),
         (
             {"networkPolicy": {"healthFrom": [{"namespaceSelecter": {}}]}},
@@ -987,6 +998,8 @@ def test_the_listeners_budgets_and_deadlines_are_values() -> None:
         "zero-deadline",
         "deadline-without-unit",
         "no-handshake-on-plain-http",
+        "queue-timeout-without-unit",
+        "negative-handshake-rate",
         "empty-peer",
         "peer-typo",
     ],

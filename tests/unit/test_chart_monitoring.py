@@ -130,6 +130,7 @@ def test_the_alerts_operators_expect_are_there() -> None:
         "PruneGateDeletionStuck",
         "PruneGateStuckDetectorFailing",
         "PruneGateWebhookErrors",
+        "PruneGateWebhookShedding",
         "PruneGateWebhookConfigurationTampered",
         "PruneGateCustomResourcesUncounted",
     }
@@ -154,7 +155,7 @@ def test_promtool_checks_the_rendered_rules(tmp_path: Path, tls: Obj) -> None:
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rule["spec"]))
     checked = run_promtool("check", "rules", "rules.yaml", cwd=tmp_path)
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "SUCCESS: 10 rules found" in checked.stdout
+    assert "SUCCESS: 11 rules found" in checked.stdout
 
 
 def test_promtool_refuses_a_broken_rule(tmp_path: Path) -> None:
@@ -346,6 +347,31 @@ def test_promtool_unit_tests_of_the_alerts(tmp_path: Path) -> None:
                             }
                         ],
                     },
+                ],
+            },
+            {
+                "interval": "1m",
+                # two workers shed 60 reviews a minute between them for 20 minutes, then none
+                "input_series": [
+                    series("prune_gate_webhook_requests_shed_total", "0+30x20 600x20", worker="0"),
+                    series("prune_gate_webhook_requests_shed_total", "0+30x20 600x20", worker="1"),
+                    series("prune_gate_webhook_requests_shed_total", "0x40", pod="b"),
+                ],
+                "alert_rule_test": [
+                    {"eval_time": "8m", "alertname": "PruneGateWebhookShedding", "exp_alerts": []},
+                    {
+                        "eval_time": "17m",
+                        "alertname": "PruneGateWebhookShedding",
+                        "exp_alerts": [
+                            {
+                                "exp_labels": {**base, "severity": "warning"},
+                                "exp_annotations": expanded(
+                                    named["PruneGateWebhookShedding"], value="1"
+                                ),
+                            }
+                        ],
+                    },
+                    {"eval_time": "35m", "alertname": "PruneGateWebhookShedding", "exp_alerts": []},
                 ],
             },
         ],

@@ -90,7 +90,9 @@ def serving(
     server = HttpsServer(
         app,
         CertReloader(cert, key, client_ca_file=ca_file).context,
-        limits or Limits(max_body_bytes=64 * 1024 + 1),
+        # Requests are not shed unless a test asks: its client threads share this process's
+        # interpreter lock with the server, and a turn of the lock is not a server behind.
+        limits or Limits(max_body_bytes=64 * 1024 + 1, queue_seconds=None),
     )
     sock = listen_socket("127.0.0.1", 0)
     health_sock: socket.socket | None = None
@@ -212,7 +214,7 @@ def test_malformed_http_is_a_json_400_and_the_connection_closes(tmp_path: Path) 
 
 
 def test_headers_over_the_limit_are_a_json_431(tmp_path: Path) -> None:
-    with serving(tmp_path, Limits(max_header_bytes=2048)) as served:
+    with serving(tmp_path, Limits(max_header_bytes=2048, queue_seconds=None)) as served:
         sock = served.tls_socket()
         try:
             sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 8192 + b"\r\n\r\n")
@@ -281,7 +283,9 @@ def test_a_chunked_review_within_the_limit_is_decided(tmp_path: Path) -> None:
 def test_slow_and_silent_clients_are_cut_off(tmp_path: Path) -> None:
     # Deadlines long enough that the well-behaved client (handshake, then a whole request) is
     # never cut off by a stall of the shared machine; the test waits them out once.
-    limits = Limits(handshake_seconds=5.0, request_seconds=5.0, idle_seconds=5.0)
+    limits = Limits(
+        handshake_seconds=5.0, request_seconds=5.0, idle_seconds=5.0, queue_seconds=None
+    )
     with serving(tmp_path, limits) as served:
         no_handshake = socket.create_connection(("127.0.0.1", served.port), timeout=PATIENCE)
         half_a_request = served.tls_socket()
@@ -302,7 +306,7 @@ def test_slow_and_silent_clients_are_cut_off(tmp_path: Path) -> None:
 def test_a_connection_past_the_budget_closes_the_one_idle_longest(tmp_path: Path) -> None:
     """At its budget a listener takes the new connection and closes the oldest that is not in a
     request: refusing the new one would leave the budget to whoever holds it."""
-    with serving(tmp_path, Limits(max_connections=3)) as served:
+    with serving(tmp_path, Limits(max_connections=3, queue_seconds=None)) as served:
         held = [served.connect() for _ in range(3)]
         try:
             for i, conn in enumerate(held):

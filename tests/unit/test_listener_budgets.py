@@ -93,7 +93,9 @@ def test_a_half_sent_head_is_closed_at_its_own_listeners_header_deadline(tmp_pat
     a small one on the health port, while the TLS port's (long here) leaves its own half-sent
     head alone until it ends and is answered."""
     quick = replace(HEALTH_LIMITS, header_seconds=0.2, idle_seconds=NEVER)
-    tls_limits = Limits(handshake_seconds=NEVER, header_seconds=NEVER, request_seconds=NEVER)
+    tls_limits = Limits(
+        handshake_seconds=NEVER, header_seconds=NEVER, request_seconds=NEVER, queue_seconds=None
+    )
     with serving(tmp_path, tls_limits, health=quick) as served:
         on_tls = served.tls_socket()
         on_health = socket.create_connection(("127.0.0.1", served.health_port), timeout=PATIENCE)
@@ -153,6 +155,7 @@ def test_half_sent_handshakes_do_not_cut_off_the_api_servers_connections(tmp_pat
         handshake_seconds=NEVER,
         header_seconds=NEVER,
         max_body_bytes=64 * 1024 + 1,
+        queue_seconds=None,
     )
     with serving(tmp_path, limits, client_ca=True) as served, ExitStack() as held:
         api = served.connect()
@@ -179,7 +182,9 @@ def test_half_sent_handshakes_do_not_cut_off_the_api_servers_connections(tmp_pat
 def test_idle_keep_alive_connections_make_room_for_new_ones(tmp_path: Path) -> None:
     """48 clients that each send one request and keep the connection, against a budget of 16
     (idle limit never reached): each new one is served, and those idle longest are closed."""
-    limits = Limits(max_connections=16, idle_seconds=NEVER, max_body_bytes=64 * 1024 + 1)
+    limits = Limits(
+        max_connections=16, idle_seconds=NEVER, max_body_bytes=64 * 1024 + 1, queue_seconds=None
+    )
     with serving(tmp_path, limits) as served, ExitStack() as held:
         conns = []
         for i in range(48):

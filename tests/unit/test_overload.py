@@ -1,0 +1,301 @@
+"""The webhook past what it can serve (issue 40): it sheds or paces, it does not collapse.
+
+Two mechanisms of `webhook.httpserver`, each against the real server on loopback over real
+TLS: a request that waited in the worker past `queue_seconds` is answered 429 at once without a
+decision (the API server applies its failurePolicy now, not at its timeout), and new TLS
+handshakes take turns per peer address (`handshake_rate`), so a caller that opens connection
+after connection cannot spend the worker's core on handshakes. Waits are for conditions (the app
+entered, an answer, a closed socket); the only sleeps are the app's own work, which is what
+makes a queue. The figures under load are bench/bench_load.py's, not a test's.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Iterable
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from tests.unit.test_httpserver import PATIENCE, Served, closed_by_server, delete, serving
+from tests.unit.test_webhook_app import claim, make_app, pod, review
+from webhook.httpserver import HandshakePace, Limits
+
+# --- the handshake turns, as arithmetic ---------------------------------------------------------
+
+
+def test_a_burst_is_served_at_once_then_turns_come_at_the_rate() -> None:
+    pace = HandshakePace(rate=10, burst=5)
+    assert [pace.turn(100.0, within=1.0) for _ in range(5)] == [0.0] * 5
+    waits = [pace.turn(100.0, within=1.0) for _ in range(3)]
+    assert waits == pytest.approx([0.1, 0.2, 0.3])
+
+
+def test_a_turn_further_than_it_may_wait_is_refused_and_not_taken() -> None:
+    pace = HandshakePace(rate=1, burst=1)
+    assert pace.turn(0.0, within=0.5) == 0.0
+    assert pace.turn(0.1, within=0.5) is None  # 0.9 s away
+    assert pace.turn(0.1, within=0.5) is None  # the refusal took nothing
+    assert pace.turn(0.6, within=0.5) == pytest.approx(0.4)
+
+
+def test_turns_left_unused_accumulate_up_to_the_burst_only() -> None:
+    pace = HandshakePace(rate=10, burst=3)
+    assert pace.turn(0.0, within=10) == 0.0
+    # An hour later, three at once, the fourth waits a tenth of a second.
+    assert [pace.turn(3600.0, within=10) for _ in range(4)] == pytest.approx([0, 0, 0, 0.1])
+
+
+# --- shedding -------------------------------------------------------------------------------------
+
+
+def request_bytes(name: str, uid: str) -> bytes:
+    body = json.dumps(review(claim(name), uid=uid)).encode()
+    return (
+        b"POST /validate HTTP/1.1\r\nHost: webhook\r\nContent-Type: application/json\r\n"
+        + f"Content-Length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
+
+
+def answer_of(sock: ssl.SSLSocket) -> tuple[int, dict[str, str], dict[str, Any]]:
+    resp = http.client.HTTPResponse(sock)
+    resp.begin()
+    return resp.status, dict(resp.getheaders()), json.loads(resp.read())
+
+
+class SlowApp:
+    """The real app, with work to do: the first review waits until the test lets it go (the
+    worker is busy, the others queue behind it), each later one takes `work` seconds."""
+
+    def __init__(self, work: float) -> None:
+        self.app, _ = make_app(claim("data"), claim("free"), pod("web-0", "data"))
+        self.work = work
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.calls = 0
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+        if environ["PATH_INFO"] == "/validate":
+            self.calls += 1
+            if self.calls == 1:
+                self.entered.set()
+                assert self.release.wait(PATIENCE)
+            else:
+                time.sleep(self.work)
+        result: Iterable[bytes] = self.app(environ, start_response)
+        return result
+
+
+QUEUED = 20
+
+
+def test_requests_that_waited_past_the_queue_limit_are_answered_429_at_once(
+    tmp_path: Path,
+) -> None:
+    """20 reviews queue behind a busy worker; each one served takes 0.25 s, and a review may
+    wait 1 s: the first few are decided, every later one is answered 429 without a decision (the
+    app is not called for it), with the reason and Retry-After, on a connection that stays
+    usable."""
+    app = SlowApp(work=0.25)
+    limits = Limits(max_body_bytes=64 * 1024 + 1, queue_seconds=1.0)
+    with serving(tmp_path, limits, app=app) as served, ExitStack() as held:
+        busy, *queued = socks = [served.tls_socket() for _ in range(QUEUED + 1)]
+        for s in socks:
+            held.callback(s.close)
+        busy.sendall(request_bytes("data", "busy"))
+        assert app.entered.wait(PATIENCE), "the first review never reached the app"
+        for i, s in enumerate(queued):
+            s.sendall(request_bytes("free", f"queued-{i}"))
+        app.release.set()
+        status, _, body = answer_of(busy)
+        assert (status, body["response"]["allowed"]) == (200, False)
+        answers = [answer_of(s) for s in queued]
+        decided = [a for a in answers if a[0] == 200]
+        shed = [a for a in answers if a[0] == 429]
+        assert len(decided) + len(shed) == QUEUED, [a[0] for a in answers]
+        # 1 s of waiting holds at most 4 reviews of 0.25 s (and the one in hand): the rest shed.
+        assert len(decided) <= 5
+        assert len(shed) >= QUEUED - 5
+        assert app.calls == 1 + len(decided), "a shed review reached the app"
+        status, headers, body = shed[0]
+        assert headers["Retry-After"] == "1"
+        assert body["error"] == "overloaded"
+        assert "--queue-timeout of 1 s" in body["reason"]
+        stats = {s.name: s for s in served.server.stats()}
+        assert stats["tls"].shed == len(shed)
+        # The shed connection is kept: its next review, with no queue, is decided.
+        again = next(s for s, a in zip(queued, answers, strict=True) if a[0] == 429)
+        app.work = 0.0
+        again.sendall(request_bytes("data", "again"))
+        status, _, body = answer_of(again)
+        assert (status, body["response"]["uid"]) == (200, "again")
+
+
+def test_with_no_queue_limit_every_queued_request_is_decided(tmp_path: Path) -> None:
+    """`--queue-timeout 0s` turns shedding off: the same queue is decided whole, late."""
+    app = SlowApp(work=0.1)
+    limits = Limits(max_body_bytes=64 * 1024 + 1, queue_seconds=None)
+    with serving(tmp_path, limits, app=app) as served, ExitStack() as held:
+        busy, *queued = socks = [served.tls_socket() for _ in range(6)]
+        for s in socks:
+            held.callback(s.close)
+        busy.sendall(request_bytes("data", "busy"))
+        assert app.entered.wait(PATIENCE)
+        for i, s in enumerate(queued):
+            s.sendall(request_bytes("free", f"queued-{i}"))
+        app.release.set()
+        answers = [answer_of(s) for s in socks]
+        assert [a[0] for a in answers] == [200] * 6
+        assert served.server.stats()[0].shed == 0
+
+
+# --- handshake turns ------------------------------------------------------------------------------
+
+
+def tls_from(served: Served, source: str) -> ssl.SSLSocket:
+    """A TLS connection to the server from the loopback address `source` (127.0.0.0/8 are all
+    this machine's: each is a peer address of its own to the server)."""
+    raw = socket.create_connection(
+        ("127.0.0.1", served.port), timeout=PATIENCE, source_address=(source, 0)
+    )
+    return served.context.wrap_socket(raw, server_hostname="127.0.0.1")
+
+
+def test_a_peer_past_its_handshake_turns_is_closed_at_once_and_others_are_not(
+    tmp_path: Path,
+) -> None:
+    """One handshake a hundred seconds per address: an address's second connection finds its
+    turn far beyond half the handshake deadline and is closed before its handshake, while
+    another address still handshakes. Connections that send nothing take no turn."""
+    limits = Limits(max_body_bytes=64 * 1024 + 1, queue_seconds=None, handshake_rate=0.01)
+    with serving(tmp_path, limits) as served, ExitStack() as held:
+        for _ in range(5):  # silent: no ClientHello, no turn
+            silent = socket.create_connection(("127.0.0.1", served.port), timeout=PATIENCE)
+            held.callback(silent.close)
+        first = tls_from(served, "127.0.0.1")
+        held.callback(first.close)
+        with pytest.raises((ssl.SSLError, ConnectionError)):
+            held.callback(tls_from(served, "127.0.0.1").close)
+        other = tls_from(served, "127.0.0.2")
+        held.callback(other.close)
+        for sock, uid in ((first, "first"), (other, "other")):
+            sock.sendall(request_bytes("free", uid))
+            status, _, body = answer_of(sock)
+            assert (status, body["response"]["uid"]) == (200, uid)
+        stats = served.server.stats()[0]
+        assert (stats.handshakes_refused, stats.handshakes_paced) == (1, 0)
+
+
+def test_a_connection_waiting_for_its_turn_is_served_when_it_comes(tmp_path: Path) -> None:
+    """At 20 a second (bursts of 10), 14 connections at once: the last four wait their turn,
+    then are served; the wait is counted."""
+    limits = Limits(max_body_bytes=64 * 1024 + 1, queue_seconds=None, handshake_rate=20)
+    with serving(tmp_path, limits) as served, ExitStack() as held:
+        socks = []
+        for _ in range(14):
+            raw = socket.create_connection(("127.0.0.1", served.port), timeout=PATIENCE)
+            held.callback(raw.close)
+            socks.append(raw)
+        # Each sends its ClientHello now; the handshakes finish in turn order.
+        conns = [served.context.wrap_socket(s, server_hostname="127.0.0.1") for s in socks]
+        for conn in conns:
+            held.callback(conn.close)
+        for i, conn in enumerate(conns):
+            conn.sendall(request_bytes("data", f"turn-{i}"))
+            status, _, body = answer_of(conn)
+            assert (status, body["response"]["allowed"]) == (200, False)
+        assert served.server.stats()[0].handshakes_paced >= 1
+
+
+def test_half_sent_hellos_from_one_address_do_not_hold_back_another(tmp_path: Path) -> None:
+    """A stranger starts handshakes as fast as it can and never finishes them: it uses up its
+    own address's turns (its later connections are closed at once), never the API server's."""
+    limits = Limits(max_body_bytes=64 * 1024 + 1, queue_seconds=None, handshake_rate=5)
+    half_a_hello = b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"
+    with serving(tmp_path, limits) as served, ExitStack() as held:
+        stranger = []
+        for _ in range(40):
+            sock = socket.create_connection(
+                ("127.0.0.1", served.port), timeout=PATIENCE, source_address=("127.0.0.3", 0)
+            )
+            held.callback(sock.close)
+            sock.sendall(half_a_hello)
+            stranger.append(sock)
+        assert closed_by_server(stranger[-1]), "the stranger's turns never ran out"
+        conn = served.connect()
+        try:
+            assert delete(conn, "data", "api-server")["allowed"] is False
+        finally:
+            conn.close()
+        assert served.server.stats()[0].handshakes_refused >= 1
+
+
+# --- the settings -------------------------------------------------------------------------------
+
+
+KUBECONFIG = """
+apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+"""
+
+
+def test_the_command_line_turns_each_bound_off_with_zero(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from gate.cli import main
+    from webhook import cli
+
+    seen: list[Any] = []
+    monkeypatch.setattr(cli, "_serve", seen.append)
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(KUBECONFIG)
+    serve = ["webhook", "serve", "--self-signed", "--kubeconfig", str(kubeconfig)]
+    result = CliRunner().invoke(main, [*serve, "--queue-timeout", "0s", "--handshake-rate", "0"])
+    assert result.exit_code == 0, result.output
+    assert (seen[0].limits.queue_seconds, seen[0].limits.handshake_rate) == (None, None)
+    result = CliRunner().invoke(main, serve)
+    assert (seen[1].limits.queue_seconds, seen[1].limits.handshake_rate) == (0.5, 100.0)
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--queue-timeout", "1"], "--queue-timeout: '1' is not a duration"),
+        (["--handshake-rate", "-1"], "--handshake-rate"),
+    ],
+)
+def test_a_bad_overload_bound_is_a_usage_error(
+    monkeypatch: pytest.MonkeyPatch, args: list[str], said: str
+) -> None:
+    from gate.cli import main
+    from webhook import cli
+
+    monkeypatch.setattr(cli, "_serve", lambda _o: pytest.fail("served"))
+    result = CliRunner().invoke(main, ["webhook", "serve", "--self-signed", *args])
+    assert result.exit_code == 2, result.output
+    assert said in result.output
+
+
+def test_the_charts_defaults_are_the_command_lines() -> None:
+    import yaml
+
+    from tests.unit.test_body_limit import VALUES
+    from webhook.cli import serve
+
+    tls_values = yaml.safe_load(VALUES.read_text(encoding="utf-8"))["server"]["tls"]
+    defaults = {p.name: p.default for p in serve.params}
+    assert tls_values["queueTimeout"] == defaults["queue_timeout"]
+    assert tls_values["handshakeRate"] == defaults["handshake_rate"]
