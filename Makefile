@@ -82,6 +82,7 @@ test: lint native binaries
 	PATH="$(KUSTOMIZE_BIN):$(KUBE_BIN):$$PATH" $(PYTHON) scripts/lowest-versions
 
 bench: native binaries
+	$(BIN)/python -m pip install --quiet -e '.[bench]' --config-settings editable_mode=compat
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench
 
 # The documentation site, strict: a broken link or anchor fails it (tests/unit/test_docs.py too).

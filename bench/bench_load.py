@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import datetime as dt
 import http.client
 import json
 import os
@@ -71,7 +72,8 @@ KYVERNO_POLICY_NAME = "bench-refuse-mounted-claim-delete"
 KYVERNO_NAMESPACE = "kyverno"
 #: The namespace label the webhooks' namespaceSelectors pick their setup's namespace by.
 SETUP_LABEL = "bench.prune-gate.io/setup"
-SETUPS = ("none", "prune-gate", "kyverno")
+#: The floor: a webhook that decides nothing (bench/noop_webhook.py), registered the same way.
+SETUPS = ("none", "prune-gate", "kyverno", "floor")
 DEPLOYER = "system:serviceaccount:flux-system:kustomize-controller"
 POLICY: dict[str, Any] = {"webhook": {"deployers": [DEPLOYER]}}
 VWC = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
@@ -89,10 +91,22 @@ TARGET_MEMORY_MB = 150.0
 POLL_SECONDS = 0.01
 SETTLED_STREAK = 10
 ENFORCED_STREAK = 20
+#: The namespace of the change-to-decision trials: none of the setups'.
+CHANGE_NS = len(SETUPS)
 #: vegeta gives up on a request after this long: the registration's timeoutSeconds (5 s, the
 #: default of `--timeout-seconds` and the chart), after which the API server applies the
 #: failurePolicy. A timeout counts as a transport error.
 TIMEOUT_SECONDS = 5
+#: Each vegeta run starts with this long more, left out of the latency percentiles: the
+#: connections it opens then (each a TLS handshake) are a start-up cost a caller like the API
+#: server, which keeps its connections, pays once; its slowest answer is printed apart.
+WARMUP_SECONDS = 1.0
+#: Issue 40's overload figure: at about twice saturation, the share of requests answered (a
+#: verdict, or an explicit 429) within this long.
+ANSWERED_SECONDS = 1.0
+TARGET_ANSWERED_SHARE = 0.90
+#: The constant rate that is about twice saturation on this machine (issue 40).
+OVERLOAD_RATE = 4000
 
 T = TypeVar("T")
 
@@ -145,6 +159,8 @@ class Memory:
         if not self.processes:
             return "-"
         many = f", {self.processes} processes" if self.processes > 1 else ""
+        if not self.pss:
+            return f"RSS {self.rss:.0f} MiB{many}"
         return f"RSS {self.rss:.0f} MiB (PSS {self.pss:.0f} MiB{many})"
 
 
@@ -175,12 +191,31 @@ def connections_to(port: int) -> int:
     return sum(1 for ln in lines if (f := ln.split())[1] == local and f[3] == "01")
 
 
+def rss_of(root: int) -> Memory:
+    """RSS summed over a process tree from /proc/PID/status: cheap, unlike smaps_rollup, whose
+    walk of a process's page tables holds its memory map's lock and stalls it (a worker's
+    reviews waited up to 50 ms each time it was read, the p99 of a quiet run). No PSS."""
+    mem = Memory()
+    for pid in process_tree(root):
+        try:
+            text = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        found = re.search(r"^VmRSS:\s+(\d+) kB", text, re.MULTILINE)
+        if found:
+            mem.rss += int(found.group(1)) / 1024
+            mem.processes += 1
+    return mem
+
+
 class PeakMemory:
     """Samples a process tree's memory (and the connections to its port) from a thread while in
-    the `with` block; keeps the peaks."""
+    the `with` block; keeps the peaks. RSS only (`rss_of`), unless `pss`: then smaps_rollup,
+    which stalls the server while it is read, so latency figures come from runs without it."""
 
-    def __init__(self, root: int, port: int = 0, every: float = 0.25) -> None:
+    def __init__(self, root: int, port: int = 0, every: float = 0.25, pss: bool = False) -> None:
         self.root, self.port, self.every = root, port, every
+        self.read = memory_of if pss else rss_of
         self.peak = Memory()
         self.connections = 0
         self._stop = threading.Event()
@@ -188,7 +223,7 @@ class PeakMemory:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            mem = memory_of(self.root)
+            mem = self.read(self.root)
             if mem.rss > self.peak.rss:
                 self.peak = mem
             if self.port:
@@ -265,7 +300,7 @@ def pod_with(i: int, node: str, claim: str | None, name: str | None = None) -> d
 
 
 def populate(raw: Raw, lay: Layout) -> float:
-    """Namespaces (the first three labelled with their setup), two nodes, claims, then pods."""
+    """Namespaces (the first four labelled with their setup), two nodes, claims, then pods."""
     started = time.perf_counter()
     for k in range(lay.namespaces):
         labels = {SETUP_LABEL: SETUPS[k]} if k < len(SETUPS) else {}
@@ -534,11 +569,16 @@ class Attack:
     ok: int = 0
     wrong: int = 0  # 200 with the wrong verdict, or a uid that was not sent
     non_2xx: int = 0
+    shed: int = 0  # of those, 429: shed by the server, an explicit answer without a decision
+    answered_1s: int = 0  # any HTTP answer (a verdict or a 429) within ANSWERED_SECONDS
     transport: int = 0  # no answer: refused, reset, or TIMEOUT_SECONDS passed
     timeouts: int = 0  # of those, timed out
     p50: float = 0.0
     p90: float = 0.0
     p99: float = 0.0
+    #: The slowest answer of the first WARMUP_SECONDS (left out of p50/p90/p99): vegeta opens
+    #: its connections then, a TLS handshake each, as a caller does once.
+    warmup_max: float = 0.0
     achieved: float = 0.0  # requests/s sent
     throughput: float = 0.0  # right answers/s
     vegeta_cpu: float = 0.0
@@ -552,7 +592,14 @@ class Attack:
         return self.wrong + self.non_2xx + self.transport
 
     def latency(self) -> str:
-        return f"p50 {self.p50:.1f} / p90 {self.p90:.1f} / p99 {self.p99:.1f} ms"
+        return (
+            f"p50 {self.p50:.1f} / p90 {self.p90:.1f} / p99 {self.p99:.1f} ms "
+            f"(first {WARMUP_SECONDS:g} s apart: max {self.warmup_max:.0f} ms)"
+        )
+
+    @property
+    def answered_share(self) -> float:
+        return self.answered_1s / self.requests if self.requests else 0.0
 
     def outcome(self) -> str:
         if not self.failed:
@@ -562,12 +609,19 @@ class Attack:
             for n, what in (
                 (self.transport - self.timeouts, "transport errors"),
                 (self.timeouts, f"timeouts (> {TIMEOUT_SECONDS} s)"),
-                (self.non_2xx, "non-2xx"),
+                (self.shed, "shed (429)"),
+                (self.non_2xx - self.shed, "other non-2xx"),
                 (self.wrong, "wrong verdicts"),
             )
             if n
         ]
         return f"{self.ok}/{self.requests} right, " + ", ".join(parts)
+
+
+def _stamp(text: str) -> float:
+    """Seconds since the epoch of vegeta's RFC 3339 timestamp (nanoseconds cut to micro)."""
+    trimmed = re.sub(r"(\.\d{6})\d+", r"\1", text).replace("Z", "+00:00")
+    return dt.datetime.fromisoformat(trimmed).timestamp()
 
 
 def write_targets(path: Path, url: str, bodies: list[bytes]) -> None:
@@ -599,15 +653,17 @@ def attack(
     duration: float,
     max_workers: int,
     out_dir: Path,
+    pss: bool = False,
 ) -> Attack:
-    """One vegeta attack, its results decoded and every answer checked."""
+    """One vegeta attack, its results decoded and every answer checked; `pss`: the server's
+    PSS sampled too (which slows it: see `rss_of`)."""
     results = out_dir / f"results-{uuid.uuid4().hex[:8]}.bin"
     cmd = [
         vegeta,
         "attack",
         "-format=json",
         f"-targets={targets.path}",
-        f"-duration={duration}s",
+        f"-duration={duration + WARMUP_SECONDS}s",
         f"-timeout={TIMEOUT_SECONDS}s",
         "-http2=false",
         "-keepalive=true",
@@ -623,7 +679,7 @@ def attack(
         cmd += ["-rate=0", f"-workers={max_workers}", f"-max-workers={max_workers}"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
-    with PeakMemory(server.proc.pid, server.port) as peak:
+    with PeakMemory(server.proc.pid, server.port, pss=pss) as peak:
         proc = subprocess.run(cmd, capture_output=True, timeout=duration + 60, check=False)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode:
@@ -641,8 +697,6 @@ def attack(
             timeout=120,
         ).stdout
     )
-    lat = report["latencies"]
-    out.p50, out.p90, out.p99 = (lat[k] / 1e6 for k in ("50th", "90th", "99th"))
     out.requests = int(report["requests"])
     out.achieved = float(report["rate"])
     elapsed = (report["duration"] + report["wait"]) / 1e9
@@ -650,9 +704,24 @@ def attack(
         [vegeta, "encode", "-to=json", str(results)], capture_output=True, check=True, timeout=120
     ).stdout
     seen_errors: dict[str, int] = {}
-    for line in encoded.splitlines():
-        r = json.loads(line)
+    decoded = [json.loads(line) for line in encoded.splitlines()]
+    started_at = [_stamp(r["timestamp"]) for r in decoded]
+    first = min(started_at, default=0.0)
+    steady: list[float] = []
+    warming: list[float] = []
+    for r, at in zip(decoded, started_at, strict=True):
+        (warming if at < first + WARMUP_SECONDS else steady).append(int(r["latency"]) / 1e6)
+    if len(steady) >= 2:
+        out.p50, out.p90, out.p99 = (
+            statistics.quantiles(steady, n=100, method="inclusive")[q - 1] for q in (50, 90, 99)
+        )
+    out.warmup_max = max(warming, default=0.0)
+    for r in decoded:
         code = int(r.get("code") or 0)
+        if code and int(r.get("latency") or 0) <= ANSWERED_SECONDS * 1e9:
+            out.answered_1s += 1
+        if code == 429:
+            out.shed += 1
         if code == 0:
             out.transport += 1
             text = str(r.get("error") or "")
@@ -826,17 +895,49 @@ def wait_enforced(raw: Raw, setup: Setup, proc: subprocess.Popen[bytes] | None, 
     wait_for(f"{setup.name} to refuse {setup.namespace}/{setup.mounted}", enforced, 240, 0.05)
 
 
-def register_prune_gate(raw: Raw, server: Server, name: str) -> None:
-    """What `--register` registers (webhook.register), narrowed to the prune-gate namespace."""
+def register_prune_gate(
+    raw: Raw, port: int, ca_pem: bytes, name: str, setup: str = "prune-gate"
+) -> None:
+    """What `--register` registers (webhook.register), narrowed to the setup's namespace."""
     from gate.sources.policyfile import policy_from_dict
     from webhook.register import build_configuration
 
     config = build_configuration(
-        name, f"https://127.0.0.1:{server.port}/validate", server.ca_pem, policy_from_dict(POLICY)
+        name, f"https://127.0.0.1:{port}/validate", ca_pem, policy_from_dict(POLICY)
     )
     for hook in config["webhooks"]:
-        hook["namespaceSelector"] = {"matchLabels": {SETUP_LABEL: "prune-gate"}}
+        hook["namespaceSelector"] = {"matchLabels": {SETUP_LABEL: setup}}
     raw.request("POST", VWC, config)
+
+
+@contextlib.contextmanager
+def floor_webhook(ctx: Context, name: str) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
+    """The no-op webhook (bench/noop_webhook.py) serving, registered as prune-gate is for the
+    floor setup's namespace; unregistered and stopped after."""
+    port = free_port()
+    cert_dir = ctx.tmp / "certs-floor"
+    argv = [sys.executable, "-m", "bench.noop_webhook", f"--port={port}", f"--cert-dir={cert_dir}"]
+    if ctx.client.ca is not None:
+        argv.append(f"--client-ca={ctx.client.ca}")
+    log = ctx.tmp / "floor.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            argv, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    try:
+
+        def ready() -> bool:
+            if proc.poll() is not None:
+                raise BenchError(f"the no-op webhook exited {proc.returncode}:\n{tail(log)}")
+            return (cert_dir / "ca.crt").exists()
+
+        wait_for("the no-op webhook", ready, 60, 0.05)
+        register_prune_gate(ctx.raw, port, (cert_dir / "ca.crt").read_bytes(), name, "floor")
+        yield proc, log
+    finally:
+        with contextlib.suppress(Exception):
+            api_call(ctx.raw, "DELETE", f"{VWC}/{name}")
+        stop_group(proc)
 
 
 # ------------------------------------------------------------------------------ Kyverno
@@ -1019,7 +1120,7 @@ def print_table(rows: list[Row], header: str) -> None:
         say("| " + " | ".join(x.ljust(w) for x, w in zip(c, widths, strict=True)) + " |")
 
 
-def attack_rows(w: int, kind: str, attacks: list[Attack], max_workers: int) -> list[Row]:
+def attack_rows(label: str, kind: str, attacks: list[Attack], max_workers: int) -> list[Row]:
     rows = []
     for a in attacks:
         if a.rate:
@@ -1027,10 +1128,14 @@ def attack_rows(w: int, kind: str, attacks: list[Attack], max_workers: int) -> l
             if a.rate == 500:
                 target = f"p99 <= {TARGET_P99_AT_500_MS:.0f} ms"
                 meets = a.p99 <= TARGET_P99_AT_500_MS and not a.failed
+            elif a.rate >= OVERLOAD_RATE:
+                target = f">= {TARGET_ANSWERED_SHARE:.0%} answered within {ANSWERED_SECONDS:g} s"
+                meets = a.answered_share >= TARGET_ANSWERED_SHARE
             rows.append(
                 Row(
-                    f"[w={w}] {kind} DELETE, constant {a.rate}/s",
-                    f"{a.latency()}; sent {a.achieved:.0f}/s; {a.outcome()}",
+                    f"[{label}] {kind} DELETE, constant {a.rate}/s",
+                    f"{a.latency()}; sent {a.achieved:.0f}/s; {a.outcome()}; "
+                    f"{a.answered_share:.1%} answered within {ANSWERED_SECONDS:g} s",
                     target,
                     meets,
                 )
@@ -1038,7 +1143,7 @@ def attack_rows(w: int, kind: str, attacks: list[Attack], max_workers: int) -> l
         else:
             rows.append(
                 Row(
-                    f"[w={w}] {kind} DELETE, saturated ({max_workers} concurrent)",
+                    f"[{label}] {kind} DELETE, saturated ({max_workers} concurrent)",
                     f"{a.throughput:,.0f} req/s; {a.latency()}; {a.outcome()}; "
                     f"vegeta used {a.vegeta_cpu / a.seconds:.0%} of a core",
                     f">= {TARGET_SATURATED:,.0f} req/s, no errors",
@@ -1051,43 +1156,29 @@ def attack_rows(w: int, kind: str, attacks: list[Attack], max_workers: int) -> l
 # ------------------------------------------------------------------------------ main
 
 
-def measure_workers(
-    w: int,
-    argv: list[str],
+def measure_server(
+    label: str,
+    started: contextlib.AbstractContextManager[Server],
     args: argparse.Namespace,
     ctx: Context,
+    full: bool,
 ) -> tuple[list[Row], list[str]]:
-    """Everything for one --workers value; the end-to-end part too when w is ctx.e2e_workers."""
+    """Everything for one server and worker count: the load figures for every server; for the
+    project's own (`full`), the change-to-decision trials too, and the end-to-end part when it
+    is ctx.e2e_label."""
     rows: list[Row] = []
     notes: list[str] = []
-    say(f"\n-- workers={w}: starting `{' '.join(Path(a).name for a in argv[:3])} ...`")
-    with webhook_server(argv, ctx.tmp, ctx.client) as server:
+    say(f"\n-- {label}: starting")
+    with started as server:
         idle = memory_of(server.proc.pid)
         say(f"ready in {server.ready_seconds:.1f}s; {idle.text()}")
         rows.append(
             Row(
-                f"[w={w}] start to ready ({ctx.lay.pods:,} pods + {ctx.lay.claims:,} claims)",
+                f"[{label}] start to ready ({ctx.lay.pods:,} pods + {ctx.lay.claims:,} claims)",
                 f"{server.ready_seconds:.1f} s",
             )
         )
-        url = f"https://127.0.0.1:{server.port}/validate"
-        caller = WebhookCaller(server.port, server.tls)
-        targets: dict[str, Targets] = {}
-        for kind, claims, allowed in (
-            ("refused", ctx.mounted_claims, False),
-            ("allowed", ctx.free_claims, True),
-        ):
-            uids = {f"{kind}-{w}-{i}-{uuid.uuid4().hex[:6]}" for i in range(len(claims))}
-            bodies = [
-                json.dumps(review(c, u)).encode() for c, u in zip(claims, sorted(uids), strict=True)
-            ]
-            for b in bodies[:3]:
-                if caller.allowed(b) is not allowed:
-                    raise BenchError(f"a {kind} review was answered allowed={not allowed}")
-            path = ctx.tmp / f"targets-{kind}-{w}.jsonl"
-            write_targets(path, url, bodies)
-            targets[kind] = Targets(path, uids, allowed)
-        caller.close()
+        targets = write_all_targets(label, server, ctx)
         attack(ctx.vegeta, server, targets["refused"], 100, 1, 1, ctx.tmp)  # warm-up
         peak, peak_conns = idle, 0
         attacks: dict[str, list[Attack]] = {kind: [] for kind in targets}
@@ -1099,58 +1190,234 @@ def measure_workers(
                 wait_for(
                     "the last run's connections to close",
                     lambda: connections_to(server.port) == 0,
-                    30,
+                    60,
                 )
                 a = attack(
                     ctx.vegeta, server, target, rate, args.duration, args.max_workers, ctx.tmp
                 )
                 say(
                     f"{kind} @{rate or 'max'}: {a.latency()}, {a.throughput:.0f} right/s, "
-                    f"{a.outcome()}; server {a.peak.text()}, {a.connections} connections"
+                    f"{a.outcome()}; {a.answered_share:.1%} answered within "
+                    f"{ANSWERED_SECONDS:g} s; server {a.peak.text()}, {a.connections} connections"
                 )
                 for e in a.errors[:3]:
                     say(f"   {e}")
                 if a.errors:
-                    notes.append(f"w={w} {kind} @{rate or 'max'}: " + "; ".join(a.errors[:3]))
+                    notes.append(f"{label} {kind} @{rate or 'max'}: " + "; ".join(a.errors[:3]))
                 if a.peak.rss > peak.rss:
                     peak, peak_conns = a.peak, a.connections
                 attacks[kind].append(a)
+        # Memory apart: PSS is read from smaps_rollup, which stalls the server (`rss_of`), so
+        # one more run at the highest rate samples it and gives no latency figure.
+        wait_for("the connections to close", lambda: connections_to(server.port) == 0, 60)
+        top = rates[-1]
+        mem_run = attack(
+            ctx.vegeta,
+            server,
+            targets["refused"],
+            top,
+            args.duration,
+            args.max_workers,
+            ctx.tmp,
+            pss=True,
+        )
+        say(f"memory @{top} (PSS sampled): {mem_run.peak.text()}, {mem_run.connections} conns")
+        wait_for("the connections to close", lambda: connections_to(server.port) == 0, 60)
+        if server.proc.poll() is not None:
+            raise BenchError(f"{label} exited {server.proc.returncode} under load")
+        settled = memory_of(server.proc.pid)
         for kind, done in attacks.items():
             done.sort(key=lambda a: (a.rate == 0, a.rate))
-            rows += attack_rows(w, kind, done, args.max_workers)
+            rows += attack_rows(label, kind, done, args.max_workers)
         rows.append(
             Row(
-                f"[w={w}] server memory, ready / peak under load",
-                f"{idle.text()} / {peak.text()} ({peak_conns} connections open)",
-                f"<= {TARGET_MEMORY_MB:.0f} MB",
-                peak.rss * 1.048576 <= TARGET_MEMORY_MB,
+                f"[{label}] server memory, ready / peak under {top}/s",
+                f"{idle.text()} / {mem_run.peak.text()} ({mem_run.connections} connections "
+                f"open); peak RSS over the runs above {peak.rss:.0f} MiB ({peak_conns} open)",
+                f"<= {TARGET_MEMORY_MB:.0f} MB PSS at peak",
+                mem_run.peak.pss * 1.048576 <= TARGET_MEMORY_MB,
             )
         )
-        change = change_trials(ctx.raw, ctx.lay, server, ctx.change_claims, str(w))
-        n = len(change.mount_first)
-        for what, first, settled in (
-            ("a pod mounting a free claim -> refused", change.mount_first, change.mount_settled),
-            ("its only pod deleted -> allowed", change.unmount_first, change.unmount_settled),
-        ):
-            rows.append(
-                Row(
-                    f"[w={w}] change to decision: {what}",
-                    f"p50 {statistics.median(first) * 1000:.0f} ms (first changed answer), "
-                    f"{statistics.median(settled) * 1000:.0f} ms ({SETTLED_STREAK} in a row); "
-                    f"max {max(settled) * 1000:.0f} ms; n={n}",
-                )
+        rows.append(
+            Row(
+                f"[{label}] after the overload, its connections closed: alive, memory",
+                f"{settled.text()} ({settled.pss - idle.pss:+.0f} MiB PSS since ready)",
             )
-        say(f"change to decision: {rows[-2].measured} | {rows[-1].measured}")
+        )
+        if full:
+            rows += change_rows(label, ctx, server)
         bad = [
             ln for ln in server.log.read_text(errors="replace").splitlines() if "Traceback" in ln
         ]
         if bad:
-            notes.append(f"w={w}: the server log has {len(bad)} tracebacks ({server.log})")
-        if w == ctx.e2e_workers:
+            notes.append(f"{label}: the server log has {len(bad)} tracebacks ({server.log})")
+        if full and ctx.e2e_label == label:
             e2e_rows, e2e_notes = end_to_end(ctx, server, args)
             rows += e2e_rows
             notes += e2e_notes
     return rows, notes
+
+
+def write_all_targets(label: str, server: Server, ctx: Context) -> dict[str, Targets]:
+    """The refused and the allowed reviews as vegeta targets, each kind checked once first."""
+    url = f"https://127.0.0.1:{server.port}/validate"
+    caller = WebhookCaller(server.port, server.tls)
+    targets: dict[str, Targets] = {}
+    tag = re.sub(r"[^a-z0-9]+", "-", label)
+    try:
+        for kind, claims, allowed in (
+            ("refused", ctx.mounted_claims, False),
+            ("allowed", ctx.free_claims, True),
+        ):
+            uids = {f"{kind}-{tag}-{i}-{uuid.uuid4().hex[:6]}" for i in range(len(claims))}
+            bodies = [
+                json.dumps(review(c, u)).encode() for c, u in zip(claims, sorted(uids), strict=True)
+            ]
+            for b in bodies[:3]:
+                if caller.allowed(b) is not allowed:
+                    raise BenchError(f"a {kind} review was answered allowed={not allowed}")
+            path = ctx.tmp / f"targets-{kind}-{tag}.jsonl"
+            write_targets(path, url, bodies)
+            targets[kind] = Targets(path, uids, allowed)
+    finally:
+        caller.close()
+    return targets
+
+
+def change_rows(label: str, ctx: Context, server: Server) -> list[Row]:
+    change = change_trials(ctx.raw, ctx.lay, server, ctx.change_claims, re.sub(r"\W+", "-", label))
+    n = len(change.mount_first)
+    rows = []
+    for what, first, settled in (
+        ("a pod mounting a free claim -> refused", change.mount_first, change.mount_settled),
+        ("its only pod deleted -> allowed", change.unmount_first, change.unmount_settled),
+    ):
+        rows.append(
+            Row(
+                f"[{label}] change to decision: {what}",
+                f"p50 {statistics.median(first) * 1000:.0f} ms (first changed answer), "
+                f"{statistics.median(settled) * 1000:.0f} ms ({SETTLED_STREAK} in a row); "
+                f"max {max(settled) * 1000:.0f} ms; n={n}",
+            )
+        )
+    say(f"change to decision: {rows[-2].measured} | {rows[-1].measured}")
+    return rows
+
+
+# ------------------------------------------------------------------------------ other servers
+
+
+#: The production WSGI servers bench_load runs the same app behind (bench/wsgi_app.py), each with
+#: the worker model its documentation recommends for an app of inline CPU work.
+WSGI_SERVERS = ("granian", "gunicorn")
+
+
+def wsgi_server_argv(
+    name: str, w: int, port: int, certs: Path, client_ca: Path | None
+) -> list[str]:
+    exe = str(Path(sys.executable).with_name(name))
+    if name == "granian":
+        # Rust (hyper, rustls): TLS, HTTP/1.1 and HTTP/2 off the interpreter; the app on one
+        # blocking thread per worker (more would only take turns on the interpreter lock).
+        argv = [
+            exe,
+            "--interface=wsgi",
+            "--factory",
+            "--host=127.0.0.1",
+            f"--port={port}",
+            f"--workers={w}",
+            "--blocking-threads=1",
+            f"--ssl-certificate={certs / 'tls.crt'}",
+            f"--ssl-keyfile={certs / 'tls.key'}",
+        ]
+        if client_ca is not None:
+            argv += [f"--ssl-ca={client_ca}", "--ssl-client-verify"]
+        return [*argv, "bench.wsgi_app:create"]
+    if name == "gunicorn":
+        # Its threaded worker, as this webhook was served before its own server (issue 13).
+        argv = [
+            exe,
+            f"--workers={w}",
+            "--worker-class=gthread",
+            "--threads=8",
+            f"--bind=127.0.0.1:{port}",
+            f"--certfile={certs / 'tls.crt'}",
+            f"--keyfile={certs / 'tls.key'}",
+            "--keep-alive=30",
+            "--backlog=1024",
+        ]
+        if client_ca is not None:
+            argv += [f"--ca-certs={client_ca}", "--cert-reqs=2"]
+        return [*argv, "bench.wsgi_app:create()"]
+    raise ValueError(f"unknown server {name}")
+
+
+def tls_status(server_port: int, tls_: Tls, path: str) -> int:
+    try:
+        conn = http.client.HTTPSConnection(
+            "127.0.0.1", server_port, context=tls_.context(), timeout=2
+        )
+        conn.request("GET", path)
+        status = conn.getresponse().status
+        conn.close()
+        return int(status)
+    except (OSError, http.client.HTTPException):
+        return 0
+
+
+@contextlib.contextmanager
+def wsgi_server(name: str, w: int, ctx: Context, policy: Path) -> Iterator[Server]:
+    """`name` serving the webhook's app (bench.wsgi_app) with `w` workers, each with its own
+    watch cache as `gate webhook serve`'s; timed to its /readyz 200 over TLS."""
+    from bench.wsgi_app import SERVE_ARGS
+    from webhook import tls as certs
+
+    port = free_port()
+    cert_dir = ctx.tmp / f"certs-{name}-{w}"
+    cert_dir.mkdir()
+    ca = certs.make_ca(f"bench {name} CA")
+    (cert_dir / "ca.crt").write_bytes(ca.cert_pem)
+    certs.write_pair(
+        certs.make_serving_cert(ca, ["127.0.0.1"]), cert_dir / "tls.crt", cert_dir / "tls.key"
+    )
+    serve_args = [
+        f"--cert-file={cert_dir / 'tls.crt'}",
+        f"--key-file={cert_dir / 'tls.key'}",
+        f"--listen=127.0.0.1:{port}",
+        f"--config={policy}",
+        f"--kubeconfig={ctx.kubeconfig}",
+        "--stuck-interval=0s",
+    ]
+    if ctx.client.ca is not None:
+        serve_args.append(f"--client-ca={ctx.client.ca}")
+    argv = wsgi_server_argv(name, w, port, cert_dir, ctx.client.ca)
+    log = ctx.tmp / f"{name}-{w}.log"
+    tls_ = Tls(cert_dir / "ca.crt", ctx.client.cert, ctx.client.key)
+    with log.open("wb") as out:
+        began = time.monotonic()
+        proc = subprocess.Popen(
+            argv,
+            cwd=REPO,
+            env={**os.environ, **MALLOC_ENV, SERVE_ARGS: json.dumps(serve_args)},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        streak = 0
+
+        def ready() -> bool:
+            # Each new connection goes to any worker: every one must be ready.
+            nonlocal streak
+            if proc.poll() is not None:
+                raise BenchError(f"{name} exited {proc.returncode}:\n{tail(log)}")
+            streak = streak + 1 if tls_status(port, tls_, "/readyz") == 200 else 0
+            return streak >= ENFORCED_STREAK
+
+        wait_for(f"{name}'s /readyz", ready, 300, 0.05)
+        yield Server(proc, port, 0, tls_, log, time.monotonic() - began, ca.cert_pem)
+    finally:
+        stop_group(proc)
 
 
 @dataclass
@@ -1164,7 +1431,8 @@ class Context:
     kyverno: str | None
     kyverno_reason: str
     own_cluster: bool
-    e2e_workers: int
+    #: The server whose end-to-end figures are measured: the project's, with the most workers.
+    e2e_label: str
     mounted_claims: list[dict[str, Any]] = field(default_factory=list)
     free_claims: list[dict[str, Any]] = field(default_factory=list)
     change_claims: list[dict[str, Any]] = field(default_factory=list)
@@ -1180,24 +1448,33 @@ def end_to_end(
             lay.ns(k),
             f"data-{k}",
             f"data-{lay.free_claim_in(k)}",
-            {"none": None, "prune-gate": "prune-gate.prune-gate.io", "kyverno": "kyverno"}[name],
+            {
+                "none": None,
+                "prune-gate": "prune-gate.prune-gate.io",
+                "kyverno": "kyverno",
+                "floor": None,
+            }[name],
         )
         for k, name in enumerate(SETUPS)
     ]
+    by_name = {s.name: s for s in setups}
     notes: list[str] = []
     registration = f"bench-load-{lay.run}"
-    say(f"\n-- end to end through kube-apiserver (prune-gate with workers={ctx.e2e_workers})")
-    register_prune_gate(raw, server, registration)
+    say(f"\n-- end to end through kube-apiserver ({ctx.e2e_label})")
+    register_prune_gate(raw, server.port, server.ca_pem, registration)
     kyverno_rows: list[Row] = []
-    measured = setups[:2]
+    measured = [by_name["none"], by_name["prune-gate"], by_name["floor"]]
     reason = ctx.kyverno_reason
     try:
-        wait_enforced(raw, setups[1], None, server.log)
+        wait_enforced(raw, by_name["prune-gate"], None, server.log)
         with contextlib.ExitStack() as stack:
+            floor, floor_log = stack.enter_context(floor_webhook(ctx, f"{registration}-floor"))
+            wait_enforced(raw, by_name["floor"], floor, floor_log)
             ky: Kyverno | None = None
+            ky_stack = stack.enter_context(contextlib.ExitStack())
             if ctx.kyverno is not None:
                 try:
-                    ky = stack.enter_context(
+                    ky = ky_stack.enter_context(
                         kyverno_running(
                             ctx.kyverno,
                             raw,
@@ -1207,9 +1484,9 @@ def end_to_end(
                             ctx.own_cluster,
                         )
                     )
-                    wait_enforced(raw, setups[2], ky.proc, ky.log)
+                    wait_enforced(raw, by_name["kyverno"], ky.proc, ky.log)
                     took = time.monotonic() - ky.started
-                    measured = setups
+                    measured = list(setups)
                     kyverno_rows.append(
                         Row("Kyverno: start to enforcing the policy", f"{took:.1f} s")
                     )
@@ -1219,11 +1496,11 @@ def end_to_end(
                     if ky is not None:
                         reason += f"\n{tail(ky.log, 25)}"
                     say(f"Kyverno not measured: {reason}")
-                    stack.close()  # stopped and removed before the rounds
+                    ky_stack.close()  # stopped and removed before the rounds
                     ky = None
             samples, wrong = e2e_rounds(raw, measured, args.rounds, 10, notes)
             kept = connections_to(server.port)  # the API server's, kept alive between calls
-            if ky is not None and measured is setups:
+            if ky is not None and len(measured) == len(setups):
                 kyverno_rows.append(
                     Row("Kyverno: memory after the rounds", memory_of(ky.proc.pid).text())
                 )
@@ -1266,6 +1543,14 @@ def end_to_end(
                 else None,
             )
         )
+    if "floor" in added:
+        above = {m: added["prune-gate"][m] - added["floor"][m] for m in (True, False)}
+        rows.append(
+            Row(
+                "prune-gate's added p50 above the floor (a webhook that decides nothing)",
+                f"refused {above[True]:+.1f} ms, allowed {above[False]:+.1f} ms",
+            )
+        )
     if "kyverno" in added:
         pg, ky_added = added["prune-gate"], added["kyverno"]
         ratio = [
@@ -1306,11 +1591,27 @@ def fetch_claims(raw: Raw, lay: Layout, indices: list[int]) -> list[dict[str, An
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--workers", default="1,2", help="gate webhook serve --workers values")
+    parser.add_argument(
+        "--workers", default="2", help="worker counts (the chart's default is 2), e.g. 1,2"
+    )
+    parser.add_argument(
+        "--servers",
+        default="prune-gate,granian,gunicorn",
+        help="the servers to run the webhook's app behind: prune-gate (gate webhook serve), "
+        "granian, gunicorn (pip install '.[bench]')",
+    )
     parser.add_argument("--pods", type=int, default=10_000)
     parser.add_argument("--claims", type=int, default=5_000)
     parser.add_argument("--namespaces", type=int, default=100)
-    parser.add_argument("--rates", default="100,500,1000", help="constant rates, requests/s")
+    parser.add_argument("--rates", default="100,500,1000,4000", help="constant rates, requests/s")
+    parser.add_argument(
+        "--serve-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="one more argument of `gate webhook serve` (repeatable), "
+        "e.g. --serve-arg=--queue-timeout=0s",
+    )
     parser.add_argument("--duration", type=float, default=5.0, help="seconds per vegeta run")
     parser.add_argument("--max-workers", type=int, default=64, help="concurrency when saturated")
     parser.add_argument("--rounds", type=int, default=100, help="end-to-end rounds")
@@ -1334,8 +1635,8 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         parser.error("--workers and --rates take comma-separated integers")
     if not workers or min(workers) < 1 or not args.rates or min(args.rates) < 1:
         parser.error("--workers and --rates need positive integers")
-    if args.namespaces < 4 or args.pods < args.claims // 2:
-        parser.error("need --namespaces >= 4 and --pods >= --claims / 2")
+    if args.namespaces <= CHANGE_NS or args.pods < args.claims // 2:
+        parser.error(f"need --namespaces > {CHANGE_NS} and --pods >= --claims / 2")
     if args.claims < 2 * args.namespaces * (args.trials + 1):
         parser.error("need --claims >= 2 * --namespaces * (--trials + 1)")
     gate = shutil.which("gate") or str(Path(sys.executable).with_name("gate"))
@@ -1353,6 +1654,13 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             notes.append(f"--workers {w} not measured: the installed CLI has no --workers option")
     if not measured_ws:
         parser.error("no --workers value the installed CLI accepts")
+    servers = [x.strip() for x in args.servers.split(",") if x.strip()]
+    unknown = set(servers) - {"prune-gate", *WSGI_SERVERS}
+    if unknown or not servers:
+        parser.error(f"--servers takes prune-gate, {', '.join(WSGI_SERVERS)}; not {unknown}")
+    for name in servers:
+        if name != "prune-gate" and not Path(sys.executable).with_name(name).exists():
+            parser.error(f"{name} is not installed: pip install '.[bench]'")
 
     say("vegeta: scripts/build-binaries path vegeta (built on first use)")
     vegeta, why = build_binary("vegeta", 1800)
@@ -1390,7 +1698,7 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
                 kyverno,
                 kyverno_reason,
                 own_cluster=not args.kubeconfig,
-                e2e_workers=measured_ws[-1],
+                e2e_label=f"prune-gate w={measured_ws[-1]}",
             )
             step = max(1, lay.mounted // 200)
             ctx.mounted_claims = fetch_claims(raw, lay, list(range(0, lay.mounted, step))[:200])
@@ -1398,20 +1706,32 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
                 raw, lay, list(range(lay.mounted, lay.claims, step))[:200]
             )
             ctx.change_claims = fetch_claims(
-                raw, lay, [lay.free_claim_in(3, m) for m in range(args.trials)]
+                raw, lay, [lay.free_claim_in(CHANGE_NS, m) for m in range(args.trials)]
             )
             policy = tmp / "prune-gate.json"
             policy.write_text(json.dumps(POLICY))
-            for w in measured_ws:
-                port, health = free_port(), free_port()
-                argv_w = serve_argv(gate, kubeconfig, port, health, tmp / f"certs-{w}", policy)
-                if ctx.client.ca is not None:
-                    argv_w += ["--client-ca", str(ctx.client.ca)]
-                if supported:
-                    argv_w += ["--workers", str(w)]
-                got_rows, got_notes = measure_workers(w, argv_w, args, ctx)
-                rows += got_rows
-                notes += got_notes
+            for name in servers:
+                for w in measured_ws:
+                    label = f"{name} w={w}"
+                    started: contextlib.AbstractContextManager[Server]
+                    if name == "prune-gate":
+                        port, health = free_port(), free_port()
+                        argv_w = serve_argv(
+                            gate, kubeconfig, port, health, tmp / f"certs-{w}", policy
+                        )
+                        if ctx.client.ca is not None:
+                            argv_w += ["--client-ca", str(ctx.client.ca)]
+                        if supported:
+                            argv_w += ["--workers", str(w)]
+                        argv_w += args.serve_arg
+                        started = webhook_server(argv_w, ctx.tmp, ctx.client)
+                    else:
+                        started = wsgi_server(name, w, ctx, policy)
+                    got_rows, got_notes = measure_server(
+                        label, started, args, ctx, full=name == "prune-gate"
+                    )
+                    rows += got_rows
+                    notes += got_notes
         finally:
             if args.kubeconfig:  # a cluster of our own goes down whole
                 cleanup(raw, lay)

@@ -225,11 +225,11 @@ def verify(
 @click.option(
     "--handshake-rate",
     type=click.IntRange(0, 100_000),
-    default=100,
+    default=0,
     show_default=True,
     help="TLS handshakes a worker starts per second at most for one client address (bursts of "
     "half as many): a new connection costs a few decisions' CPU, and a caller whose calls wait "
-    "opens more. 0: no bound.",
+    "opens more. 0: no bound (measured better against the API server alone).",
 )
 @click.option(
     "--health-max-connections",

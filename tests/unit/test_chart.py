@@ -449,7 +449,7 @@ def test_deployment_runs_the_webhook_in_cluster() -> None:
         "--header-timeout=5s",
         "--idle-timeout=30s",
         "--queue-timeout=500ms",
-        "--handshake-rate=100",
+        "--handshake-rate=0",
         "--max-body-bytes=4194304",
         "--health-max-connections=32",
         "--health-header-timeout=3s",
@@ -919,7 +919,7 @@ def test_the_listeners_budgets_and_deadlines_are_values() -> None:
                 "maxConnections": 4096,
                 "headerTimeout": "2s",
                 "queueTimeout": "0s",
-                "handshakeRate": 0,
+                "handshakeRate": 20,
             },
             "health": {"maxConnections": 8, "idleTimeout": "1s"},
         }
@@ -929,7 +929,7 @@ def test_the_listeners_budgets_and_deadlines_are_values() -> None:
     assert "--header-timeout=2s" in args
     assert "--handshake-timeout=5s" in args  # the default of what was not given
     assert "--queue-timeout=0s" in args
-    assert "--handshake-rate=0" in args
+    assert "--handshake-rate=20" in args
     assert "--health-max-connections=8" in args
     assert "--health-idle-timeout=1s" in args
 
