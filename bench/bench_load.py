@@ -1,36 +1,49 @@
-"""The webhook under load from a separate process, through the real kube-apiserver beside Kyverno,
-and its cache's start and catch-up: issue 13's figures, printed as one table beside the targets.
+"""The webhook under load from a separate process, behind its own server and two production
+WSGI servers, through the real kube-apiserver beside Kyverno and a no-op webhook, and its cache's
+start and catch-up: issues 13's and 40's figures, printed as one table beside the targets.
 
 One cluster holds 10,000 pods and 5,000 claims in 100 namespaces (half the claims mounted by a pod,
-half by none; pods of realistic size, bench_snapshot's). Against the real `gate webhook serve`
-(TLS with --client-ca as the chart serves it, its watch cache filled from that cluster):
+half by none; pods of realistic size, bench_snapshot's). Each server runs the same Flask app
+around the same watch cache (TLS with --client-ca as the chart serves it):
+`gate webhook serve` (its own asyncio server, webhook/httpserver.py), granian (Rust: hyper and
+rustls, the app on one blocking thread per worker) and gunicorn's threaded worker (what served it
+before), the last two loading bench/wsgi_app.py; `--servers` picks them, `--workers` the worker
+count of each (the chart's 2 by default).
 
 1. load from another process: vegeta (built from its Go module, tools/vegeta) POSTs the
    AdmissionReview of a refused DELETE (a claim a pod mounts) and of an allowed one (a claim
-   nothing mounts), 200 claims each, over kept-alive TLS connections as the API server does, at a
-   constant 100, 500 and 1,000 requests/s and saturated (-rate=0 with --max-workers concurrent
-   requests): p50/p90/p99, transport errors and non-2xx answers, and every 200 checked for the
-   right verdict and a uid that was sent; the server's memory, RSS and PSS summed over its process
-   tree (/proc). For each --workers value the installed CLI accepts.
-2. end to end through kube-apiserver: DELETE ?dryRun=All of a mounted and of an unmounted claim
-   in three namespaces: one no webhook sees, one that prune-gate's registration selects (what
-   `--register` registers, its namespaceSelector narrowed to that namespace's label), one that
-   Kyverno's selects (built from its Go module, tools/kyverno, run out of cluster the way its
-   developers run it, enforcing bench/kyverno-claim-in-use.yaml: an apiCall listing the
-   namespace's pods). In rounds, each round all six requests in a random order, so the three
-   setups share the API server's state and the machine's load; p50/p99 of each and the latency
-   each webhook adds over none.
-3. the cache: start to ready (/readyz on the health port), and a change to a decision: from the
-   API server's answer to a pod mounting a free claim (or to the deletion of its only pod) until
-   the webhook's verdict for that claim changes (the first changed answer, and the first of 10
-   changed answers in a row: with several workers each has its own cache), polled over new
-   connections.
+   nothing mounts), 200 claims each, over kept-alive TLS connections as the API server does, at
+   constant rates (100, 500, 1,000 and 4,000 requests/s, the last about twice saturation) and
+   saturated (-rate=0 with --max-workers concurrent requests): p50/p90/p99 of the steady state
+   (the first second, when vegeta opens its connections, is left out and its slowest answer
+   printed apart), transport errors, 429s (shed) and other non-2xx answers, the share answered
+   within 1 s, and every 200 checked for the right verdict and a uid that was sent. Memory: RSS
+   summed over the server's process tree while it runs (/proc/PID/status), and PSS in one more
+   run at the highest rate (smaps_rollup, which stalls the process it reads, so that run gives
+   no latency); then, the connections closed, whether it is alive and what it kept.
+2. end to end through kube-apiserver (the project's server only): DELETE ?dryRun=All of a
+   mounted and of an unmounted claim in four namespaces: one no webhook sees, one that
+   prune-gate's registration selects (what `--register` registers, its namespaceSelector
+   narrowed to that namespace's label), one that Kyverno's selects (built from its Go module,
+   tools/kyverno, run out of cluster the way its developers run it, enforcing
+   bench/kyverno-claim-in-use.yaml: an apiCall listing the namespace's pods), and the floor: a
+   webhook that decides nothing (bench/noop_webhook.py), registered as prune-gate is. In
+   rounds, each round all requests in a random order, so the setups share the API server's
+   state and the machine's load; p50/p99 of each, the latency each webhook adds over none, and
+   prune-gate's above the floor.
+3. the cache: start to ready (/readyz), and a change to a decision: from the API server's answer
+   to a pod mounting a free claim (or to the deletion of its only pod) until the webhook's
+   verdict for that claim changes (the first changed answer, and the first of 10 changed
+   answers in a row: with several workers each has its own cache), polled over new connections.
 
-Run: `python -m bench.bench_load [--workers 1,2] [--duration 5] [--rounds 100] [--no-kyverno]`.
-With KUBECONFIG (or --kubeconfig) it uses that cluster and removes what it created, else it starts
-its own scripts/dev-cluster in a temporary directory. Everything listens and is loaded on
-127.0.0.1. vegeta and Kyverno are built on first use (scripts/build-binaries; Kyverno takes many
-minutes); if Kyverno cannot be built or started, the table says why and the rest is measured.
+Run: `python -m bench.bench_load [--servers prune-gate,granian,gunicorn] [--workers 2]
+[--rates 100,500,1000,4000] [--duration 5] [--rounds 100] [--no-kyverno]
+[--serve-arg=--queue-timeout=0s ...]` (`make bench` installs granian and gunicorn: the `bench`
+extra). With KUBECONFIG (or --kubeconfig) it uses that cluster and removes what it created, else
+it starts its own scripts/dev-cluster in a temporary directory. Everything listens and is loaded
+on 127.0.0.1. vegeta and Kyverno are built on first use (scripts/build-binaries; Kyverno takes
+many minutes); if Kyverno cannot be built or started, the table says why and the rest is
+measured.
 """
 
 from __future__ import annotations

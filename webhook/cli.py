@@ -223,13 +223,13 @@ def verify(
     "failurePolicy now instead of at its timeoutSeconds. Keep it under timeoutSeconds. 0s: never.",
 )
 @click.option(
-    "--handshake-rate",
-    type=click.IntRange(0, 100_000),
-    default=0,
+    "--max-handshakes",
+    type=click.IntRange(0, 65536),
+    default=256,
     show_default=True,
-    help="TLS handshakes a worker starts per second at most for one client address (bursts of "
-    "half as many): a new connection costs a few decisions' CPU, and a caller whose calls wait "
-    "opens more. 0: no bound (measured better against the API server alone).",
+    help="TLS handshakes in progress at once from one client address, per worker; a new "
+    "connection from an address at it is closed at once. A caller whose calls wait opens "
+    "connection after connection, each a handshake's CPU. 0: no bound.",
 )
 @click.option(
     "--health-max-connections",
@@ -329,7 +329,7 @@ def _checked_options(given: dict[str, Any]) -> ServeOptions:
             given["health_max_connections"],
             durations(_HEALTH_DURATIONS),
         )
-        limits = _overload_limits(limits, given["queue_timeout"], given["handshake_rate"])
+        limits = _overload_limits(limits, given["queue_timeout"], given["max_handshakes"])
         # A missing kubeconfig is a usage error now, not a failed start later. Each use loads it
         # again: the client writes certificate data to temporary files, removed at exit.
         kube_configuration(given["kubeconfig"])
@@ -754,8 +754,8 @@ def _listener_limits(
     return limits, health
 
 
-def _overload_limits(limits: Any, queue_timeout: str, handshake_rate: int) -> Any:
-    """`limits` with --queue-timeout and --handshake-rate (0 of either: no bound)."""
+def _overload_limits(limits: Any, queue_timeout: str, max_handshakes: int) -> Any:
+    """`limits` with --queue-timeout and --max-handshakes (0 of either: no bound)."""
     try:
         queue = parse_duration(queue_timeout)
     except ValueError as exc:
@@ -765,7 +765,7 @@ def _overload_limits(limits: Any, queue_timeout: str, handshake_rate: int) -> An
     return replace(
         limits,
         queue_seconds=queue or None,
-        handshake_rate=float(handshake_rate) if handshake_rate else None,
+        max_handshakes=max_handshakes or None,
     )
 
 

@@ -41,7 +41,6 @@ import contextlib
 import io
 import json
 import logging
-import os
 import signal
 import socket
 import ssl
@@ -93,15 +92,15 @@ class Limits:
     #: call the webhook's timeoutSeconds (1-30 s, the chart's 5), applies its failurePolicy to
     #: the 429 at once instead of waiting out its timeout. None: never shed (the health port).
     queue_seconds: float | None = 0.5
-    #: New TLS handshakes started per second at most, per peer address (a token bucket
-    #: holding half a second's worth): one costs about 1.8 ms of CPU with a client certificate
-    #: (as much as five decisions), and a client whose calls wait opens new connections, so
-    #: without a bound a worker that falls behind spends its core on handshakes and answers
-    #: nothing. A connection waiting for its turn counts against `handshake_seconds`. None: no
-    #: bound, the default: against one caller that opens connections faster (vegeta at twice
-    #: saturation, bench_load) closing them answered fewer of its requests in time than doing
-    #: their handshakes did; a bound is for a port that others reach too.
-    handshake_rate: float | None = None
+    #: TLS handshakes in progress at once from one peer address; a new connection from an
+    #: address at it is closed at once (`turned_away`). A handshake costs about 1.8 ms of CPU
+    #: with a client certificate (five decisions' worth), and a caller whose calls wait opens
+    #: more connections, each a handshake that slows every call further: past saturation,
+    #: 2,500 of them took the worker's core for seconds. 256 is about half a second of
+    #: handshakes (`queue_seconds`' worth), and more than a namespace deletion's burst of 100
+    #: new connections. Per address, so that a stranger who starts handshakes and never ends
+    #: them holds back only its own. None: no bound.
+    max_handshakes: int | None = 256
     #: Request line and headers together.
     max_header_bytes: int = 16 * 1024
     #: Body bytes read at most; one past the app's own limit (`webhook.review.DEFAULT_MAX_BYTES`
@@ -118,7 +117,7 @@ class Limits:
     def __post_init__(self) -> None:
         if self.max_connections < 1:
             raise ValueError(f"max_connections must be at least 1, not {self.max_connections}")
-        for name in ("queue_seconds", "handshake_rate"):
+        for name in ("queue_seconds", "max_handshakes"):
             value = getattr(self, name)
             if value is not None and not value > 0:
                 raise ValueError(f"{name} must be more than 0 or None, not {value}")
@@ -142,7 +141,7 @@ class Limits:
 HEALTH_LIMITS = Limits(
     max_connections=32,
     queue_seconds=None,
-    handshake_rate=None,
+    max_handshakes=None,
     header_seconds=3.0,
     request_seconds=5.0,
     idle_seconds=10.0,
@@ -232,28 +231,6 @@ class _Budget:
         return None
 
 
-class HandshakePace:
-    """The TLS handshakes a listener may start: `rate` a second, `burst` at once after a quiet
-    spell (GCRA, the token bucket as one timestamp: each turn is given out when asked, in
-    order, so a connection is woken once, when its turn comes, not polled)."""
-
-    def __init__(self, rate: float, burst: float) -> None:
-        self.interval = 1.0 / rate
-        self.tolerance = max(0.0, burst - 1) * self.interval
-        #: When the next turn would be given out with no burst left (loop time).
-        self.next_turn = float("-inf")
-
-    def turn(self, now: float, within: float) -> float | None:
-        """Seconds from `now` until this handshake may start, its turn taken; None (no turn
-        taken) when that is more than `within` away."""
-        theoretical = max(self.next_turn, now)
-        wait = max(0.0, theoretical - self.tolerance - now)
-        if wait > within:
-            return None
-        self.next_turn = theoretical + self.interval
-        return wait
-
-
 class _StampedProtocol(asyncio.StreamReaderProtocol):
     """asyncio's stream protocol, noting when the latest bytes reached this process (loop
     time): once a request is whole, how long it has waited to be served (a slow sender is cut
@@ -290,31 +267,13 @@ class _Listener:
     shed_quiet_until: float = 0.0
     #: Requests answered 429 for waiting past `queue_seconds`, since the start.
     shed: int = 0
-    #: Connections that waited for a handshake turn, and those closed for finding none within
-    #: `handshake_seconds`, since the start.
-    handshakes_paced: int = 0
-    handshakes_refused: int = 0
-    #: Each peer address's handshake turns, the most recently used last (at most MAX_PEERS).
-    paces: dict[str, HandshakePace] = field(init=False, default_factory=dict)
+    #: New TLS connections closed at once: their address had `max_handshakes` in progress.
+    turned_away: int = 0
+    #: Handshakes in progress, by peer address (an address with none is not kept).
+    handshaking: dict[str, int] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.budget = _Budget(self.limits.max_connections)
-
-    def pace_of(self, peer: Any) -> HandshakePace | None:
-        """The handshake turns of `peer`'s address: each address has its own, so that a
-        stranger who opens connections as fast as it can delays only its own handshakes, not
-        the API server's (whose addresses are few)."""
-        rate = self.limits.handshake_rate
-        if self.contexts is None or rate is None:
-            return None
-        address = str(peer[0]) if isinstance(peer, tuple) and peer else ""
-        pace = self.paces.pop(address, None)
-        if pace is None:
-            pace = HandshakePace(rate, burst=max(1.0, rate / 2))
-            if len(self.paces) >= MAX_PEERS:
-                del self.paces[next(iter(self.paces))]  # the least recently used
-        self.paces[address] = pace
-        return pace
 
 
 @dataclass(frozen=True)
@@ -326,16 +285,11 @@ class ListenerStats:
     max_connections: int
     closed_over_budget: int
     shed: int = 0
-    handshakes_paced: int = 0
-    handshakes_refused: int = 0
+    turned_away: int = 0
 
 
 #: The kernel's queue of connections not yet accepted, on every listener.
 LISTEN_QUEUE = 1024
-
-#: Peer addresses whose handshake turns a listener keeps (`_Listener.pace_of`); past it, the one
-#: unseen longest is forgotten (its turns start afresh).
-MAX_PEERS = 4096
 
 #: At most one over-budget warning per listener in this many seconds (a flood would flood the log).
 WARN_EVERY_SECONDS = 60.0
@@ -393,8 +347,7 @@ class HttpsServer:
                 lst.budget.limit,
                 lst.budget.closed_over_budget,
                 lst.shed,
-                lst.handshakes_paced,
-                lst.handshakes_refused,
+                lst.turned_away,
             )
             for lst in self._listeners
         ]
@@ -508,6 +461,10 @@ class HttpsServer:
             self.refused_connections += 1
             writer.transport.abort()
             return
+        address = _address(writer.get_extra_info("peername"))
+        if self._turn_away(listener, address):
+            writer.transport.abort()
+            return
         victim = listener.budget.make_room()
         if victim is not None:
             self._close_over_budget(listener, victim)
@@ -526,6 +483,35 @@ class HttpsServer:
             listener.budget.discard(conn)
             await self._close(writer)
             self._tasks.discard(task)
+
+    def _turn_away(self, listener: _Listener, address: str) -> bool:
+        """Whether to close a new TLS connection at once, before its handshake, because its
+        address has `max_handshakes` in progress: its CPU would come out of the requests of
+        the connections the worker has, whose callers then open more. The caller sees the
+        connection closed at once and, for the API server, applies the failurePolicy."""
+        limit = listener.limits.max_handshakes
+        if listener.contexts is None or limit is None:
+            return False
+        if listener.handshaking.get(address, 0) < limit:
+            return False
+        listener.turned_away += 1
+        assert self._loop is not None
+        now = self._loop.time()
+        if now >= listener.shed_quiet_until:
+            listener.shed_quiet_until = now + WARN_EVERY_SECONDS
+            log.warning(
+                f"the {listener.name} listener has {limit} TLS handshakes in progress from "
+                f"{address} (--max-handshakes): closing its new connections until they end. "
+                "A caller opens connection after connection when its calls wait: if it is the "
+                "API server, the webhook is behind; add workers or replicas "
+                "(prune_gate_webhook_connections_turned_away_total)",
+                extra={
+                    "listener": listener.name,
+                    "peer": address,
+                    "turned_away_total": listener.turned_away,
+                },
+            )
+        return True
 
     def _close_over_budget(self, listener: _Listener, victim: _Connection) -> None:
         """Close `victim` (already out of the budget) at once, to make room for a new one."""
@@ -584,9 +570,16 @@ class HttpsServer:
         stamped = protocol if isinstance(protocol, _StampedProtocol) else None
         loop = asyncio.get_running_loop()
         if listener.contexts is not None:
-            async with asyncio.timeout(limits.handshake_seconds):
-                await self._handshake_turn(listener, writer)
-                await writer.start_tls(listener.contexts())
+            address = _address(peer)
+            counts = listener.handshaking
+            counts[address] = counts.get(address, 0) + 1
+            try:
+                async with asyncio.timeout(limits.handshake_seconds):
+                    await writer.start_tls(listener.contexts())
+            finally:
+                counts[address] -= 1
+                if not counts[address]:
+                    del counts[address]
         h11_conn = h11.Connection(h11.SERVER, max_incomplete_event_size=limits.max_header_bytes)
         first = True
         while True:
@@ -627,24 +620,6 @@ class HttpsServer:
             if close or h11_conn.our_state is not h11.DONE or h11_conn.their_state is not h11.DONE:
                 return
             h11_conn.start_next_cycle()
-
-    async def _handshake_turn(self, listener: _Listener, writer: asyncio.StreamWriter) -> None:
-        """Wait for this connection's turn to handshake (`Limits.handshake_rate`, per peer
-        address); close it at once when the turn is more than half its handshake deadline
-        away, so that the client learns now and the CPU goes to the requests of connections it
-        has already. A turn is taken once the client has sent something (its ClientHello):
-        connections that say nothing cannot use up the turns of those that do."""
-        pace = listener.pace_of(writer.get_extra_info("peername"))
-        if pace is None:
-            return
-        await _readable(writer.transport)
-        wait = pace.turn(asyncio.get_running_loop().time(), listener.limits.handshake_seconds / 2)
-        if wait is None:
-            listener.handshakes_refused += 1
-            raise _ClosedError
-        if wait > 0:
-            listener.handshakes_paced += 1
-            await asyncio.sleep(wait)
 
     def _shed(self, listener: _Listener, waited: float) -> tuple[int, list[tuple[str, str]], bytes]:
         """The 429 of a request that waited too long, answered without calling the app."""
@@ -834,29 +809,9 @@ class HttpsServer:
         return answer["status"], headers, body
 
 
-async def _readable(transport: asyncio.WriteTransport) -> None:
-    """Wait, without reading, until the connection has bytes to read (or is closed). The
-    transport stops reading meanwhile (`start_tls` starts it again), and the wait is on a
-    duplicate of its socket's descriptor: asyncio lets one descriptor have one reader."""
-    sock = transport.get_extra_info("socket")
-    if sock is None:
-        return
-    assert isinstance(transport, asyncio.ReadTransport)
-    transport.pause_reading()
-    loop = asyncio.get_running_loop()
-    ready: asyncio.Future[None] = loop.create_future()
-
-    def readable() -> None:
-        if not ready.done():
-            ready.set_result(None)
-
-    fd = os.dup(sock.fileno())
-    try:
-        loop.add_reader(fd, readable)
-        await ready
-    finally:
-        loop.remove_reader(fd)
-        os.close(fd)
+def _address(peer: Any) -> str:
+    """The address of a TCP peer (what `getpeername` gives), "" for a Unix socket's."""
+    return str(peer[0]) if isinstance(peer, tuple) and peer else ""
 
 
 def _phrase(status: int) -> bytes:

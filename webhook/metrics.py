@@ -51,15 +51,10 @@ class ConnectionsCollector(Collector):
             "--queue-timeout (the worker is behind; the API server applies the failurePolicy)",
             labels=["listener"],
         )
-        paced = CounterMetricFamily(
-            f"{PREFIX}_handshakes_paced",
-            "New connections whose TLS handshake waited for its turn (--handshake-rate)",
-            labels=["listener"],
-        )
-        refused = CounterMetricFamily(
-            f"{PREFIX}_handshakes_refused",
-            "New connections closed before their handshake: no turn within half the "
-            "--handshake-timeout (--handshake-rate)",
+        turned = CounterMetricFamily(
+            f"{PREFIX}_connections_turned_away",
+            "New TLS connections closed at once, before their handshake: their address had "
+            "--max-handshakes in progress",
             labels=["listener"],
         )
         for s in stats:
@@ -67,9 +62,8 @@ class ConnectionsCollector(Collector):
             budget.add_metric([s.name], s.max_connections)
             closed.add_metric([s.name], s.closed_over_budget)
             shed.add_metric([s.name], s.shed)
-            paced.add_metric([s.name], s.handshakes_paced)
-            refused.add_metric([s.name], s.handshakes_refused)
-        yield from (now, budget, closed, shed, paced, refused)
+            turned.add_metric([s.name], s.turned_away)
+        yield from (now, budget, closed, shed, turned)
 
 
 class _CacheCollector(Collector):

@@ -449,7 +449,7 @@ def test_deployment_runs_the_webhook_in_cluster() -> None:
         "--header-timeout=5s",
         "--idle-timeout=30s",
         "--queue-timeout=500ms",
-        "--handshake-rate=0",
+        "--max-handshakes=256",
         "--max-body-bytes=4194304",
         "--health-max-connections=32",
         "--health-header-timeout=3s",
@@ -919,7 +919,7 @@ def test_the_listeners_budgets_and_deadlines_are_values() -> None:
                 "maxConnections": 4096,
                 "headerTimeout": "2s",
                 "queueTimeout": "0s",
-                "handshakeRate": 20,
+                "maxHandshakes": 0,
             },
             "health": {"maxConnections": 8, "idleTimeout": "1s"},
         }
@@ -929,7 +929,7 @@ def test_the_listeners_budgets_and_deadlines_are_values() -> None:
     assert "--header-timeout=2s" in args
     assert "--handshake-timeout=5s" in args  # the default of what was not given
     assert "--queue-timeout=0s" in args
-    assert "--handshake-rate=20" in args
+    assert "--max-handshakes=0" in args
     assert "--health-max-connections=8" in args
     assert "--health-idle-timeout=1s" in args
 
@@ -970,7 +970,7 @@ def test_the_listeners_budgets_and_deadlines_are_values() -> None:
         ({"server": {"tls": {"headerTimeout": "5"}}}, "headerTimeout"),
         ({"server": {"health": {"handshakeTimeout": "5s"}}}, "handshakeTimeout"),
         ({"server": {"tls": {"queueTimeout": "1"}}}, "queueTimeout"),
-        ({"server": {"tls": {"handshakeRate": -1}}}, "handshakeRate"),
+        ({"server": {"tls": {"maxHandshakes": -1}}}, "maxHandshakes"),
         ({"networkPolicy": {"enabled": True, "healthFrom": [{}]}}, "healthFrom"),
         (
             {"networkPolicy": {"healthFrom": [{"namespaceSelecter": {}}]}},
@@ -999,7 +999,7 @@ def test_the_listeners_budgets_and_deadlines_are_values() -> None:
         "deadline-without-unit",
         "no-handshake-on-plain-http",
         "queue-timeout-without-unit",
-        "negative-handshake-rate",
+        "negative-max-handshakes",
         "empty-peer",
         "peer-typo",
     ],

@@ -1,12 +1,13 @@
-"""The webhook past what it can serve (issue 40): it sheds or paces, it does not collapse.
+"""The webhook past what it can serve (issue 40): it sheds, it does not collapse.
 
-Two mechanisms of `webhook.httpserver`, each against the real server on loopback over real
-TLS: a request that waited in the worker past `queue_seconds` is answered 429 at once without a
-decision (the API server applies its failurePolicy now, not at its timeout), and new TLS
-handshakes take turns per peer address (`handshake_rate`), so a caller that opens connection
-after connection cannot spend the worker's core on handshakes. Waits are for conditions (the app
-entered, an answer, a closed socket); the only sleeps are the app's own work, which is what
-makes a queue. The figures under load are bench/bench_load.py's, not a test's.
+Two bounds of `webhook.httpserver`, each against the real server on loopback over real TLS: a
+request that waited in the worker past `queue_seconds` is answered 429 at once without a decision
+(the API server applies its failurePolicy now, not at its timeout), and an address with
+`max_handshakes` TLS handshakes in progress has its next connection closed at once, so a caller
+that opens connection after connection cannot spend the worker's core on handshakes, and a
+stranger who never finishes its handshakes holds back only its own address. Waits are for
+conditions (the app entered, an answer, a handshake that succeeds); the only sleeps are the
+app's own work, which is what makes a queue. The figures under load are bench/bench_load.py's.
 """
 
 from __future__ import annotations
@@ -25,34 +26,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from tests.unit.test_httpserver import PATIENCE, Served, closed_by_server, delete, serving
+from tests.unit.test_httpserver import PATIENCE, Served, serving
 from tests.unit.test_webhook_app import claim, make_app, pod, review
-from webhook.httpserver import HandshakePace, Limits
-
-# --- the handshake turns, as arithmetic ---------------------------------------------------------
-
-
-def test_a_burst_is_served_at_once_then_turns_come_at_the_rate() -> None:
-    pace = HandshakePace(rate=10, burst=5)
-    assert [pace.turn(100.0, within=1.0) for _ in range(5)] == [0.0] * 5
-    waits = [pace.turn(100.0, within=1.0) for _ in range(3)]
-    assert waits == pytest.approx([0.1, 0.2, 0.3])
-
-
-def test_a_turn_further_than_it_may_wait_is_refused_and_not_taken() -> None:
-    pace = HandshakePace(rate=1, burst=1)
-    assert pace.turn(0.0, within=0.5) == 0.0
-    assert pace.turn(0.1, within=0.5) is None  # 0.9 s away
-    assert pace.turn(0.1, within=0.5) is None  # the refusal took nothing
-    assert pace.turn(0.6, within=0.5) == pytest.approx(0.4)
-
-
-def test_turns_left_unused_accumulate_up_to_the_burst_only() -> None:
-    pace = HandshakePace(rate=10, burst=3)
-    assert pace.turn(0.0, within=10) == 0.0
-    # An hour later, three at once, the fourth waits a tenth of a second.
-    assert [pace.turn(3600.0, within=10) for _ in range(4)] == pytest.approx([0, 0, 0, 0.1])
-
+from webhook.httpserver import Limits
 
 # --- shedding -------------------------------------------------------------------------------------
 
@@ -157,7 +133,7 @@ def test_with_no_queue_limit_every_queued_request_is_decided(tmp_path: Path) -> 
         assert served.server.stats()[0].shed == 0
 
 
-# --- handshake turns ------------------------------------------------------------------------------
+# --- handshakes in progress, per address ---------------------------------------------------------
 
 
 def tls_from(served: Served, source: str) -> ssl.SSLSocket:
@@ -169,73 +145,62 @@ def tls_from(served: Served, source: str) -> ssl.SSLSocket:
     return served.context.wrap_socket(raw, server_hostname="127.0.0.1")
 
 
-def test_a_peer_past_its_handshake_turns_is_closed_at_once_and_others_are_not(
+def test_an_address_at_its_handshakes_in_progress_is_turned_away_and_others_are_not(
     tmp_path: Path,
 ) -> None:
-    """One handshake a hundred seconds per address: an address's second connection finds its
-    turn far beyond half the handshake deadline and is closed before its handshake, while
-    another address still handshakes. Connections that send nothing take no turn."""
-    limits = Limits(max_body_bytes=64 * 1024 + 1, queue_seconds=None, handshake_rate=0.01)
-    with serving(tmp_path, limits) as served, ExitStack() as held:
-        for _ in range(5):  # silent: no ClientHello, no turn
-            silent = socket.create_connection(("127.0.0.1", served.port), timeout=PATIENCE)
-            held.callback(silent.close)
-        first = tls_from(served, "127.0.0.1")
-        held.callback(first.close)
-        with pytest.raises((ssl.SSLError, ConnectionError)):
-            held.callback(tls_from(served, "127.0.0.1").close)
-        other = tls_from(served, "127.0.0.2")
-        held.callback(other.close)
-        for sock, uid in ((first, "first"), (other, "other")):
-            sock.sendall(request_bytes("free", uid))
-            status, _, body = answer_of(sock)
-            assert (status, body["response"]["uid"]) == (200, uid)
-        stats = served.server.stats()[0]
-        assert (stats.handshakes_refused, stats.handshakes_paced) == (1, 0)
-
-
-def test_a_connection_waiting_for_its_turn_is_served_when_it_comes(tmp_path: Path) -> None:
-    """At 20 a second (bursts of 10), 14 connections at once: the last four wait their turn,
-    then are served; the wait is counted."""
-    limits = Limits(max_body_bytes=64 * 1024 + 1, queue_seconds=None, handshake_rate=20)
-    with serving(tmp_path, limits) as served, ExitStack() as held:
-        socks = []
-        for _ in range(14):
-            raw = socket.create_connection(("127.0.0.1", served.port), timeout=PATIENCE)
-            held.callback(raw.close)
-            socks.append(raw)
-        # Each sends its ClientHello now; the handshakes finish in turn order.
-        conns = [served.context.wrap_socket(s, server_hostname="127.0.0.1") for s in socks]
-        for conn in conns:
-            held.callback(conn.close)
-        for i, conn in enumerate(conns):
-            conn.sendall(request_bytes("data", f"turn-{i}"))
-            status, _, body = answer_of(conn)
-            assert (status, body["response"]["allowed"]) == (200, False)
-        assert served.server.stats()[0].handshakes_paced >= 1
-
-
-def test_half_sent_hellos_from_one_address_do_not_hold_back_another(tmp_path: Path) -> None:
-    """A stranger starts handshakes as fast as it can and never finishes them: it uses up its
-    own address's turns (its later connections are closed at once), never the API server's."""
-    limits = Limits(max_body_bytes=64 * 1024 + 1, queue_seconds=None, handshake_rate=5)
+    """Two handshakes at once per address: two connections that never finish theirs hold
+    127.0.0.3's, whose next connection is closed before its handshake; another address
+    handshakes and is served, and a connection the server has already is served too."""
+    limits = Limits(max_body_bytes=64 * 1024 + 1, queue_seconds=None, max_handshakes=2)
     half_a_hello = b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"
     with serving(tmp_path, limits) as served, ExitStack() as held:
-        stranger = []
-        for _ in range(40):
+        kept = tls_from(served, "127.0.0.3")
+        held.callback(kept.close)
+        stalled = []
+        for _ in range(2):
             sock = socket.create_connection(
                 ("127.0.0.1", served.port), timeout=PATIENCE, source_address=("127.0.0.3", 0)
             )
             held.callback(sock.close)
             sock.sendall(half_a_hello)
-            stranger.append(sock)
-        assert closed_by_server(stranger[-1]), "the stranger's turns never ran out"
-        conn = served.connect()
-        try:
-            assert delete(conn, "data", "api-server")["allowed"] is False
-        finally:
-            conn.close()
-        assert served.server.stats()[0].handshakes_refused >= 1
+            stalled.append(sock)
+        with pytest.raises((ssl.SSLError, ConnectionError)):
+            held.callback(tls_from(served, "127.0.0.3").close)
+        assert served.server.stats()[0].turned_away >= 1
+        other = tls_from(served, "127.0.0.4")
+        held.callback(other.close)
+        for sock, uid in ((other, "other"), (kept, "kept")):
+            sock.sendall(request_bytes("free", uid))
+            status, _, body = answer_of(sock)
+            assert (status, body["response"]["uid"]) == (200, uid)
+        # One stalled handshake gone, 127.0.0.3 may handshake again.
+        stalled[0].close()
+
+        def handshakes() -> ssl.SSLSocket | None:
+            try:
+                return tls_from(served, "127.0.0.3")
+            except (ssl.SSLError, ConnectionError):
+                return None
+
+        deadline = time.monotonic() + PATIENCE
+        again = handshakes()
+        while again is None and time.monotonic() < deadline:
+            again = handshakes()
+        assert again is not None, "127.0.0.3 never got its handshake back"
+        held.callback(again.close)
+
+
+def test_without_a_bound_handshakes_are_not_counted(tmp_path: Path) -> None:
+    limits = Limits(max_body_bytes=64 * 1024 + 1, queue_seconds=None, max_handshakes=None)
+    with serving(tmp_path, limits) as served, ExitStack() as held:
+        for _ in range(4):
+            silent = socket.create_connection(("127.0.0.1", served.port), timeout=PATIENCE)
+            held.callback(silent.close)
+        conn = served.tls_socket()
+        held.callback(conn.close)
+        conn.sendall(request_bytes("free", "unbounded"))
+        assert answer_of(conn)[0] == 200
+        assert served.server.stats()[0].turned_away == 0
 
 
 # --- the settings -------------------------------------------------------------------------------
@@ -260,18 +225,18 @@ def test_the_command_lines_overload_bounds(monkeypatch: pytest.MonkeyPatch, tmp_
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(KUBECONFIG)
     serve = ["webhook", "serve", "--self-signed", "--kubeconfig", str(kubeconfig)]
-    result = CliRunner().invoke(main, [*serve, "--queue-timeout", "0s", "--handshake-rate", "20"])
+    result = CliRunner().invoke(main, [*serve, "--queue-timeout", "0s", "--max-handshakes", "0"])
     assert result.exit_code == 0, result.output
-    assert (seen[0].limits.queue_seconds, seen[0].limits.handshake_rate) == (None, 20.0)
+    assert (seen[0].limits.queue_seconds, seen[0].limits.max_handshakes) == (None, None)
     result = CliRunner().invoke(main, serve)
-    assert (seen[1].limits.queue_seconds, seen[1].limits.handshake_rate) == (0.5, None)
+    assert (seen[1].limits.queue_seconds, seen[1].limits.max_handshakes) == (0.5, 256)
 
 
 @pytest.mark.parametrize(
     ("args", "said"),
     [
         (["--queue-timeout", "1"], "--queue-timeout: '1' is not a duration"),
-        (["--handshake-rate", "-1"], "--handshake-rate"),
+        (["--max-handshakes", "-1"], "--max-handshakes"),
     ],
 )
 def test_a_bad_overload_bound_is_a_usage_error(
@@ -295,4 +260,4 @@ def test_the_charts_defaults_are_the_command_lines() -> None:
     tls_values = yaml.safe_load(VALUES.read_text(encoding="utf-8"))["server"]["tls"]
     defaults = {p.name: p.default for p in serve.params}
     assert tls_values["queueTimeout"] == defaults["queue_timeout"]
-    assert tls_values["handshakeRate"] == defaults["handshake_rate"]
+    assert tls_values["maxHandshakes"] == defaults["max_handshakes"]
