@@ -479,9 +479,15 @@ def serve_argv(
     ]
 
 
-def health_status(port: int, path: str) -> int:
+def health_status(port: int, path: str, tls_: Tls | None = None) -> int:
+    """The status of GET `path` on 127.0.0.1:`port` over a new connection (TLS with `tls_`);
+    0 when there is no answer."""
     try:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+        conn = (
+            http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            if tls_ is None
+            else http.client.HTTPSConnection("127.0.0.1", port, context=tls_.context(), timeout=2)
+        )
         conn.request("GET", path)
         status = conn.getresponse().status
         conn.close()
@@ -1365,19 +1371,6 @@ def wsgi_server_argv(
     raise ValueError(f"unknown server {name}")
 
 
-def tls_status(server_port: int, tls_: Tls, path: str) -> int:
-    try:
-        conn = http.client.HTTPSConnection(
-            "127.0.0.1", server_port, context=tls_.context(), timeout=2
-        )
-        conn.request("GET", path)
-        status = conn.getresponse().status
-        conn.close()
-        return int(status)
-    except (OSError, http.client.HTTPException):
-        return 0
-
-
 @contextlib.contextmanager
 def wsgi_server(name: str, w: int, ctx: Context, policy: Path) -> Iterator[Server]:
     """`name` serving the webhook's app (bench.wsgi_app) with `w` workers, each with its own
@@ -1424,7 +1417,7 @@ def wsgi_server(name: str, w: int, ctx: Context, policy: Path) -> Iterator[Serve
             nonlocal streak
             if proc.poll() is not None:
                 raise BenchError(f"{name} exited {proc.returncode}:\n{tail(log)}")
-            streak = streak + 1 if tls_status(port, tls_, "/readyz") == 200 else 0
+            streak = streak + 1 if health_status(port, "/readyz", tls_) == 200 else 0
             return streak >= ENFORCED_STREAK
 
         wait_for(f"{name}'s /readyz", ready, 300, 0.05)

@@ -261,10 +261,8 @@ class _Listener:
     contexts: Callable[[], ssl.SSLContext] | None
     limits: Limits
     budget: _Budget = field(init=False)
-    #: When (loop time) the next over-budget warning may be logged.
-    quiet_until: float = 0.0
-    #: When (loop time) the next shedding warning may be logged.
-    shed_quiet_until: float = 0.0
+    #: When (loop time) the next warning of each kind may be logged (`warn_due`).
+    quiet_until: dict[str, float] = field(default_factory=dict)
     #: Requests answered 429 for waiting past `queue_seconds`, since the start.
     shed: int = 0
     #: New TLS connections closed at once: their address had `max_handshakes` in progress.
@@ -274,6 +272,14 @@ class _Listener:
 
     def __post_init__(self) -> None:
         self.budget = _Budget(self.limits.max_connections)
+
+    def warn_due(self, kind: str, now: float) -> bool:
+        """Whether a warning of `kind` may be logged now: at most one every
+        WARN_EVERY_SECONDS per listener and kind (a flood would flood the log)."""
+        if now < self.quiet_until.get(kind, 0.0):
+            return False
+        self.quiet_until[kind] = now + WARN_EVERY_SECONDS
+        return True
 
 
 @dataclass(frozen=True)
@@ -496,9 +502,7 @@ class HttpsServer:
             return False
         listener.turned_away += 1
         assert self._loop is not None
-        now = self._loop.time()
-        if now >= listener.shed_quiet_until:
-            listener.shed_quiet_until = now + WARN_EVERY_SECONDS
+        if listener.warn_due("turned away", self._loop.time()):
             log.warning(
                 f"the {listener.name} listener has {limit} TLS handshakes in progress from "
                 f"{address} (--max-handshakes): closing its new connections until they end. "
@@ -520,9 +524,7 @@ class HttpsServer:
         budget = listener.budget
         budget.closed_over_budget += 1
         assert self._loop is not None
-        now = self._loop.time()
-        if now >= listener.quiet_until:
-            listener.quiet_until = now + WARN_EVERY_SECONDS
+        if listener.warn_due("over budget", self._loop.time()):
             log.warning(
                 f"the {listener.name} listener is at its budget of {budget.limit} connections: "
                 f"closing its oldest {victim.phase} connection for each new one. Something holds "
@@ -626,9 +628,7 @@ class HttpsServer:
         listener.shed += 1
         limit = listener.limits.queue_seconds
         assert self._loop is not None
-        now = self._loop.time()
-        if now >= listener.shed_quiet_until:
-            listener.shed_quiet_until = now + WARN_EVERY_SECONDS
+        if listener.warn_due("shed", self._loop.time()):
             log.warning(
                 f"the {listener.name} listener is behind: answering 429 to requests that waited "
                 f"over {limit:g} s (--queue-timeout). The API server applies the webhook's "
