@@ -445,8 +445,8 @@ def _freeze_long_lived() -> None:
     a full collection walks every tracked object, ~36 ms over 10,000 pods, and whichever
     request it interrupts waits that long. The cache's objects are trees of dicts and lists
     without cycles, freed by reference counting when replaced, so the collector has nothing
-    to find among them; what is allocated later is collected as before."""
-    gc.collect()
+    to find among them; what is allocated later is collected as before. No collection first:
+    this may run on a review's path (`ready()`), and freezing alone costs nothing."""
     gc.freeze()
 
 

@@ -86,7 +86,7 @@ class Limits:
     #: The listener's connection budget (each costs a file descriptor); a new connection beyond
     #: it closes the listener's oldest (see the module docstring for which).
     max_connections: int = 1024
-    #: How long a whole request may wait in this process before it is served: from its first
+    #: How long a whole request may wait in this process before it is served: from its last
     #: bytes reaching the process to the app's call. Older, it is answered 429 at once, without
     #: a decision (`shed`): the worker is behind, and the API server, which gives the whole
     #: call the webhook's timeoutSeconds (1-30 s, the chart's 5), applies its failurePolicy to

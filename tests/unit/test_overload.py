@@ -28,6 +28,7 @@ from click.testing import CliRunner
 
 from tests.unit.test_httpserver import PATIENCE, Served, serving
 from tests.unit.test_webhook_app import claim, make_app, pod, review
+from tests.unit.test_webhook_hardening import KUBECONFIG
 from webhook.httpserver import Limits
 
 # --- shedding -------------------------------------------------------------------------------------
@@ -204,16 +205,6 @@ def test_without_a_bound_handshakes_are_not_counted(tmp_path: Path) -> None:
 
 
 # --- the settings -------------------------------------------------------------------------------
-
-
-KUBECONFIG = """
-apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
-users: [{name: u, user: {token: t}}]
-contexts: [{name: x, context: {cluster: c, user: u}}]
-current-context: x
-"""
 
 
 def test_the_command_lines_overload_bounds(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
