@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from webhook import tls
-from webhook.httpserver import HttpsServer, Limits
+from webhook.httpbase import Limits
+from webhook.httpserver import HttpsServer
 from webhook.serve import CertReloader, listen_socket
 
 

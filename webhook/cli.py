@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # imported when serving starts, not for `gate webhook --help`
     from gate.kube.client import KubeClient
     from webhook.cache import WatchCache
     from webhook.events import EventQueue
-    from webhook.httpserver import Limits
+    from webhook.httpbase import Limits
     from webhook.selfwatch import SelfWatch
     from webhook.serve import CertReloader
     from webhook.stuck import StuckDetector
@@ -223,6 +223,14 @@ def verify(
     "failurePolicy now instead of at its timeoutSeconds. Keep it under timeoutSeconds. 0s: never.",
 )
 @click.option(
+    "--http2/--no-http2",
+    default=True,
+    show_default=True,
+    help="Offer HTTP/2 on the TLS port (ALPN). The API server then sends its calls to this "
+    "webhook as streams over one connection instead of opening a connection, each a TLS "
+    "handshake, for every call in flight when the webhook is behind.",
+)
+@click.option(
     "--max-handshakes",
     type=click.IntRange(0, 65536),
     default=256,
@@ -284,7 +292,9 @@ class ServeOptions:
     policy: Policy
     kubeconfig: str | None
     client_ca: str | None
-    #: The TLS port's and the health port's `webhook.httpserver.Limits`.
+    #: Offer HTTP/2 in ALPN on the TLS port.
+    http2: bool
+    #: The TLS port's and the health port's `webhook.httpbase.Limits`.
     limits: Limits
     health_limits: Limits
     max_body_bytes: int
@@ -473,12 +483,16 @@ def _certificates(options: ServeOptions) -> Certificates:
 
 
 def _reloader(options: ServeOptions, certificates: Certificates) -> CertReloader:
+    from webhook.http2 import ALPN_PROTOCOLS
     from webhook.serve import CertReloader
     from webhook.tls import CertificateError
 
     try:
         return CertReloader(
-            certificates.cert_file, certificates.key_file, client_ca_file=options.client_ca
+            certificates.cert_file,
+            certificates.key_file,
+            client_ca_file=options.client_ca,
+            alpn=ALPN_PROTOCOLS if options.http2 else ("http/1.1",),
         )
     except CertificateError as exc:
         raise ServeError(str(exc)) from None
@@ -722,7 +736,8 @@ def _listener_limits(
 ) -> tuple[Any, Any]:
     """The TLS port's and the health port's `Limits` from the options; ValueError names the
     option with a duration that is not one, or not above zero."""
-    from webhook.httpserver import HEALTH_LIMITS, Limits
+    from webhook.httpbase import Limits
+    from webhook.httpserver import HEALTH_LIMITS
 
     def seconds(durations: dict[str, str]) -> list[float]:
         out = []

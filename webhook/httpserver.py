@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import asyncio.sslproto
+import collections
 import contextlib
 import io
 import json
@@ -54,7 +55,8 @@ from wsgiref.types import WSGIApplication
 
 import h11
 
-from webhook.review import DEFAULT_MAX_BYTES
+from webhook.http2 import READ_BUFFER, Http2Session
+from webhook.httpbase import ACTIVE, IDLE, OPENING, ClosedError, Limits, Request
 
 log = logging.getLogger("prune_gate.webhook.server")
 
@@ -64,74 +66,6 @@ log = logging.getLogger("prune_gate.webhook.server")
 #: body is read in more turns of the loop.
 TLS_READ_BUFFER = 32 * 1024
 asyncio.sslproto.SSLProtocol.max_size = TLS_READ_BUFFER
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What one listener holds and what one of its connections may take, in time and bytes."""
-
-    #: From accept to a finished TLS handshake. The API server's handshake takes milliseconds,
-    #: and its whole call has at most the webhook's timeoutSeconds (1-30, the chart's 5).
-    handshake_seconds: float = 5.0
-    #: Until a request's head (request line and headers) is whole: from the handshake (plain
-    #: HTTP: the accept) for a connection's first request, from the first byte for a later one.
-    #: A slowloris-style half-sent head is closed at this deadline.
-    header_seconds: float = 5.0
-    #: After the head: until the body's last byte; and, for writing the answer, until the client
-    #: has taken it. A slow sender or a client that reads nothing is cut off.
-    request_seconds: float = 10.0
-    #: How long a kept-alive connection may wait for its next request. The API server keeps its
-    #: connections to webhooks for reuse; 30 s is gunicorn's keepalive that it was served with.
-    idle_seconds: float = 30.0
-    #: The listener's connection budget (each costs a file descriptor); a new connection beyond
-    #: it closes the listener's oldest (see the module docstring for which).
-    max_connections: int = 1024
-    #: How long a whole request may wait in this process before it is served: from its last
-    #: bytes reaching the process to the app's call. Older, it is answered 429 at once, without
-    #: a decision (`shed`): the worker is behind, and the API server, which gives the whole
-    #: call the webhook's timeoutSeconds (1-30 s, the chart's 5), applies its failurePolicy to
-    #: the 429 at once instead of waiting out its timeout. None: never shed (the health port).
-    queue_seconds: float | None = 0.5
-    #: TLS handshakes in progress at once from one peer address; a new connection from an
-    #: address at it is closed at once (`turned_away`). A handshake costs about 1.8 ms of CPU
-    #: with a client certificate (five decisions' worth), and a caller whose calls wait opens
-    #: more connections, each a handshake that slows every call further: past saturation,
-    #: 2,500 of them took the worker's core for seconds. 256 is about half a second of
-    #: handshakes (`queue_seconds`' worth), and more than a namespace deletion's burst of 100
-    #: new connections. Per address, so that a stranger who starts handshakes and never ends
-    #: them holds back only its own. None: no bound.
-    max_handshakes: int | None = 256
-    #: Request line and headers together.
-    max_header_bytes: int = 16 * 1024
-    #: Body bytes read at most; one past the app's own limit (`webhook.review.DEFAULT_MAX_BYTES`
-    #: unless `--max-body-bytes` says otherwise), so the app can tell "too large".
-    max_body_bytes: int = DEFAULT_MAX_BYTES + 1
-    #: After an answer that leaves a body unread, how long and how much more is read and
-    #: dropped before the connection closes (see `HttpsServer._linger`).
-    linger_seconds: float = 2.0
-    linger_bytes: int = 4 * 1024 * 1024
-    #: How long a stop waits for requests in flight before closing their connections (the
-    #: server's own limits only: the first argument of `HttpsServer`).
-    graceful_seconds: float = 10.0
-
-    def __post_init__(self) -> None:
-        if self.max_connections < 1:
-            raise ValueError(f"max_connections must be at least 1, not {self.max_connections}")
-        for name in ("queue_seconds", "max_handshakes"):
-            value = getattr(self, name)
-            if value is not None and not value > 0:
-                raise ValueError(f"{name} must be more than 0 or None, not {value}")
-        for name in ("handshake_seconds", "header_seconds", "request_seconds", "idle_seconds"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be more than 0, not {getattr(self, name)}")
-
-    @property
-    def accept_batch(self) -> int:
-        """How many connections one turn of the event loop accepts at most: a quarter of the
-        budget (1-256). A client that sends its request at once has it read within a turn or
-        two of its accept; fewer newer connections than the budget can arrive meanwhile, so a
-        flood of new connections cannot make it the oldest and close it first."""
-        return max(1, min(256, self.max_connections // 4))
 
 
 #: The plain-HTTP health listener's limits: kubelet's probes open a connection each (a few per
@@ -149,10 +83,6 @@ HEALTH_LIMITS = Limits(
 )
 
 
-class _ClosedError(Exception):
-    """The connection is over (peer gone, deadline passed)."""
-
-
 class _MalformedError(Exception):
     """Not HTTP/1.1 that h11 accepts: answered with its status (400, 431) and closed."""
 
@@ -161,24 +91,9 @@ class _MalformedError(Exception):
         self.status = status
 
 
-@dataclass
-class _Request:
-    method: str
-    target: str
-    headers: list[tuple[bytes, bytes]]
-    body: bytes
-    #: The body was not read: its declared length is over the limit.
-    unread_length: int | None = None
-
-
 #: A coroutine run beside the listeners for as long as the server serves (a supervisor, a
 #: parent-death check); its end or failure stops the server.
 Background = Callable[[], Coroutine[Any, Any, None]]
-
-
-#: A connection's phases, in the order in which a listener at its budget closes them: not yet
-#: a whole request head (a handshake, a half-sent head), idle between requests, in a request.
-OPENING, IDLE, ACTIVE = "opening", "idle", "active"
 
 
 @dataclass(eq=False)
@@ -245,10 +160,34 @@ class _StampedProtocol(asyncio.StreamReaderProtocol):
         super().__init__(reader, connected, loop=loop)
         self._now = loop.time
         self.arrived: float | None = None
+        #: Bytes received so far, and (`track`) when each chunk came: (offset of its end, time).
+        self.received = 0
+        self._chunks: collections.deque[tuple[int, float]] | None = None
 
     def data_received(self, data: bytes) -> None:
         self.arrived = self._now()
+        self.received += len(data)
+        if self._chunks is not None:
+            self._chunks.append((self.received, self.arrived))
         super().data_received(data)
+
+    def track(self) -> None:
+        """From now on, note each chunk's arrival: one connection carries many requests at
+        once (HTTP/2), and each one's wait is from its own bytes, not the latest's."""
+        self._chunks = collections.deque()
+        if self.received and self.arrived is not None:
+            self._chunks.append((self.received, self.arrived))
+
+    def arrival_of(self, offset: int) -> float:
+        """When the byte at `offset` (counted from the connection's first) arrived; the chunks
+        before it are forgotten (bytes are read in order)."""
+        chunks = self._chunks
+        if chunks is not None:
+            while len(chunks) > 1 and chunks[0][0] < offset:
+                chunks.popleft()
+            if chunks and chunks[0][0] >= offset:
+                return chunks[0][1]
+        return self.arrived if self.arrived is not None else self._now()
 
 
 @dataclass(eq=False)
@@ -269,6 +208,8 @@ class _Listener:
     turned_away: int = 0
     #: Handshakes in progress, by peer address (an address with none is not kept).
     handshaking: dict[str, int] = field(init=False, default_factory=dict)
+    #: Connections served, by protocol ("http/1.1", "h2"), since the start.
+    served: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.budget = _Budget(self.limits.max_connections)
@@ -292,6 +233,8 @@ class ListenerStats:
     closed_over_budget: int
     shed: int = 0
     turned_away: int = 0
+    #: Connections served since the start, by protocol: ("h2", 3), ("http/1.1", 1200).
+    served: tuple[tuple[str, int], ...] = ()
 
 
 #: The kernel's queue of connections not yet accepted, on every listener.
@@ -354,6 +297,7 @@ class HttpsServer:
                 lst.budget.closed_over_budget,
                 lst.shed,
                 lst.turned_away,
+                tuple(sorted(lst.served.items())),
             )
             for lst in self._listeners
         ]
@@ -479,7 +423,7 @@ class HttpsServer:
         self._tasks.add(task)
         try:
             await self._connection(conn, reader, writer, listener)
-        except (_ClosedError, ConnectionError, TimeoutError, ssl.SSLError, OSError):
+        except (ClosedError, ConnectionError, TimeoutError, ssl.SSLError, OSError):
             pass
         except asyncio.CancelledError:
             pass
@@ -582,6 +526,12 @@ class HttpsServer:
                 counts[address] -= 1
                 if not counts[address]:
                     del counts[address]
+            ssl_object = writer.get_extra_info("ssl_object")
+            if ssl_object is not None and ssl_object.selected_alpn_protocol() == "h2":
+                listener.served["h2"] = listener.served.get("h2", 0) + 1
+                await self._http2(conn, reader, writer, listener, stamped)
+                return
+        listener.served["http/1.1"] = listener.served.get("http/1.1", 0) + 1
         h11_conn = h11.Connection(h11.SERVER, max_incomplete_event_size=limits.max_header_bytes)
         first = True
         while True:
@@ -600,10 +550,7 @@ class HttpsServer:
             first = False
             now = loop.time()
             arrived = now if stamped is None or stamped.arrived is None else stamped.arrived
-            if limits.queue_seconds is not None and now - arrived > limits.queue_seconds:
-                status, headers, body = self._shed(listener, now - arrived)
-            else:
-                status, headers, body = self._call_app(listener, req, peer)
+            status, headers, body = self._answer(listener, req, peer, arrived)
             close = self._stopping is not None and self._stopping.is_set()
             if req.unread_length is not None or h11_conn.their_state is h11.MUST_CLOSE:
                 close = True  # the unread body is still on the wire
@@ -622,6 +569,45 @@ class HttpsServer:
             if close or h11_conn.our_state is not h11.DONE or h11_conn.their_state is not h11.DONE:
                 return
             h11_conn.start_next_cycle()
+
+    async def _http2(
+        self,
+        conn: _Connection,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        listener: _Listener,
+        stamped: _StampedProtocol | None,
+    ) -> None:
+        """Serve an HTTP/2 connection (`webhook.http2`) with this listener's limits."""
+        loop = asyncio.get_running_loop()
+        peer = writer.get_extra_info("peername")
+        if stamped is not None:
+            stamped.track()
+        # asyncio keeps this private: the reader pauses its transport past twice its limit.
+        reader._limit = READ_BUFFER  # type: ignore[attr-defined]
+        session = Http2Session(
+            reader,
+            writer,
+            listener.limits,
+            respond=lambda req, arrived: self._answer(listener, req, peer, arrived),
+            arrival=stamped.arrival_of if stamped is not None else lambda _offset: loop.time(),
+            phase=lambda phase: listener.budget.move(conn, phase),
+            stopping=lambda: self._stopping is not None and self._stopping.is_set(),
+            first_deadline=loop.time() + listener.limits.header_seconds,
+        )
+        await session.run()
+
+    def _answer(
+        self, listener: _Listener, req: Request, peer: Any, arrived: float
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
+        """The app's answer to `req`, whose last bytes arrived at `arrived` (loop time); a 429
+        without calling it when that is over the listener's `queue_seconds` ago."""
+        assert self._loop is not None
+        waited = self._loop.time() - arrived
+        queue = listener.limits.queue_seconds
+        if queue is not None and waited > queue:
+            return self._shed(listener, waited)
+        return self._call_app(listener, req, peer)
 
     def _shed(self, listener: _Listener, waited: float) -> tuple[int, list[tuple[str, str]], bytes]:
         """The 429 of a request that waited too long, answered without calling the app."""
@@ -693,7 +679,7 @@ class HttpsServer:
         limits: Limits,
         idle: bool,
         headed: Callable[[], None],
-    ) -> _Request:
+    ) -> Request:
         """The next request: waits up to `idle_seconds` for the first byte of a kept-alive
         connection's next one, then `header_seconds` for the whole head, then (`headed` is
         called) `request_seconds` for the body."""
@@ -701,7 +687,7 @@ class HttpsServer:
             async with asyncio.timeout(limits.idle_seconds):
                 data = await reader.read(65536)
             if not data:
-                raise _ClosedError
+                raise ClosedError
             conn.receive_data(data)
         async with asyncio.timeout(limits.header_seconds) as deadline:
 
@@ -724,7 +710,7 @@ class HttpsServer:
         reader: asyncio.StreamReader,
         limits: Limits,
         head_done: Callable[[], None],
-    ) -> _Request:
+    ) -> Request:
         head: h11.Request | None = None
         chunks: list[bytes] = []
         size = 0
@@ -733,7 +719,7 @@ class HttpsServer:
             if event is h11.NEED_DATA:
                 data = await reader.read(65536)
                 if not data:
-                    raise _ClosedError
+                    raise ClosedError
                 conn.receive_data(data)
                 continue
             if isinstance(event, h11.Request):
@@ -747,7 +733,7 @@ class HttpsServer:
                 size = 0
                 length = _content_length(event.headers)
                 if length is not None and length > limits.max_body_bytes:
-                    return _Request(
+                    return Request(
                         event.method.decode("ascii"),
                         event.target.decode("ascii", "replace"),
                         list(event.headers),
@@ -759,7 +745,7 @@ class HttpsServer:
                 chunks.append(event.data)
                 if size > limits.max_body_bytes:
                     assert head is not None
-                    return _Request(
+                    return Request(
                         head.method.decode("ascii"),
                         head.target.decode("ascii", "replace"),
                         [(k, v) for k, v in head.headers if k != b"content-length"],
@@ -768,19 +754,19 @@ class HttpsServer:
                     )
             elif isinstance(event, h11.EndOfMessage):
                 assert head is not None
-                return _Request(
+                return Request(
                     head.method.decode("ascii"),
                     head.target.decode("ascii", "replace"),
                     list(head.headers),
                     b"".join(chunks),
                 )
             elif isinstance(event, h11.ConnectionClosed):
-                raise _ClosedError
+                raise ClosedError
 
     # -- the app ----------------------------------------------------------------------------
 
     def _call_app(
-        self, listener: _Listener, req: _Request, peer: Any
+        self, listener: _Listener, req: Request, peer: Any
     ) -> tuple[int, list[tuple[str, str]], bytes]:
         environ = _environ(req, peer, tls=listener.contexts is not None)
         answer: dict[str, Any] = {}
@@ -832,7 +818,7 @@ def _content_length(headers: Iterable[tuple[bytes, bytes]]) -> int | None:
     return None
 
 
-def _environ(req: _Request, peer: Any, tls: bool) -> dict[str, Any]:
+def _environ(req: Request, peer: Any, tls: bool) -> dict[str, Any]:
     path, _, query = req.target.partition("?")
     environ: dict[str, Any] = {
         "REQUEST_METHOD": req.method,
@@ -841,7 +827,7 @@ def _environ(req: _Request, peer: Any, tls: bool) -> dict[str, Any]:
         "QUERY_STRING": query,
         "SERVER_NAME": "prune-gate",
         "SERVER_PORT": "443" if tls else "80",
-        "SERVER_PROTOCOL": "HTTP/1.1",
+        "SERVER_PROTOCOL": req.protocol,
         "REMOTE_ADDR": str(peer[0]) if isinstance(peer, tuple) and peer else "",
         "wsgi.version": (1, 0),
         "wsgi.url_scheme": "https" if tls else "http",

@@ -57,13 +57,21 @@ class ConnectionsCollector(Collector):
             "--max-handshakes in progress",
             labels=["listener"],
         )
+        served = CounterMetricFamily(
+            f"{PREFIX}_connections_served",
+            "Connections served, by listener and protocol (ALPN's h2, or http/1.1): over h2 the "
+            "API server sends its calls as streams on a few connections",
+            labels=["listener", "protocol"],
+        )
         for s in stats:
             now.add_metric([s.name], s.open)
+            for protocol, count in s.served:
+                served.add_metric([s.name, protocol], count)
             budget.add_metric([s.name], s.max_connections)
             closed.add_metric([s.name], s.closed_over_budget)
             shed.add_metric([s.name], s.shed)
             turned.add_metric([s.name], s.turned_away)
-        yield from (now, budget, closed, shed, turned)
+        yield from (now, budget, closed, shed, turned, served)
 
 
 class _CacheCollector(Collector):

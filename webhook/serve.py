@@ -27,7 +27,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
@@ -63,8 +63,11 @@ class CertReloader:
         key_file: str | Path,
         now: Callable[[], dt.datetime] = _utcnow,
         client_ca_file: str | Path | None = None,
+        alpn: Sequence[str] = ("http/1.1",),
     ) -> None:
         self.cert_file = str(cert_file)
+        #: What the context offers in ALPN (`webhook.http2.ALPN_PROTOCOLS` for HTTP/2 too).
+        self.alpn = tuple(alpn)
         self.key_file = str(key_file)
         self.client_ca_file = str(client_ca_file) if client_ca_file is not None else None
         self.now = now
@@ -97,6 +100,7 @@ class CertReloader:
         cert = check_pair(self.cert_file, self.key_file, self.now())
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        ctx.set_alpn_protocols(list(self.alpn))
         try:
             ctx.load_cert_chain(self.cert_file, self.key_file)
         except (OSError, ssl.SSLError) as exc:

@@ -40,7 +40,8 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from webhook.httpserver import HEALTH_LIMITS, HttpsServer, Limits
+from webhook.httpbase import Limits
+from webhook.httpserver import HEALTH_LIMITS, HttpsServer
 from webhook.metrics import ConnectionsCollector
 
 log = logging.getLogger("prune_gate.webhook.workers")

@@ -104,15 +104,20 @@ def report(vegeta: str, results: Path) -> dict[str, Any]:
     return parsed
 
 
-def shed_total(hook: Webhook) -> float:
+def metric(hook: Webhook, name: str, **labels: str) -> float:
+    """The sum over the workers of the samples of `name` with `labels`."""
     with urllib.request.urlopen(f"{hook.health_url}/metrics", timeout=30) as resp:
         text = resp.read().decode()
     return sum(
         s.value
         for family in text_string_to_metric_families(text)
         for s in family.samples
-        if s.name == "prune_gate_webhook_requests_shed_total"
+        if s.name == name and labels.items() <= s.labels.items()
     )
+
+
+def shed_total(hook: Webhook) -> float:
+    return metric(hook, "prune_gate_webhook_requests_shed_total")
 
 
 def api_server_call(kube: Cluster, ns: str, claim: str) -> tuple[float, str]:
@@ -191,3 +196,8 @@ def test_twice_saturation_leaves_the_api_servers_calls_answered_in_time(
         assert hook.get("/readyz")[0] == 200
         codes = offered_report["status_codes"]
         assert shed_total(hook) >= codes.get("429", 0) + sum(o == "shed" for _, o in calls)
+        # vegeta came over HTTP/1.1 (-http2=false: a connection per call in flight, the harder
+        # case); the API server, offered h2 in ALPN, sent its calls over HTTP/2 streams.
+        served = "prune_gate_webhook_connections_served_total"
+        assert metric(hook, served, listener="tls", protocol="h2") >= 1
+        assert metric(hook, served, listener="tls", protocol="http/1.1") >= 1

@@ -15,7 +15,7 @@ from tests.unit.test_chart import container, render
 from webhook.app import Settings, create_app
 from webhook.cache import StaticCache
 from webhook.cli import serve
-from webhook.httpserver import Limits
+from webhook.httpbase import Limits
 from webhook.review import DEFAULT_MAX_BYTES, parse_review
 
 VALUES = Path(__file__).resolve().parents[2] / "charts" / "prune-gate" / "values.yaml"

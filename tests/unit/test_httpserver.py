@@ -26,7 +26,8 @@ import pytest
 
 from tests.unit.test_webhook_app import claim, make_app, pod, review
 from webhook import tls
-from webhook.httpserver import HttpsServer, Limits
+from webhook.httpbase import Limits
+from webhook.httpserver import HttpsServer
 from webhook.serve import CertReloader, health_only, listen_socket
 
 #: A client's patience: far beyond any answer on a loaded machine, far below a hung test.
@@ -69,10 +70,12 @@ def serving(
     app: Any = None,
     health: Limits | bool = False,
     client_ca: bool = False,
+    alpn: tuple[str, ...] = ("http/1.1",),
 ) -> Iterator[Served]:
     """The server on loopback. `health`: also the plain-HTTP health listener, as `gate webhook
     serve --health-port` adds it (True: with its default limits). `client_ca`: the TLS port
-    requires a client certificate, and `Served.context` presents one, as the API server does."""
+    requires a client certificate, and `Served.context` presents one, as the API server does.
+    `alpn`: what the TLS port offers (`webhook.http2.ALPN_PROTOCOLS`: HTTP/2 too)."""
     ca = tls.make_ca()
     cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
     tls.write_pair(tls.make_serving_cert(ca, ["127.0.0.1"]), cert, key)
@@ -89,7 +92,7 @@ def serving(
         app, _ = make_app(claim("data"), claim("free"), pod("web-0", "data"), max_bytes=64 * 1024)
     server = HttpsServer(
         app,
-        CertReloader(cert, key, client_ca_file=ca_file).context,
+        CertReloader(cert, key, client_ca_file=ca_file, alpn=alpn).context,
         # Requests are not shed unless a test asks: its client threads share this process's
         # interpreter lock with the server, and a turn of the lock is not a server behind.
         limits or Limits(max_body_bytes=64 * 1024 + 1, queue_seconds=None),

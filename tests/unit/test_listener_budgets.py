@@ -27,7 +27,8 @@ import pytest
 from click.testing import CliRunner
 
 from tests.unit.test_httpserver import PATIENCE, closed_by_server, delete, serving
-from webhook.httpserver import HEALTH_LIMITS, Limits
+from webhook.httpbase import Limits
+from webhook.httpserver import HEALTH_LIMITS
 
 #: More half-sent requests than the one budget the two listeners shared (1,024).
 ATTACK = 1_100

@@ -29,7 +29,7 @@ from click.testing import CliRunner
 from tests.unit.test_httpserver import PATIENCE, Served, serving
 from tests.unit.test_webhook_app import claim, make_app, pod, review
 from tests.unit.test_webhook_hardening import KUBECONFIG
-from webhook.httpserver import Limits
+from webhook.httpbase import Limits
 
 # --- shedding -------------------------------------------------------------------------------------
 
