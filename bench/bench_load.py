@@ -673,9 +673,12 @@ def attack(
     max_workers: int,
     out_dir: Path,
     pss: bool = False,
+    http2: bool = False,
 ) -> Attack:
     """One vegeta attack, its results decoded and every answer checked; `pss`: the server's
-    PSS sampled too (which slows it: see `rss_of`)."""
+    PSS sampled too (which slows it: see `rss_of`); `http2`: vegeta offers h2 in ALPN, as the
+    API server does, and uses it where the server agrees (Go's client: streams over one
+    connection, another past the server's MAX_CONCURRENT_STREAMS)."""
     results = out_dir / f"results-{uuid.uuid4().hex[:8]}.bin"
     cmd = [
         vegeta,
@@ -684,7 +687,7 @@ def attack(
         f"-targets={targets.path}",
         f"-duration={duration + WARMUP_SECONDS}s",
         f"-timeout={TIMEOUT_SECONDS}s",
-        "-http2=false",
+        f"-http2={'true' if http2 else 'false'}",
         "-keepalive=true",
         "-max-body=-1",
         f"-root-certs={server.tls.ca}",
@@ -1200,11 +1203,14 @@ def measure_server(
         targets = write_all_targets(label, server, ctx)
         attack(ctx.vegeta, server, targets["refused"], 100, 1, 1, ctx.tmp)  # warm-up
         peak, peak_conns = idle, 0
-        attacks: dict[str, list[Attack]] = {kind: [] for kind in targets}
+        protocols = [p for p in args.protocols if p == "http/1.1" or label_speaks_h2(label)]
+        attacks: dict[tuple[str, str], list[Attack]] = {
+            (kind, p): [] for p in protocols for kind in targets
+        }
         # The lowest rate, then saturated, then the higher rates: a rate above what the server
         # can answer piles up connections and memory that would colour the saturated figure.
         rates = sorted(args.rates)
-        for rate in [rates[0], 0, *rates[1:]]:
+        for protocol, rate in [(p, r) for p in protocols for r in [rates[0], 0, *rates[1:]]]:
             for kind, target in targets.items():
                 wait_for(
                     "the last run's connections to close",
@@ -1212,20 +1218,30 @@ def measure_server(
                     60,
                 )
                 a = attack(
-                    ctx.vegeta, server, target, rate, args.duration, args.max_workers, ctx.tmp
+                    ctx.vegeta,
+                    server,
+                    target,
+                    rate,
+                    args.duration,
+                    args.max_workers,
+                    ctx.tmp,
+                    http2=protocol == "h2",
                 )
                 say(
-                    f"{kind} @{rate or 'max'}: {a.latency()}, {a.throughput:.0f} right/s, "
-                    f"{a.outcome()}; {a.answered_share:.1%} answered within "
-                    f"{ANSWERED_SECONDS:g} s; server {a.peak.text()}, {a.connections} connections"
+                    f"{protocol} {kind} @{rate or 'max'}: {a.latency()}, "
+                    f"{a.throughput:.0f} right/s, {a.outcome()}; "
+                    f"{a.answered_share:.1%} answered within {ANSWERED_SECONDS:g} s; "
+                    f"server {a.peak.text()}, {a.connections} connections"
                 )
                 for e in a.errors[:3]:
                     say(f"   {e}")
                 if a.errors:
-                    notes.append(f"{label} {kind} @{rate or 'max'}: " + "; ".join(a.errors[:3]))
+                    notes.append(
+                        f"{label} {protocol} {kind} @{rate or 'max'}: " + "; ".join(a.errors[:3])
+                    )
                 if a.peak.rss > peak.rss:
                     peak, peak_conns = a.peak, a.connections
-                attacks[kind].append(a)
+                attacks[(kind, protocol)].append(a)
         # Memory apart: PSS is read from smaps_rollup, which stalls the server (`rss_of`), so
         # one more run at the highest rate samples it and gives no latency figure.
         wait_for("the connections to close", lambda: connections_to(server.port) == 0, 60)
@@ -1239,18 +1255,22 @@ def measure_server(
             args.max_workers,
             ctx.tmp,
             pss=True,
+            http2=protocols[0] == "h2",
         )
-        say(f"memory @{top} (PSS sampled): {mem_run.peak.text()}, {mem_run.connections} conns")
+        say(
+            f"memory @{top} over {protocols[0]} (PSS sampled): {mem_run.peak.text()}, "
+            f"{mem_run.connections} conns"
+        )
         wait_for("the connections to close", lambda: connections_to(server.port) == 0, 60)
         if server.proc.poll() is not None:
             raise BenchError(f"{label} exited {server.proc.returncode} under load")
         settled = memory_of(server.proc.pid)
-        for kind, done in attacks.items():
+        for (kind, protocol), done in attacks.items():
             done.sort(key=lambda a: (a.rate == 0, a.rate))
-            rows += attack_rows(label, kind, done, args.max_workers)
+            rows += attack_rows(f"{label} {protocol}", kind, done, args.max_workers)
         rows.append(
             Row(
-                f"[{label}] server memory, ready / peak under {top}/s",
+                f"[{label}] server memory, ready / peak under {top}/s over {protocols[0]}",
                 f"{idle.text()} / {mem_run.peak.text()} ({mem_run.connections} connections "
                 f"open); peak RSS over the runs above {peak.rss:.0f} MiB ({peak_conns} open)",
                 f"<= {TARGET_MEMORY_MB:.0f} MB PSS at peak",
@@ -1329,6 +1349,11 @@ def change_rows(label: str, ctx: Context, server: Server) -> list[Row]:
 #: The production WSGI servers bench_load runs the same app behind (bench/wsgi_app.py), each with
 #: the worker model its documentation recommends for an app of inline CPU work.
 WSGI_SERVERS = ("granian", "gunicorn")
+
+
+def label_speaks_h2(label: str) -> bool:
+    """Whether the server a label names offers HTTP/2: gunicorn does not."""
+    return not label.startswith("gunicorn")
 
 
 def wsgi_server_argv(
@@ -1611,6 +1636,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--namespaces", type=int, default=100)
     parser.add_argument("--rates", default="100,500,1000,4000", help="constant rates, requests/s")
     parser.add_argument(
+        "--protocols",
+        default="h2,http/1.1",
+        help="what vegeta speaks, each a run of every rate: h2 (offered in ALPN as the API "
+        "server offers it; gunicorn has none, so it is measured over http/1.1 only), http/1.1",
+    )
+    parser.add_argument(
         "--serve-arg",
         action="append",
         default=[],
@@ -1639,6 +1670,9 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         args.rates = [int(r) for r in args.rates.split(",") if r.strip()]
     except ValueError:
         parser.error("--workers and --rates take comma-separated integers")
+    args.protocols = [p.strip() for p in args.protocols.split(",") if p.strip()]
+    if not args.protocols or set(args.protocols) - {"h2", "http/1.1"}:
+        parser.error("--protocols takes h2, http/1.1")
     if not workers or min(workers) < 1 or not args.rates or min(args.rates) < 1:
         parser.error("--workers and --rates need positive integers")
     if args.namespaces <= CHANGE_NS or args.pods < args.claims // 2:

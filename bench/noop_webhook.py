@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from webhook import tls
+from webhook.http2 import ALPN_PROTOCOLS
 from webhook.httpbase import Limits
 from webhook.httpserver import HttpsServer
 from webhook.serve import CertReloader, listen_socket
@@ -49,7 +50,7 @@ def main() -> None:
     cert, key = args.cert_dir / "tls.crt", args.cert_dir / "tls.key"
     args.cert_dir.mkdir(parents=True, exist_ok=True)
     tls.write_pair(tls.make_serving_cert(ca, ["127.0.0.1"]), cert, key)
-    reloader = CertReloader(cert, key, client_ca_file=args.client_ca)
+    reloader = CertReloader(cert, key, client_ca_file=args.client_ca, alpn=ALPN_PROTOCOLS)
     server = HttpsServer(allow_everything, reloader.context, Limits())
     sock = listen_socket("127.0.0.1", args.port)
     (args.cert_dir / "ca.crt").write_bytes(ca.cert_pem)

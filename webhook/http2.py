@@ -38,11 +38,6 @@ from webhook.httpbase import ACTIVE, IDLE, ClosedError, Limits, Request
 #: What the TLS listener offers in ALPN, most preferred first.
 ALPN_PROTOCOLS = ("h2", "http/1.1")
 
-#: Streams a client may have open at once on a connection: Go's own server offers 250.
-#: client-go opens another connection past it, so a caller far behind holds a few connections,
-#: not one per call.
-MAX_CONCURRENT_STREAMS = 250
-
 #: Streams the client may reset before their answer, beyond as many as were answered, before
 #: the connection is closed: a reset costs a stream's HEADERS parse and nothing more here (the
 #: answer is made inline), but a connection that mostly resets is not the API server.
@@ -127,7 +122,7 @@ class Http2Session:
         self.conn.local_settings = h2.settings.Settings(
             client=False,
             initial_values={
-                h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: MAX_CONCURRENT_STREAMS,
+                h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: self.limits.max_streams,
                 h2.settings.SettingCodes.MAX_HEADER_LIST_SIZE: self.limits.max_header_bytes,
                 h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: STREAM_WINDOW,
                 h2.settings.SettingCodes.ENABLE_PUSH: 0,

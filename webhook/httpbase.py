@@ -43,6 +43,9 @@ class Limits:
     #: new connections. Per address, so that a stranger who starts handshakes and never ends
     #: them holds back only its own. None: no bound.
     max_handshakes: int | None = 256
+    #: HTTP/2 streams a client may have open at once on one connection (its
+    #: SETTINGS_MAX_CONCURRENT_STREAMS; see `webhook.http2`).
+    max_streams: int = 250
     #: Request line and headers together.
     max_header_bytes: int = 16 * 1024
     #: Body bytes read at most; one past the app's own limit (`webhook.review.DEFAULT_MAX_BYTES`
@@ -57,6 +60,8 @@ class Limits:
     graceful_seconds: float = 10.0
 
     def __post_init__(self) -> None:
+        if self.max_streams < 1:
+            raise ValueError(f"max_streams must be at least 1, not {self.max_streams}")
         if self.max_connections < 1:
             raise ValueError(f"max_connections must be at least 1, not {self.max_connections}")
         for name in ("queue_seconds", "max_handshakes"):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import http.client
 import json
 import logging
@@ -138,6 +139,11 @@ class Supervisor:
                 path = self._dir / f"worker-{i}.sock"
                 self._sockets[i] = unix_listener(path)
                 self._table.append(_Worker(i, str(path)))
+            # What the master holds now (the modules the workers run) is shared with them page
+            # for page until written; the cyclic collector writes to every object it walks, so
+            # the objects of now are left out of its walks, in the master and in each fork.
+            gc.collect()
+            gc.freeze()
             for worker in self._table:  # before the loop and its handlers exist
                 self._fork(worker)
             server = self._server = HttpsServer(None, None, self.limits)

@@ -920,6 +920,8 @@ def test_the_listeners_budgets_and_deadlines_are_values() -> None:
                 "headerTimeout": "2s",
                 "queueTimeout": "0s",
                 "maxHandshakes": 0,
+                "http2": False,
+                "http2MaxStreams": 128,
             },
             "health": {"maxConnections": 8, "idleTimeout": "1s"},
         }
@@ -930,6 +932,9 @@ def test_the_listeners_budgets_and_deadlines_are_values() -> None:
     assert "--handshake-timeout=5s" in args  # the default of what was not given
     assert "--queue-timeout=0s" in args
     assert "--max-handshakes=0" in args
+    assert "--no-http2" in args and "--http2" not in args
+    assert "--http2-max-streams=128" in args
+    assert "--http2" in container(render({}))["args"]
     assert "--health-max-connections=8" in args
     assert "--health-idle-timeout=1s" in args
 

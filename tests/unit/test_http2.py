@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import socket
 import ssl
+import threading
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ import pytest
 from tests.unit.test_httpserver import PATIENCE, Served, delete, serving
 from tests.unit.test_overload import SlowApp
 from tests.unit.test_webhook_app import claim, review
-from webhook.http2 import ALPN_PROTOCOLS, MAX_CONCURRENT_STREAMS, RESETS_ALLOWED
+from webhook.http2 import ALPN_PROTOCOLS, RESETS_ALLOWED
 from webhook.httpbase import Limits
 
 LIMITS = Limits(max_body_bytes=64 * 1024 + 1, queue_seconds=None)
@@ -179,7 +180,7 @@ def test_many_reviews_over_one_connection_each_get_their_own_answer(tmp_path: Pa
             assert response["uid"] == f"uid-{i}"
             assert response["allowed"] is (i % 2 == 0), response
         assert client.settings[h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS] == (
-            MAX_CONCURRENT_STREAMS
+            LIMITS.max_streams
         )
         [stats] = served.server.stats()
         assert dict(stats.served) == {"h2": 1}
@@ -373,3 +374,48 @@ def test_without_http2_the_port_does_not_offer_it(tmp_path: Path, offered: tuple
         raw = socket.create_connection(("127.0.0.1", served.port), timeout=PATIENCE)
         with closing(context.wrap_socket(raw, server_hostname="127.0.0.1")) as sock:
             assert sock.selected_alpn_protocol() == "http/1.1"
+
+
+@pytest.mark.parametrize(
+    ("flag", "offered"), [([], ALPN_PROTOCOLS), (["--no-http2"], ("http/1.1",))]
+)
+def test_the_command_line_chooses_what_the_tls_port_offers(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, flag: list[str], offered: tuple[str, ...]
+) -> None:
+    """`gate webhook serve` offers h2 unless --no-http2: what its certificate reloader's
+    context negotiates with a client that asks for h2 first."""
+    from click.testing import CliRunner
+
+    from gate.cli import main
+    from tests.unit.test_webhook_hardening import KUBECONFIG
+    from webhook import cli, tls
+
+    seen: list[Any] = []
+    monkeypatch.setattr(cli, "_serve", seen.append)
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(KUBECONFIG)
+    serve = ["webhook", "serve", "--self-signed", "--kubeconfig", str(kubeconfig), *flag]
+    result = CliRunner().invoke(main, serve)
+    assert result.exit_code == 0, result.output
+    ca = tls.make_ca()
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    tls.write_pair(tls.make_serving_cert(ca, ["127.0.0.1"]), cert, key)
+    reloader = cli._reloader(seen[0], cli.Certificates(str(cert), str(key), ca.cert_pem))
+    assert reloader.alpn == offered
+    server_side = reloader.context()
+    client_side = ssl.create_default_context(cadata=ca.cert_pem.decode())
+    client_side.set_alpn_protocols(["h2", "http/1.1"])
+    a, b = socket.socketpair()
+    with a, b:
+        a.settimeout(PATIENCE)
+        b.settimeout(PATIENCE)
+        server_tls = server_side.wrap_socket(a, server_side=True, do_handshake_on_connect=False)
+        client_tls = client_side.wrap_socket(
+            b, server_hostname="127.0.0.1", do_handshake_on_connect=False
+        )
+        with server_tls, client_tls:
+            done = threading.Thread(target=server_tls.do_handshake)
+            done.start()
+            client_tls.do_handshake()
+            done.join(PATIENCE)
+            assert client_tls.selected_alpn_protocol() == offered[0]

@@ -252,3 +252,5 @@ def test_the_charts_defaults_are_the_command_lines() -> None:
     defaults = {p.name: p.default for p in serve.params}
     assert tls_values["queueTimeout"] == defaults["queue_timeout"]
     assert tls_values["maxHandshakes"] == defaults["max_handshakes"]
+    assert tls_values["http2"] is defaults["http2"] is True
+    assert tls_values["http2MaxStreams"] == defaults["http2_max_streams"]

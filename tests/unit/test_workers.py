@@ -166,3 +166,46 @@ def test_a_signal_to_the_whole_group_stops_everything_quietly(master: Master) ->
     assert master.proc.stderr is not None
     errors = master.proc.stderr.read()
     assert "Traceback" not in errors and "Exception ignored" not in errors, errors
+
+
+def test_the_master_imports_what_a_worker_imports_before_it_forks() -> None:
+    """`gate webhook serve --workers N` imports the workers' modules in the master
+    (`WORKER_MODULES`) so that their pages are shared, not loaded again in each worker: every
+    module a worker's start imports (the imports inside `_work`, `_start_worker` and the
+    functions they call) is loaded once the master has preloaded, in a fresh interpreter."""
+    import ast
+
+    source = (REPO / "webhook" / "cli.py").read_text(encoding="utf-8")
+    tree = ast.parse(source)
+    worker_side = {
+        "_work",
+        "_start_worker",
+        "_start_stuck",
+        "_start_registration_watch",
+    }
+    imported: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name in worker_side:
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.ImportFrom) and inner.module:
+                    imported.add(inner.module)
+                elif isinstance(inner, ast.Import):
+                    imported.update(alias.name for alias in inner.names)
+    assert {"webhook.app", "webhook.cache", "webhook.httpserver"} <= imported, imported
+    script = (
+        "import sys, json\n"
+        "from webhook import cli\n"
+        "cli._preload_worker_modules()\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE,
+        check=True,
+    )
+    loaded = set(json.loads(done.stdout))
+    assert imported - loaded == set(), "imported by a worker after the fork, not preloaded"
+    assert {"flask", "kubernetes.client"} <= loaded
