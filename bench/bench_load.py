@@ -441,6 +441,64 @@ class WebhookCaller:
             self.conn.close()
 
 
+# ------------------------------------------------------------------------------ an attack
+
+
+#: Half-sent requests the slowloris probe holds: past a worker's default connection budget
+#: (1,024) and granian's default backpressure (1,024).
+SLOWLORIS_CONNECTIONS = 1100
+
+
+def slowloris_probe(server: Server, body: bytes, held: int = SLOWLORIS_CONNECTIONS) -> str:
+    """Whether a review is still answered while `held` TLS connections (with the API server's
+    client certificate, so each passes the handshake) hold half a request head each: the
+    slowloris attack on a server that waits for heads without a budget or a deadline. Tried
+    once with them held, and again after 8 s (past a 5 s head deadline) with them kept."""
+    ctx = server.tls.context()
+    socks: list[ssl.SSLSocket] = []
+    opened = 0
+    try:
+        for _ in range(held):
+            try:
+                raw = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+                tls_sock = ctx.wrap_socket(raw, server_hostname="127.0.0.1")
+                tls_sock.sendall(b"POST /validate HTTP/1.1\r\nHost: webhook\r\n")
+            except OSError:
+                continue  # closed for a budget, or refused: the attack holds less
+            socks.append(tls_sock)
+            opened += 1
+        answers = []
+        for when in ("at once", "after 8 s"):
+            if when != "at once":
+                time.sleep(8)  # the probe's own pace, not synchronisation
+            caller = WebhookCaller(server.port, server.tls)
+            started = time.monotonic()
+            try:
+                caller.allowed(body, fresh=True)
+                answers.append(f"{when}: answered in {(time.monotonic() - started) * 1000:.0f} ms")
+            except (OSError, http.client.HTTPException, BenchError) as exc:
+                answers.append(f"{when}: NOT answered ({type(exc).__name__})")
+            finally:
+                caller.close()
+        still = sum(1 for s in socks if not _closed(s))
+        return f"{opened} held, {still} still open after; a new review " + ", ".join(answers)
+    finally:
+        for s in socks:
+            with contextlib.suppress(OSError):
+                s.close()
+
+
+def _closed(sock: ssl.SSLSocket) -> bool:
+    """Whether the server has closed `sock` (EOF or reset), without waiting."""
+    sock.setblocking(False)
+    try:
+        return sock.recv(1) == b""
+    except (ssl.SSLWantReadError, BlockingIOError):
+        return False
+    except OSError:
+        return True
+
+
 # ------------------------------------------------------------------------------ the server
 
 
@@ -1265,6 +1323,18 @@ def measure_server(
         if server.proc.poll() is not None:
             raise BenchError(f"{label} exited {server.proc.returncode} under load")
         settled = memory_of(server.proc.pid)
+        if args.slowloris:
+            probe = json.dumps(review(ctx.free_claims[0], f"slowloris-{uuid.uuid4().hex}"))
+            held = slowloris_probe(server, probe.encode())
+            say(f"slowloris: {held}")
+            rows.append(
+                Row(
+                    f"[{label}] {SLOWLORIS_CONNECTIONS:,} half-sent request heads held (slowloris)",
+                    held,
+                    "a new review answered",
+                    "NOT answered" not in held,
+                )
+            )
         for (kind, protocol), done in attacks.items():
             done.sort(key=lambda a: (a.rate == 0, a.rate))
             rows += attack_rows(f"{label} {protocol}", kind, done, args.max_workers)
@@ -1654,6 +1724,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=100, help="end-to-end rounds")
     parser.add_argument("--trials", type=int, default=5, help="change-to-decision trials")
     parser.add_argument("--no-kyverno", action="store_true", help="leave Kyverno out")
+    parser.add_argument(
+        "--no-slowloris",
+        dest="slowloris",
+        action="store_false",
+        help="leave out the probe that holds half-sent request heads against each server",
+    )
     parser.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"))
     args = parser.parse_args(argv)
     try:

@@ -71,6 +71,12 @@ Respond = Callable[[Request, float], tuple[int, list[tuple[str, str]], bytes]]
 Arrival = Callable[[int], float]
 
 
+class _H2Connection(h2.connection.H2Connection):
+    #: Closed streams h2 remembers, to answer a late frame on one with a stream error: 65,536
+    #: by default, a few MiB for each long-lived connection (the API server's live for days).
+    MAX_CLOSED_STREAMS = 1024
+
+
 class _GoingAwayError(Exception):
     """The connection is to close: what was queued to send is flushed first."""
 
@@ -114,11 +120,11 @@ class Http2Session:
     consumed: int = 0
     arrived: float = 0.0
     current_phase: str = ""
-    conn: h2.connection.H2Connection = field(init=False)
+    conn: _H2Connection = field(init=False)
 
     def __post_init__(self) -> None:
         config = h2.config.H2Configuration(client_side=False, header_encoding=None)
-        self.conn = h2.connection.H2Connection(config)
+        self.conn = _H2Connection(config)
         self.conn.local_settings = h2.settings.Settings(
             client=False,
             initial_values={

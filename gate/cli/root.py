@@ -217,7 +217,7 @@ for _name, (_summary, _module, _attr) in COMMANDS.items():
 # only when `gate webhook ...` runs.
 
 #: Top-level modules of the `webhook` extra: pip install 'prune-gate[webhook]'.
-WEBHOOK_EXTRA = ("flask", "h11", "prometheus_client", "cryptography")
+WEBHOOK_EXTRA = ("flask", "h11", "h2", "prometheus_client", "cryptography")
 
 
 def _load_webhook() -> click.Command:

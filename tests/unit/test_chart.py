@@ -450,6 +450,8 @@ def test_deployment_runs_the_webhook_in_cluster() -> None:
         "--idle-timeout=30s",
         "--queue-timeout=500ms",
         "--max-handshakes=256",
+        "--http2",
+        "--http2-max-streams=250",
         "--max-body-bytes=4194304",
         "--health-max-connections=32",
         "--health-header-timeout=3s",
