@@ -17,10 +17,14 @@ count of each (the chart's 2 by default).
    saturated (-rate=0 with --max-workers concurrent requests): p50/p90/p99 of the steady state
    (the first second, when vegeta opens its connections, is left out and its slowest answer
    printed apart), transport errors, 429s (shed) and other non-2xx answers, the share answered
-   within 1 s, and every 200 checked for the right verdict and a uid that was sent. Memory: RSS
+   within 1 s, and every 200 checked for the right verdict and a uid that was sent; each rate
+   over h2 (vegeta offers it in ALPN, as kube-apiserver does: streams over few connections) and
+   over HTTP/1.1 (a connection per request in flight), `--protocols`. Memory: RSS
    summed over the server's process tree while it runs (/proc/PID/status), and PSS in one more
    run at the highest rate (smaps_rollup, which stalls the process it reads, so that run gives
-   no latency); then, the connections closed, whether it is alive and what it kept.
+   no latency); then, the connections closed, whether it is alive and what it kept; then the
+   slowloris probe: 1,100 TLS connections each holding half a request head, and whether a new
+   review is still answered, at once and 8 s later (`--no-slowloris` leaves it out).
 2. end to end through kube-apiserver (the project's server only): DELETE ?dryRun=All of a
    mounted and of an unmounted claim in four namespaces: one no webhook sees, one that
    prune-gate's registration selects (what `--register` registers, its namespaceSelector
@@ -37,7 +41,8 @@ count of each (the chart's 2 by default).
    answers in a row: with several workers each has its own cache), polled over new connections.
 
 Run: `python -m bench.bench_load [--servers prune-gate,granian,gunicorn] [--workers 2]
-[--rates 100,500,1000,4000] [--duration 5] [--rounds 100] [--no-kyverno]
+[--rates 100,500,1000,4000] [--protocols h2,http/1.1] [--duration 5] [--rounds 100]
+[--no-kyverno] [--no-slowloris]
 [--serve-arg=--queue-timeout=0s ...]` (`make bench` installs granian and gunicorn: the `bench`
 extra). With KUBECONFIG (or --kubeconfig) it uses that cluster and removes what it created, else
 it starts its own scripts/dev-cluster in a temporary directory. Everything listens and is loaded
@@ -447,6 +452,8 @@ class WebhookCaller:
 #: Half-sent requests the slowloris probe holds: past a worker's default connection budget
 #: (1,024) and granian's default backpressure (1,024).
 SLOWLORIS_CONNECTIONS = 1100
+#: How long the probe spends opening them at most.
+SLOWLORIS_OPEN_SECONDS = 30.0
 
 
 def slowloris_probe(server: Server, body: bytes, held: int = SLOWLORIS_CONNECTIONS) -> str:
@@ -457,10 +464,15 @@ def slowloris_probe(server: Server, body: bytes, held: int = SLOWLORIS_CONNECTIO
     ctx = server.tls.context()
     socks: list[ssl.SSLSocket] = []
     opened = 0
+    # A server that handshakes in a few threads stalls each connection past those: the attack
+    # opens what it can within OPEN_SECONDS (it is held already), not 1,100 timeouts' worth.
+    open_until = time.monotonic() + SLOWLORIS_OPEN_SECONDS
     try:
         for _ in range(held):
+            if time.monotonic() > open_until:
+                break
             try:
-                raw = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+                raw = socket.create_connection(("127.0.0.1", server.port), timeout=2)
                 tls_sock = ctx.wrap_socket(raw, server_hostname="127.0.0.1")
                 tls_sock.sendall(b"POST /validate HTTP/1.1\r\nHost: webhook\r\n")
             except OSError:

@@ -123,7 +123,15 @@ class Http2Session:
     conn: _H2Connection = field(init=False)
 
     def __post_init__(self) -> None:
-        config = h2.config.H2Configuration(client_side=False, header_encoding=None)
+        # What the client sends is checked (illegal characters, connection headers, pseudo
+        # headers); what this module sends is its own, lower-case and fixed, and not checked
+        # again for every answer.
+        config = h2.config.H2Configuration(
+            client_side=False,
+            header_encoding=None,
+            validate_outbound_headers=False,
+            normalize_outbound_headers=False,
+        )
         self.conn = _H2Connection(config)
         self.conn.local_settings = h2.settings.Settings(
             client=False,
