@@ -47,20 +47,21 @@ RESETS_ALLOWED = 100
 #: body limit of some MiB) arrives in one or two round trips instead of 64 KiB ones.
 STREAM_WINDOW = 1024 * 1024
 
-#: The connection's reader pauses its transport past twice this many bytes not yet read:
-#: a full MAX_CONCURRENT_STREAMS of reviews of a few KiB. The default (the head limit) would
-#: leave a backlog in the kernel, where no arrival time is known and nothing is shed; here it
-#: waits where `_StampedProtocol` has noted when each chunk came.
-READ_BUFFER = 512 * 1024
+#: A review's size, about (a DELETE's carries the object once): what `read_buffer` sizes for.
+REVIEW_BYTES = 4 * 1024
+
+
+def read_buffer(limits: Limits) -> int:
+    """The limit of an HTTP/2 connection's reader, which pauses its transport past twice it:
+    a full `max_streams` of reviews, 512 KiB at least. The default (the head limit) would leave
+    a backlog in the kernel, where no arrival time is known and nothing is shed; here it waits
+    where `_StampedProtocol` has noted when each chunk came."""
+    return max(512 * 1024, limits.max_streams * REVIEW_BYTES // 2)
+
 
 #: Bytes consumed from the reader per turn of the event loop: a few reviews, then the loop's
 #: other connections and the transport's reads (which stamp what arrives) have their turn.
 SLICE_BYTES = 16 * 1024
-
-#: The connection-level flow-control window added to the default 64 KiB: what a client may
-#: send ahead of this process's reads, so that a backlog arrives here (stamped, shed by age)
-#: instead of waiting in the client.
-CONNECTION_WINDOW = 2 * READ_BUFFER
 
 #: (status, headers, body) for a request whose last bytes arrived at the given loop time: the
 #: server's shed-or-call-the-app answer.
@@ -151,7 +152,10 @@ class Http2Session:
         stops; a GOAWAY says which streams were answered, so a client resends the rest."""
         loop = asyncio.get_running_loop()
         self.conn.initiate_connection()
-        self.conn.increment_flow_control_window(CONNECTION_WINDOW)
+        # The connection's flow-control window, beyond the default 64 KiB: what the client may
+        # send ahead of this process's reads, so that a backlog arrives here (stamped, shed by
+        # age) instead of waiting in the client.
+        self.conn.increment_flow_control_window(2 * read_buffer(self.limits))
         try:
             await self._flush()
             while True:

@@ -55,7 +55,7 @@ from wsgiref.types import WSGIApplication
 
 import h11
 
-from webhook.http2 import READ_BUFFER, Http2Session
+from webhook.http2 import Http2Session, read_buffer
 from webhook.httpbase import ACTIVE, IDLE, OPENING, ClosedError, Limits, Request
 
 log = logging.getLogger("prune_gate.webhook.server")
@@ -584,7 +584,7 @@ class HttpsServer:
         if stamped is not None:
             stamped.track()
         # asyncio keeps this private: the reader pauses its transport past twice its limit.
-        reader._limit = READ_BUFFER  # type: ignore[attr-defined]
+        reader._limit = read_buffer(listener.limits)  # type: ignore[attr-defined]
         session = Http2Session(
             reader,
             writer,

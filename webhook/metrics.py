@@ -130,6 +130,11 @@ class _CacheCollector(Collector):
             "Events dropped because the queue was full",
             value=events.dropped,
         )
+        yield CounterMetricFamily(
+            f"{PREFIX}_events_repeated",
+            "Events not sent: the same Event on the same object was sent within the last minute",
+            value=events.repeated,
+        )
 
 
 class _CertificateCollector(Collector):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime as dt
 import ipaddress
 import logging
@@ -147,8 +148,8 @@ def test_a_full_queue_drops_and_a_failed_send_is_logged_not_raised(
     q = EventQueue(api, maxsize=2)
     q.start()
     try:
-        for _ in range(6):
-            q.submit(EVENT)  # never blocks
+        for i in range(6):
+            q.submit(dataclasses.replace(EVENT, message=f"refused {i}"))  # never blocks
         assert q.dropped >= 3
     finally:
         api.release.set()
@@ -198,9 +199,11 @@ def test_events_sent_and_failed_reach_metrics() -> None:
     q = EventQueue(_FlakyApi())
     q.start()
     q.submit(EVENT)
-    q.submit(EVENT)
+    q.submit(dataclasses.replace(EVENT, message="refused again"))
+    q.submit(EVENT)  # the same as the first, just sent: not sent again
     q.stop()
-    assert (q.counts().sent, q.counts().failed, q.counts().dropped) == (1, 1, 0)
+    counts = q.counts()
+    assert (counts.sent, counts.failed, counts.dropped, counts.repeated) == (1, 1, 0, 1)
     policy = policy_from_dict({})
     settings = Settings(
         policy=policy, cache=StaticCache(LiveState(policy.guarded_kinds)), event_counts=q.counts
@@ -210,3 +213,32 @@ def test_events_sent_and_failed_reach_metrics() -> None:
     assert "prune_gate_webhook_events_sent_total 1.0" in text
     assert "prune_gate_webhook_events_failed_total 1.0" in text
     assert "prune_gate_webhook_events_dropped_total 0.0" in text
+    assert "prune_gate_webhook_events_repeated_total 1.0" in text
+
+
+class _CountingApi(_FlakyApi):
+    def call_api(self, *args: Any, **kw: Any) -> _Answer:
+        self.calls += 1
+        return _Answer(201, b'{"kind": "Event"}')
+
+
+def test_an_event_repeated_within_a_minute_is_sent_once() -> None:
+    """A deployer retrying a refused deletion gets a refusal each time, and the object one
+    Event a minute: the same object, reason and message within REPEAT_SECONDS is counted, not
+    posted; another object's, another message, or the same a minute later is posted."""
+    from webhook.events import REPEAT_SECONDS
+
+    now = [1000.0]
+    api = _CountingApi()
+    q = EventQueue(api, clock=lambda: now[0])
+    q.start()
+    for _ in range(50):
+        q.submit(EVENT)
+    other = dataclasses.replace(EVENT, ref=ObjectRef("", "PersistentVolume", "", "pv-2"))
+    q.submit(other)
+    q.submit(dataclasses.replace(EVENT, message="refused for another reason"))
+    now[0] += REPEAT_SECONDS + 1
+    q.submit(EVENT)
+    q.stop()
+    assert (q.sent, q.repeated) == (4, 49)
+    assert api.calls == 4
