@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -121,6 +122,8 @@ class Http2Session:
     consumed: int = 0
     arrived: float = 0.0
     current_phase: str = ""
+    #: A stop's GOAWAY was written (`announce_stop`).
+    announced: bool = False
     conn: _H2Connection = field(init=False)
 
     def __post_init__(self) -> None:
@@ -197,6 +200,21 @@ class Http2Session:
                 self.conn.close_connection()
                 self.writer.write(self.conn.data_to_send())
             raise
+
+    def announce_stop(self) -> None:
+        """The server is stopping: a GOAWAY (NO_ERROR) now, naming the last stream this
+        connection will answer, so that the client opens its next calls on another connection
+        (another pod) while the open ones are answered; the connection closes once they are.
+        Written as a frame of its own: h2's `close_connection` would end the connection's state
+        machine, and the open streams could not be answered. Called between turns of the
+        session's loop, when h2 has nothing of its own waiting to be written."""
+        if self.announced:
+            return
+        self.announced = True
+        # RFC 9113 6.8: length 8, type GOAWAY (7), no flags, stream 0; last stream, error code.
+        last = self.conn.highest_inbound_stream_id & 0x7FFFFFFF
+        payload = struct.pack(">II", last, h2.errors.ErrorCodes.NO_ERROR)
+        self.writer.write(struct.pack(">I", len(payload))[1:] + b"\x07\x00" + bytes(4) + payload)
 
     def _deadline(self) -> float:
         """When the wait for the next bytes ends: the oldest open stream's body deadline, the

@@ -101,6 +101,9 @@ class _Connection:
     task: asyncio.Task[None]
     writer: asyncio.StreamWriter
     phase: str = OPENING
+    #: Called when the server stops while the connection is in a request: HTTP/2's says so
+    #: to the client at once (a GOAWAY), so that it sends its next calls elsewhere.
+    on_stop: Callable[[], None] | None = None
 
 
 class _Budget:
@@ -391,6 +394,8 @@ class HttpsServer:
             for conn in listener.budget.connections():
                 if conn.phase != ACTIVE:
                     conn.task.cancel()  # waiting for a request that is not coming
+                elif conn.on_stop is not None:
+                    conn.on_stop()
         pending = list(self._tasks)  # with the ones closing already
         if pending:
             _done, late = await asyncio.wait(pending, timeout=self.limits.graceful_seconds)
@@ -595,6 +600,7 @@ class HttpsServer:
             stopping=lambda: self._stopping is not None and self._stopping.is_set(),
             first_deadline=loop.time() + listener.limits.header_seconds,
         )
+        conn.on_stop = session.announce_stop
         await session.run()
 
     def _answer(

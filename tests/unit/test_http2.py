@@ -58,6 +58,8 @@ class Client:
     goaway: int | None = None
     closed: bool = False
     sent_after_close: bool = False
+    last_stream_id: int | None = None
+    pongs: int = 0
     settings: dict[int, int] = field(default_factory=dict)
 
     def flush(self) -> None:
@@ -128,7 +130,9 @@ class Client:
             self.answers[event.stream_id].reset = event.error_code
         elif isinstance(event, h2.events.ConnectionTerminated):
             self.goaway = event.error_code
-            self.closed = True  # as Go's client does: this connection takes no more
+            self.last_stream_id = event.last_stream_id
+        elif isinstance(event, h2.events.PingAckReceived):
+            self.pongs += 1
         elif isinstance(event, h2.events.RemoteSettingsChanged):
             self.settings.update({k: v.new_value for k, v in event.changed_settings.items()})
 
@@ -140,7 +144,17 @@ class Client:
         return wanted
 
     def wait_closed(self) -> None:
-        while not self.closed:
+        """Read until the server says GOAWAY (the connection takes no new stream: Go's
+        client stops there) or closes."""
+        while not self.closed and self.goaway is None:
+            self.receive()
+
+    def sync(self) -> None:
+        """A PING, read until its ACK: the server has taken every frame sent before it."""
+        want = self.pongs + 1
+        self.conn.ping(b"syncsync")
+        self.flush()
+        while not self.closed and self.pongs < want:
             self.receive()
 
 
@@ -419,3 +433,56 @@ def test_the_command_line_chooses_what_the_tls_port_offers(
             client_tls.do_handshake()
             done.join(PATIENCE)
             assert client_tls.selected_alpn_protocol() == offered[0]
+
+
+def read_frames(sock: ssl.SSLSocket, buffered: bytearray) -> list[tuple[int, int, int, bytes]]:
+    """The whole frames (type, flags, stream, payload) that can be read now, read by hand:
+    h2's own client state machine takes nothing after a GOAWAY. [] once the server closed."""
+    while True:
+        frames = []
+        while len(buffered) >= 9:
+            length = int.from_bytes(buffered[:3], "big")
+            if len(buffered) < 9 + length:
+                break
+            kind, flags = buffered[3], buffered[4]
+            stream = int.from_bytes(buffered[5:9], "big") & 0x7FFFFFFF
+            frames.append((kind, flags, stream, bytes(buffered[9 : 9 + length])))
+            del buffered[: 9 + length]
+        if frames:
+            return frames
+        chunk = sock.recv(65536)
+        if not chunk:
+            return []
+        buffered += chunk
+
+
+def test_a_stop_says_goaway_at_once_and_answers_the_open_stream(tmp_path: Path) -> None:
+    """A rollout's SIGTERM while a review is half sent: the server says GOAWAY (NO_ERROR, the
+    open stream named as the last it answers) at once, so that the API server sends its next
+    calls to another pod; the open review is still answered, then the connection closes."""
+    body = json.dumps(review(claim("data"), uid="in-flight")).encode()
+    goaway, headers, data = 7, 1, 0
+    with h2_serving(tmp_path) as served, h2_client(served) as client:
+        stream = client.post(body[:50], end=False, content_length=str(len(body)))
+        client.sync()
+        served.server.stop()
+        buffered = bytearray()
+        [(kind, _flags, on, payload)] = read_frames(client.sock, buffered)
+        assert (kind, on) == (goaway, 0)
+        assert (int.from_bytes(payload[:4], "big"), int.from_bytes(payload[4:8], "big")) == (
+            stream,
+            h2.errors.ErrorCodes.NO_ERROR,
+        )
+        # A stream the GOAWAY names may still be sent (RFC 9113 6.8), as Go's client does.
+        rest = body[50:]
+        frame = len(rest).to_bytes(3, "big") + b"\x00\x01" + stream.to_bytes(4, "big") + rest
+        client.sock.sendall(frame)
+        answer: dict[str, Any] = {"body": b""}
+        while frames := read_frames(client.sock, buffered):
+            for kind, _flags, on, payload in frames:
+                if kind == headers and on == stream:
+                    answer["headers"] = dict(client.conn.decoder.decode(payload))
+                elif kind == data and on == stream:
+                    answer["body"] += payload
+        assert answer["headers"][":status"] == "200"
+        assert json.loads(answer["body"])["response"]["uid"] == "in-flight"
