@@ -486,3 +486,26 @@ def test_a_stop_says_goaway_at_once_and_answers_the_open_stream(tmp_path: Path) 
                     answer["body"] += payload
         assert answer["headers"][":status"] == "200"
         assert json.loads(answer["body"])["response"]["uid"] == "in-flight"
+
+
+def test_a_ping_flood_from_a_client_that_reads_nothing_is_cut_off(tmp_path: Path) -> None:
+    """PINGs each get an ACK; a client that sends them and never reads fills the server's
+    write buffer, and the write's deadline (`request_seconds`) closes the connection instead
+    of the ACKs piling up in the worker."""
+    from tests.unit.test_httpserver import closed_by_server
+
+    limits = Limits(max_body_bytes=64 * 1024 + 1, queue_seconds=None, request_seconds=1.0)
+    ping = (8).to_bytes(3, "big") + b"\x06\x00" + bytes(4) + b"floodpng"
+    with h2_serving(tmp_path, limits) as served, h2_client(served) as client:
+        client.sock.settimeout(2.0)
+        sent = 0
+        try:
+            for _ in range(20_000):
+                client.sock.sendall(ping * 64)
+                sent += 64
+        except (TimeoutError, OSError):
+            pass  # the server stopped reading, or closed
+        assert sent >= 1000, "the flood never got going"
+        assert closed_by_server(client.sock)
+        [stats] = served.server.stats()
+        assert stats.open == 0
