@@ -387,8 +387,8 @@ def chart_webhook_argv(
     assert c["command"] == ["gate"] and c["args"][:2] == ["webhook", "serve"], c
     args = []
     for arg in c["args"][2:]:
-        flag, _, value = arg.partition("=")
-        args.append(f"{flag}={local.get(flag, value)}")
+        flag, eq, value = arg.partition("=")
+        args.append(f"{flag}={local.get(flag, value)}" if eq else arg)  # a switch: --http2
     return [sys.executable, "-m", "webhook", "serve", *args, f"--kubeconfig={tmp / 'kubeconfig'}"]
 
 

@@ -68,7 +68,11 @@ def test_two_workers_decide_and_one_that_dies_is_replaced(
     ns = namespace
     claim = k.make_claim(kube.client, ns).metadata.name
     k.make_pod(kube.client, ns, node, [claim])
-    with serve_webhook(kube, tmp_path, args=["--workers", "2"]) as hook:
+    # Over HTTP/1.1: the API server opens a connection per call in flight, and the kernel hands
+    # them to both workers. Over HTTP/2 (the default) its calls share one connection, which one
+    # worker serves (test_overload checks that the API server speaks it).
+    args = ["--workers", "2", "--no-http2"]
+    with serve_webhook(kube, tmp_path, args=args) as hook:
         status, body = _health(hook, "/readyz")
         assert status == 200 and set(json.loads(body)["workers"]) == {"0", "1"}
         workers = _children(hook.pid)
