@@ -34,7 +34,7 @@ import h2.events
 import h2.exceptions
 import h2.settings
 
-from webhook.httpbase import ACTIVE, IDLE, ClosedError, Limits, Request
+from webhook.httpbase import ACTIVE, IDLE, ClosedError, Limits, Request, content_length, linger
 
 #: What the TLS listener offers in ALPN, most preferred first.
 ALPN_PROTOCOLS = ("h2", "http/1.1")
@@ -115,6 +115,8 @@ class Http2Session:
     pending: dict[int, bytes] = field(default_factory=dict)
     answered: int = 0
     resets: int = 0
+    #: Body bytes of the open streams together (bounded at twice --max-body-bytes).
+    held: int = 0
     #: Any request's HEADERS seen: after it, no stream open means idle.
     requested: bool = False
     idle_since: float | None = None
@@ -192,7 +194,7 @@ class Http2Session:
                 self.conn.close_connection(error_code=closing.args[0])
             with contextlib.suppress(TimeoutError, ConnectionError, OSError):
                 await self._flush()
-                await self._linger()
+            await linger(self.reader, self.limits)
         except asyncio.CancelledError:
             # A stop's deadline or a listener making room: tell the client which streams were
             # answered, so it resends the others elsewhere, then let the task end.
@@ -219,9 +221,9 @@ class Http2Session:
     def _deadline(self) -> float:
         """When the wait for the next bytes ends: the oldest open stream's body deadline, the
         first request's head deadline, or the idle deadline."""
-        if self.streams:
-            oldest = min(s.started for s in self.streams.values())
-            return oldest + self.limits.request_seconds
+        if self.streams:  # in the order their HEADERS came: the first is the oldest
+            oldest = next(iter(self.streams.values()))
+            return oldest.started + self.limits.request_seconds
         if not self.requested or self.idle_since is None:
             return self.first_deadline
         return self.idle_since + self.limits.idle_seconds
@@ -240,18 +242,6 @@ class Http2Session:
             self.current_phase = phase
             self.phase(phase)
 
-    async def _linger(self) -> None:
-        """After a GOAWAY, read and drop what the client still sends until it closes (briefly):
-        closing with unread bytes resets the connection, and a reset can destroy the GOAWAY
-        before the client reads why."""
-        dropped = 0
-        async with asyncio.timeout(self.limits.linger_seconds):
-            while dropped < self.limits.linger_bytes:
-                data = await self.reader.read(65536)
-                if not data:
-                    return
-                dropped += len(data)
-
     async def _flush(self) -> None:
         out = self.conn.data_to_send()
         if out:
@@ -267,11 +257,11 @@ class Http2Session:
         elif isinstance(event, h2.events.DataReceived):
             self._data(event)
         elif isinstance(event, h2.events.StreamEnded):
-            stream = self.streams.pop(event.stream_id, None)
+            stream = self._close_stream(event.stream_id)
             if stream is not None:
                 self._answer(event.stream_id, stream, unread_length=None)
         elif isinstance(event, h2.events.StreamReset):
-            if self.streams.pop(event.stream_id, None) is not None:
+            if self._close_stream(event.stream_id) is not None:
                 self.resets += 1
                 if self.resets > RESETS_ALLOWED + self.answered:
                     raise _GoingAwayError(h2.errors.ErrorCodes.ENHANCE_YOUR_CALM)
@@ -287,11 +277,11 @@ class Http2Session:
         stream = _Stream(headers, now)
         self.requested = True
         self.streams[event.stream_id] = stream
-        length = _content_length(headers)
+        length = content_length(headers)
         if length is not None and length > self.limits.max_body_bytes:
             # Answered before its body is sent (the app's 413); RST_STREAM NO_ERROR after a
             # whole answer asks the client to stop sending without failing it (RFC 9113 8.1).
-            del self.streams[event.stream_id]
+            self._close_stream(event.stream_id)
             self._answer(event.stream_id, stream, unread_length=length)
             self.conn.reset_stream(event.stream_id, h2.errors.ErrorCodes.NO_ERROR)
 
@@ -304,14 +294,22 @@ class Http2Session:
             return  # a stream answered already (over the limit) or reset
         stream.chunks.append(event.data)
         stream.size += len(event.data)
+        self.held += len(event.data)
         if stream.size > self.limits.max_body_bytes:
-            del self.streams[stream_id]
+            self._close_stream(stream_id)
             self._answer(stream_id, stream, unread_length=stream.size)
             self.conn.reset_stream(stream_id, h2.errors.ErrorCodes.NO_ERROR)
-        elif sum(s.size for s in self.streams.values()) > 2 * self.limits.max_body_bytes:
+        elif self.held > 2 * self.limits.max_body_bytes:
             # Many streams' bodies at once, each under the limit: more than a caller that sends
             # its reviews whole has in flight.
             raise _GoingAwayError(h2.errors.ErrorCodes.ENHANCE_YOUR_CALM)
+
+    def _close_stream(self, stream_id: int) -> _Stream | None:
+        """Take an open stream out (answered, reset or over the limit), with its body bytes."""
+        stream = self.streams.pop(stream_id, None)
+        if stream is not None:
+            self.held -= stream.size
+        return stream
 
     def _answer(self, stream_id: int, stream: _Stream, unread_length: int | None) -> None:
         pseudo = dict(h for h in stream.headers if h[0].startswith(b":"))
@@ -354,13 +352,3 @@ class Http2Session:
                 self.conn.send_data(stream_id, chunk, end_stream=not body)
         except h2.exceptions.StreamClosedError:
             self.pending.pop(stream_id, None)
-
-
-def _content_length(headers: list[tuple[bytes, bytes]]) -> int | None:
-    for key, value in headers:
-        if key == b"content-length":
-            try:
-                return int(value)
-            except ValueError:
-                return None  # h2 refuses the stream's data against it
-    return None

@@ -3,6 +3,10 @@ app is given it, the end of a connection, and a connection's phases for its list
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import ssl
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from webhook.review import DEFAULT_MAX_BYTES
@@ -102,3 +106,28 @@ class Request:
 #: A connection's phases, in the order in which a listener at its budget closes them: not yet
 #: a whole request head (a handshake, a half-sent head), idle between requests, in a request.
 OPENING, IDLE, ACTIVE = "opening", "idle", "active"
+
+
+async def linger(reader: asyncio.StreamReader, limits: Limits) -> None:
+    """Read and drop what the client still sends, briefly, before closing: closing a socket
+    with unread bytes resets it, and a reset can destroy what was just sent (a 413 of a body
+    still arriving, a GOAWAY) before the client reads it."""
+    dropped = 0
+    with contextlib.suppress(TimeoutError, ConnectionError, ssl.SSLError, OSError):
+        async with asyncio.timeout(limits.linger_seconds):
+            while dropped < limits.linger_bytes:
+                data = await reader.read(65536)
+                if not data:
+                    return
+                dropped += len(data)
+
+
+def content_length(headers: Iterable[tuple[bytes, bytes]]) -> int | None:
+    """The declared Content-Length (names lower-case, as h11 and h2 give them), if a number."""
+    for key, value in headers:
+        if key == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None  # the parser refuses the body against it
+    return None

@@ -56,7 +56,16 @@ from wsgiref.types import WSGIApplication
 import h11
 
 from webhook.http2 import Http2Session, read_buffer
-from webhook.httpbase import ACTIVE, IDLE, OPENING, ClosedError, Limits, Request
+from webhook.httpbase import (
+    ACTIVE,
+    IDLE,
+    OPENING,
+    ClosedError,
+    Limits,
+    Request,
+    content_length,
+    linger,
+)
 
 log = logging.getLogger("prune_gate.webhook.server")
 
@@ -550,7 +559,7 @@ class HttpsServer:
                 )
             except _MalformedError as exc:
                 await self._refuse(h11_conn, writer, exc, limits)
-                await self._linger(reader, limits)
+                await linger(reader, limits)
                 return
             first = False
             now = loop.time()
@@ -570,7 +579,7 @@ class HttpsServer:
                 await writer.drain()
             budget.move(conn, IDLE)
             if req.unread_length is not None:
-                await self._linger(reader, limits)
+                await linger(reader, limits)
             if close or h11_conn.our_state is not h11.DONE or h11_conn.their_state is not h11.DONE:
                 return
             h11_conn.start_next_cycle()
@@ -644,19 +653,6 @@ class HttpsServer:
         # send it again, to a worker that is behind, until the webhook's timeout.
         headers = [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
         return 429, headers, body
-
-    async def _linger(self, reader: asyncio.StreamReader, limits: Limits) -> None:
-        """Read and drop what the client still sends, briefly, before closing: closing a socket
-        with unread bytes resets it, and a reset can destroy the answer just sent (the 413 of
-        a body still arriving) before the client reads it."""
-        dropped = 0
-        with contextlib.suppress(TimeoutError, ConnectionError, ssl.SSLError, OSError):
-            async with asyncio.timeout(limits.linger_seconds):
-                while dropped < limits.linger_bytes:
-                    data = await reader.read(65536)
-                    if not data:
-                        return
-                    dropped += len(data)
 
     async def _refuse(
         self,
@@ -737,7 +733,7 @@ class HttpsServer:
                     )
                 head_done()
                 size = 0
-                length = _content_length(event.headers)
+                length = content_length(event.headers)
                 if length is not None and length > limits.max_body_bytes:
                     return Request(
                         event.method.decode("ascii"),
@@ -815,13 +811,6 @@ def _phrase(status: int) -> bytes:
 
 
 _INTERNAL = b'{"error": "internal error", "reason": "unhandled error, see the log"}\n'
-
-
-def _content_length(headers: Iterable[tuple[bytes, bytes]]) -> int | None:
-    for key, value in headers:
-        if key == b"content-length":
-            return int(value)  # h11 has checked it is a number
-    return None
 
 
 def _environ(req: Request, peer: Any, tls: bool) -> dict[str, Any]:

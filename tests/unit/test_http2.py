@@ -497,14 +497,13 @@ def test_a_ping_flood_from_a_client_that_reads_nothing_is_cut_off(tmp_path: Path
     limits = Limits(max_body_bytes=64 * 1024 + 1, queue_seconds=None, request_seconds=1.0)
     ping = (8).to_bytes(3, "big") + b"\x06\x00" + bytes(4) + b"floodpng"
     with h2_serving(tmp_path, limits) as served, h2_client(served) as client:
-        client.sock.settimeout(2.0)
         sent = 0
         try:
             for _ in range(20_000):
                 client.sock.sendall(ping * 64)
                 sent += 64
-        except (TimeoutError, OSError):
-            pass  # the server stopped reading, or closed
+        except OSError:
+            pass  # the server closed (a write blocked past PATIENCE would fail the test below)
         assert sent >= 1000, "the flood never got going"
         assert closed_by_server(client.sock)
         [stats] = served.server.stats()
