@@ -11,12 +11,14 @@ except through the `say` callback it is given.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from gate.app.policy import Say, guard_setting_findings, policy_at, rendered_policy, to_stderr
 from gate.app.sides import (
+    ARGOCD_ROOT_ALONE,
     FLUX_ROOT_ALONE,
+    ArgoOptions,
     FilesSide,
     GitReading,
     Side,
@@ -79,14 +81,26 @@ class GitInputs:
     fetch_remote: bool = False
     #: `--fetch-charts`: read HelmReleases' charts from their HelmRepository or OCI registry.
     fetch_charts: bool = False
+    #: `--argocd-root`: Argo CD entry points, read at both revisions, and how.
+    argocd_roots: tuple[str, ...] = ()
+    argocd: ArgoOptions = field(default_factory=ArgoOptions)
 
     @property
     def roots(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """Each side's Flux entry points."""
+        """Each side's Flux (or Argo CD) entry points."""
+        if self.argocd_roots:
+            return self.argocd_roots, self.argocd_roots
         return self.flux_roots + self.base_flux_roots, self.flux_roots + self.head_flux_roots
 
     def __post_init__(self) -> None:
         """The refusals of option combinations that cannot be read, before anything is."""
+        if self.argocd_roots and (self.flux_roots or self.base_flux_roots or self.head_flux_roots):
+            raise InputError(
+                "--argocd-root and --flux-root read one deployer each: check each with its own "
+                "gate check"
+            )
+        if self.argocd_roots and (self.base_paths or self.head_paths or self.render):
+            raise InputError(ARGOCD_ROOT_ALONE)
         base_roots, head_roots = self.roots
         if bool(base_roots) != bool(head_roots):
             raise InputError(
@@ -250,13 +264,16 @@ def _git_sides(
     guard = guard_setting_findings(repo, config_path, base_sha, head_sha)
     refuse_changed_submodules(repo, (base_sha, inputs.base_paths), (head_sha, inputs.head_paths))
     base_roots, head_roots = inputs.roots
+    argo = bool(inputs.argocd_roots)
     reading = GitReading(
         repo,
         inputs.render,
-        base_roots + head_roots,
+        () if argo else base_roots + head_roots,
         inputs.flux_sources,
         inputs.flux_ignore,
         fetch_charts=inputs.fetch_charts,
+        argocd_roots=inputs.argocd_roots,
+        argocd=inputs.argocd,
     )
     base_label = (
         f"merge base {base_sha[:12]} of {rev_label(inputs.base_rev, target_sha)} and head"

@@ -22,6 +22,7 @@ from gate.sources.manifests import read_path
 # The deferral layouts are looked up when `--defer-to` asks for them: a plain check does not
 # load the artifact writer (its YAML emitter).
 if TYPE_CHECKING:
+    from gate.sources.appsets import Cluster
     from gate.sources.deferral import Placer
     from gate.sources.flux import FluxSource
 
@@ -169,6 +170,59 @@ class FluxSide:
 
 
 @dataclass(frozen=True)
+class ArgoOptions:
+    """How `--argocd-root` reads Argo CD's sources: the repoURLs that are this repository
+    (`--argocd-repo`; none: its origin remote), the revisions besides HEAD that follow the
+    branch checked (`--argocd-revision`), the clusters a `clusters` generator can select
+    (`--argocd-cluster`)."""
+
+    repos: tuple[str, ...] = ()
+    revisions: tuple[str, ...] = ()
+    clusters: tuple[Cluster, ...] = ()
+
+
+@dataclass(frozen=True)
+class ArgoSide:
+    """A revision as its Argo CD Applications deploy it, from each entry point
+    (`--argocd-root`; "auto": the directories no Application reaches)."""
+
+    repo: str
+    sha: str
+    title: str
+    roots: tuple[str, ...]
+    options: ArgoOptions = ArgoOptions()
+    notes: list[str] = field(default_factory=list, compare=False)
+
+    @property
+    def label(self) -> str:
+        return self.title
+
+    @property
+    def layout(self) -> Placer:
+        from gate.sources.deferral import by_root
+
+        return by_root  # a file per Application
+
+    def read(self) -> list[RawObject]:
+        from gate.sources.argocd import render_argocd
+
+        self.notes.clear()
+        return [
+            o
+            for r in self.roots
+            for o in render_argocd(
+                self.repo,
+                self.sha,
+                r,
+                repos=self.options.repos,
+                revisions=self.options.revisions,
+                clusters=self.options.clusters,
+                notes=self.notes,
+            )
+        ]
+
+
+@dataclass(frozen=True)
 class GitReading:
     """How a command reads a revision of a repository: plain files (`render` None refuses
     kustomize input, "none" reads it anyway), kustomize builds, or Flux entry points."""
@@ -182,15 +236,21 @@ class GitReading:
     flux_ignore: tuple[FluxSource, ...] = ()
     #: `--fetch-charts`: with Flux, HelmReleases' charts read where they live.
     fetch_charts: bool = False
+    #: Argo CD entry points (`--argocd-root`), read instead of Flux's or paths.
+    argocd_roots: tuple[str, ...] = ()
+    argocd: ArgoOptions = ArgoOptions()
 
     @property
     def builds(self) -> bool:
-        """True when a side is built (kustomize or Flux), not read file by file."""
-        return bool(self.flux_roots) or self.render == "kustomize"
+        """True when a side is built (kustomize, Flux or Argo CD), not read file by file."""
+        return bool(self.flux_roots or self.argocd_roots) or self.render == "kustomize"
 
     def side(self, sha: str, label: str, paths: Sequence[str]) -> Side:
         """The reader of revision `sha` under `paths`; with Flux, `paths` are the entry points
-        to build (`flux_roots`, or those of them the revision has)."""
+        to build (`flux_roots`, or those of them the revision has); with Argo CD, its entry
+        points."""
+        if self.argocd_roots:
+            return ArgoSide(self.repo, sha, label, tuple(paths), self.argocd)
         if self.flux_roots:
             return FluxSide(
                 self.repo,
@@ -210,6 +270,8 @@ class GitReading:
 #: the revision declares.
 AUTO_ROOT = "auto"
 
+#: The refusal of `--argocd-root` beside `--path` or `--render` (Argo CD says what it renders).
+ARGOCD_ROOT_ALONE = "--argocd-root renders what Argo CD deploys: leave out --path and --render"
 #: The refusal of `--flux-root` beside `--path` or `--render` (Flux says what it builds).
 FLUX_ROOT_ALONE = "--flux-root builds what Flux applies: leave out --path and --render"
 

@@ -10,6 +10,8 @@ import click
 
 from gate.cli.common import (
     POLICY_FILE,
+    argocd_options,
+    argocd_reading,
     fail,
     fetch_charts_option,
     flux_source_options,
@@ -94,6 +96,7 @@ if TYPE_CHECKING:
     help="A Flux entry point of the head revision only (repeatable; see --base-flux-root).",
 )
 @flux_source_options
+@argocd_options
 @click.option(
     "--repo",
     default=".",
@@ -259,7 +262,7 @@ def _inputs(options: dict[str, Any], ci: CIContext) -> RenderedInputs | GitInput
     base, head = options["base_manifests"], options["head_manifests"]
     git = (
         *("base_rev", "head_rev", "paths", "base_paths", "head_paths", "render"),
-        *("flux_roots", "base_flux_roots", "head_flux_roots"),
+        *("flux_roots", "base_flux_roots", "head_flux_roots", "argocd_roots"),
     )
     if base is not None or head is not None:
         if any(options[o] for o in git):
@@ -292,6 +295,8 @@ def _inputs(options: dict[str, Any], ci: CIContext) -> RenderedInputs | GitInput
         from_merge_base=ci.from_merge_base and options["base_rev"] is None,
         fetch_remote=options["fetch_remote"],
         fetch_charts=options["fetch_charts"],
+        argocd_roots=tuple(options["argocd_roots"]),
+        argocd=argocd_reading(options),
     )
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 
 if TYPE_CHECKING:
+    from gate.app.sides import ArgoOptions
     from gate.sources.flux import FluxSource
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -84,6 +85,64 @@ def flux_source_options(f: F) -> F:
         metavar="[KIND/]NS/NAME[=DIR]",
         help=FLUX_SOURCE_HELP,
     )(f)
+
+
+def argocd_options(f: F) -> F:
+    """--argocd-root and how it reads Argo CD's sources, shared by gate check and gate history."""
+    for option in reversed(
+        [
+            click.option(
+                "--argocd-root",
+                "argocd_roots",
+                multiple=True,
+                metavar="DIR",
+                help="An Argo CD entry point (a directory of Applications and ApplicationSets; "
+                "repeatable): at each revision, render every Application it reaches whose "
+                "source is this repository, as Argo CD's repo-server would, and expand its "
+                "ApplicationSets (instead of --path). auto: the directories of Applications no "
+                "other Application deploys, said in the report.",
+            ),
+            click.option(
+                "--argocd-repo",
+                "argocd_repos",
+                multiple=True,
+                metavar="URL",
+                help="A repoURL that is this repository (repeatable; default: its origin "
+                "remote). Sources elsewhere are not rendered, and said so.",
+            ),
+            click.option(
+                "--argocd-revision",
+                "argocd_revisions",
+                multiple=True,
+                metavar="REV",
+                help="A targetRevision that follows the branch being checked, besides HEAD "
+                "(e.g. main; repeatable). A source at another revision is not rendered.",
+            ),
+            click.option(
+                "--argocd-cluster",
+                "argocd_clusters",
+                multiple=True,
+                metavar="NAME=SERVER[,LABEL=VALUE...]",
+                help="A cluster Argo CD knows, for ApplicationSets' clusters generators "
+                "(repeatable), besides in-cluster and the cluster Secrets the repository "
+                "declares.",
+            ),
+        ]
+    ):
+        f = option(f)
+    return f
+
+
+def argocd_reading(options: dict[str, Any]) -> ArgoOptions:
+    """The `ArgoOptions` the --argocd-* options give."""
+    from gate.app.sides import ArgoOptions
+    from gate.sources.appsets import parse_cluster
+
+    return ArgoOptions(
+        repos=tuple(options["argocd_repos"]),
+        revisions=tuple(options["argocd_revisions"]),
+        clusters=tuple(parse_cluster(c) for c in options["argocd_clusters"]),
+    )
 
 
 def text_or_json_option(f: F) -> F:

@@ -10,12 +10,14 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from gate.cli.common import (
     POLICY_FILE,
+    argocd_options,
+    argocd_reading,
     fail,
     fetch_charts_option,
     flux_source_options,
@@ -75,6 +77,7 @@ if TYPE_CHECKING:
 )
 @flux_source_options
 @fetch_charts_option
+@argocd_options
 @click.option(
     "--config",
     "config_path",
@@ -116,6 +119,7 @@ def history_command(
     fmt: str,
     first_parent: bool,
     progress: bool | None,
+    **argo: Any,
 ) -> None:
     """Replay the gate over past commits: how would it have judged each one?
 
@@ -129,7 +133,7 @@ def history_command(
     repository.
     """
     from gate.app.policy import policy_at
-    from gate.app.sides import AUTO_ROOT, FLUX_ROOT_ALONE, GitReading
+    from gate.app.sides import ARGOCD_ROOT_ALONE, AUTO_ROOT, FLUX_ROOT_ALONE, GitReading
     from gate.engine.history import RevisionCache, replay, summarize
     from gate.report.history import progress_line, render_history_json, render_history_text
     from gate.sources.clock import utc_today
@@ -141,17 +145,29 @@ def history_command(
             raise InputError("--render kustomize needs at least one --path to build")
         if flux_roots and (paths or render != "none"):
             raise InputError(FLUX_ROOT_ALONE)
+        argo_roots = tuple(argo["argocd_roots"])
+        if argo_roots and (paths or render != "none" or flux_roots):
+            raise InputError(ARGOCD_ROOT_ALONE + ", and --flux-root")
+        argo_options = argocd_reading(argo)
         sources = [parse_flux_source(s) for s in flux_sources]
         ignores = tuple(parse_flux_ignore(s) for s in flux_ignores)
         commits, end_sha = _commits(repo, start, end)
         if not commits:
             raise GitError(f"no commits in {range_}: is {start} an ancestor of {end}?")
-        _require_paths(repo, [*paths, *(r for r in flux_roots if r != AUTO_ROOT)], commits)
+        roots = (*flux_roots, *argo_roots)
+        _require_paths(repo, [*paths, *(r for r in roots if r != AUTO_ROOT)], commits)
         policy = policy_at(repo, end_sha, config_path, say)
     except GateError as exc:
         fail(str(exc))
     reading = GitReading(
-        repo, render, tuple(flux_roots), tuple(sources), ignores, fetch_charts=fetch_charts
+        repo,
+        render,
+        tuple(flux_roots),
+        tuple(sources),
+        ignores,
+        fetch_charts=fetch_charts,
+        argocd_roots=argo_roots,
+        argocd=argo_options,
     )
     reader = _reader(reading, paths)
     _renderers(reading, reset=True)
@@ -232,20 +248,21 @@ def _reader(reading: GitReading, paths: Sequence[str]) -> Callable[[str], Revisi
     """Read one revision as `gate check` reads it (`GitReading`): the objects under the paths
     (or Flux entry points) it has; a path it lacks is read as empty there, with a note (a root
     that does not exist yet, or any more, holds nothing there)."""
-    from gate.app.sides import AUTO_ROOT, FluxSide, existing_paths
+    from gate.app.sides import AUTO_ROOT, ArgoSide, FluxSide, existing_paths
     from gate.engine.history import Revision
     from gate.sources.remote import LEDGER
 
-    wanted = reading.flux_roots or tuple(paths)
+    roots = reading.argocd_roots or reading.flux_roots
+    wanted = roots or tuple(paths)
 
     def read(sha: str) -> Revision:
-        auto = [p for p in wanted if reading.flux_roots and p == AUTO_ROOT]
+        auto = [p for p in wanted if roots and p == AUTO_ROOT]
         present, missing = existing_paths(reading.repo, sha, [p for p in wanted if p not in auto])
-        if reading.flux_roots:
+        if roots:
             missing = [f"{p} does not exist at {sha[:12]}: read as empty" for p in missing]
         side = reading.side(sha, sha, [*auto, *present])
         objects = side.read() if auto or present or not wanted else []
-        notes = tuple(side.notes) if isinstance(side, FluxSide) else ()
+        notes = tuple(side.notes) if isinstance(side, FluxSide | ArgoSide) else ()
         remote = frozenset(LEDGER.skipped(sha)) if reading.builds else frozenset()
         if reading.builds:
             notes = (*notes, *LEDGER.patch_notes(sha))

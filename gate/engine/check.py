@@ -10,6 +10,7 @@ import datetime as dt
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from gate.engine.argocd import explain_removals as explain_argo
 from gate.engine.context import Context
 from gate.engine.flux import explain_removals
 from gate.engine.plan import Change, compute_plan
@@ -93,7 +94,8 @@ def check_inventories(
     changes): they take the policy's severities and exemptions like the rules' findings, with
     no labels, so no object a candidate declares can lend them its labels.
     """
-    changes = explain_removals(compute_plan(base, head, force_all=force, live=live), base, head)
+    planned = compute_plan(base, head, force_all=force, live=live)
+    changes = explain_argo(explain_removals(planned, base, head), base, head)
     known = {c.ref for c in changes}
     changes.extend(c for c in extra_changes if c.ref not in known)
     world = World(base=base, head=head, context=context, policy=policy, live=live)

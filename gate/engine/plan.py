@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from gate.engine.deployers import FLUX, force_mark
+from gate.engine.deployers import FLUX, Event, force_mark
 from gate.engine.deployers.flux import apply_skipped
 from gate.engine.kustomizations import (
     FLUX_FORCE,
@@ -50,6 +50,9 @@ class Change:
     #: For a DELETE the deployer will not carry out (its Flux Kustomization does not prune):
     #: why the object stays, unmanaged.
     orphaned: str = ""
+    #: When the deployer deletes it: at a prune, or with its parent (an Application's resources
+    #: finalizer), which decides the keep mark that counts (`Prune=false` or `Delete=false`).
+    event: Event = Event.PRUNE
 
     @property
     def deletes(self) -> bool:

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
+from gate.engine.argocd import APPSET_PREFIX
+from gate.engine.argocd import ROOT_PREFIX as ARGO_PREFIX
 from gate.engine.check import CheckResult
 from gate.engine.kustomizations import ROOT_PREFIX
 from gate.engine.plan import Action, Change
@@ -95,9 +97,14 @@ class PlanTree:
 
 
 def root_label(root: str) -> str:
-    """How a root is named: `Kustomization flux-system/apps` for a Flux root, the path else."""
+    """How a root is named: `Kustomization flux-system/apps` for a Flux root, `Application
+    argocd/db` for an Argo CD one (`ApplicationSet argocd/apps` for the Applications it
+    generates), the path else."""
     if root.startswith(ROOT_PREFIX):
         return f"Kustomization {root[len(ROOT_PREFIX) :]}"
+    for prefix, kind in ((ARGO_PREFIX, "Application"), (APPSET_PREFIX, "ApplicationSet")):
+        if root.startswith(prefix):
+            return f"{kind} {root[len(prefix) :]}"
     return root or "manifests"
 
 

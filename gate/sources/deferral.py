@@ -195,12 +195,16 @@ def by_repository_file(raw: RawObject) -> str:
 
 def by_root(raw: RawObject) -> str | None:
     """`--render kustomize`: `<path>.yaml` per --path; `--flux-root`: one file per
-    Kustomization; what a HelmRelease's chart renders is left out (helm-controller installs it
-    from the HelmRelease, which is in its Kustomization's file)."""
+    Kustomization; `--argocd-root`: one per Application. What a HelmRelease's chart renders is
+    left out (helm-controller installs it from the HelmRelease, which is in its Kustomization's
+    file), and so are the Applications an ApplicationSet generates."""
     root = raw.root
-    if root.startswith("helm:"):
-        return None
+    if root.startswith(("helm:", "appset:")):
+        return None  # made by a controller from an object in its parent's file
     if root.startswith("flux:"):
         return f"flux/{root.removeprefix('flux:')}.yaml"
+    if root.startswith("argocd:"):
+        ns, _, name = root.removeprefix("argocd:").partition("/")
+        return f"argocd/{ns or '_'}/{name}.yaml"
     clean = posixpath.normpath(root or ".")
     return "root.yaml" if clean == "." else f"{clean}.yaml"

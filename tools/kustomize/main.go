@@ -13,6 +13,7 @@
 // usage: prune-gate-kustomize --root DIR [--root DIR...] [--remote URL=FILE...] KUSTOMIZATION_DIR
 //
 //	prune-gate-kustomize --serve
+//	prune-gate-kustomize --appset-template   (appset.go)
 //
 // Exit codes: 0 built (YAML on stdout), 1 the build failed or was refused (message on stderr),
 // 2 usage error.
@@ -54,6 +55,14 @@ type rootList []string
 func (r *rootList) String() string { return strings.Join(*r, ",") }
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == "--appset-template" {
+		offline()
+		if err := renderAppsets(os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintf(os.Stderr, "%v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if len(os.Args) == 2 && os.Args[1] == "--serve" {
 		offline()
 		answers, err := answersAside()

@@ -25,10 +25,12 @@ INSTANCE = "app.kubernetes.io/instance"
 #: The option that keeps an object at each event.
 KEEP_OPTIONS = {Event.PRUNE: "Prune=false", Event.DELETE: "Delete=false"}
 REPLACE = "Replace=true"
+#: The resources finalizer, as the ApplicationSet controller adds it to what it generates.
+RESOURCES_FINALIZER = "resources-finalizer.argocd.argoproj.io"
 #: The finalizers with which Argo CD deletes an Application's resources (foreground by default).
 FINALIZERS = frozenset(
     {
-        "resources-finalizer.argocd.argoproj.io",
+        RESOURCES_FINALIZER,
         "resources-finalizer.argocd.argoproj.io/background",
         "resources-finalizer.argocd.argoproj.io/foreground",
     }
@@ -108,3 +110,51 @@ class ArgoCD(Deployer):
 
 
 ARGOCD = ArgoCD()
+
+
+# Argo CD's switches, read in one place (docs/user-guide/sync-options.md; the ApplicationSet
+# controller's `applicationset/utils`, `pkg/apis/application/v1alpha1/applicationset_types.go`).
+
+#: `applicationsSync` policies that let the ApplicationSet controller delete an Application it
+#: no longer generates, or delete its Applications with it (`ApplicationsSyncPolicy.AllowDelete`).
+DELETING_POLICIES = frozenset({"sync", "create-delete"})
+CONFIRM = "confirm"
+
+
+def option(annotations: Meta, app_spec: dict[str, Any], name: str) -> str | None:
+    """The value of sync option `name` (`Prune`, `Delete`) for one object: its own annotation's,
+    else its Application's `spec.syncPolicy.syncOptions` default (the object's always wins)."""
+    for o in sync_options(annotations):
+        key, eq, value = o.partition("=")
+        if eq and key == name:
+            return value
+    policy = app_spec.get("syncPolicy")
+    defaults = policy.get("syncOptions") if isinstance(policy, dict) else None
+    for o in defaults if isinstance(defaults, list) else ():
+        key, eq, value = str(o).strip().partition("=")
+        if eq and key == name:
+            return value.strip()
+    return None
+
+
+def prunes_automatically(app_spec: dict[str, Any]) -> bool:
+    """True when the Application syncs by itself and prunes: `syncPolicy.automated.prune`
+    (`automated.enabled: false` switches automation off, Argo CD 3.0)."""
+    policy = app_spec.get("syncPolicy")
+    automated = policy.get("automated") if isinstance(policy, dict) else None
+    if not isinstance(automated, dict):
+        return False
+    return automated.get("prune") is True and automated.get("enabled") is not False
+
+
+def resources_finalizer(metadata: dict[str, Any]) -> str | None:
+    """The resources finalizer the Application carries (its deletion deletes what it deployed)."""
+    found = metadata.get("finalizers")
+    return next((f for f in found if f in FINALIZERS), None) if isinstance(found, list) else None
+
+
+def applications_sync(appset_spec: dict[str, Any]) -> str:
+    """An ApplicationSet's `spec.syncPolicy.applicationsSync` (default `sync`)."""
+    policy = appset_spec.get("syncPolicy")
+    value = policy.get("applicationsSync") if isinstance(policy, dict) else None
+    return str(value) if value else "sync"

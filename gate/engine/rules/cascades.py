@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from gate.engine.argocd import was_read as argo_was_read
 from gate.engine.context import Context
 from gate.engine.deployers import FLUX, Event, argocd, helm, keep_mark, live_keep_mark, parent_of
 from gate.engine.flux import POINTING, parent_ref, root_removed, was_read, was_rendered
@@ -620,13 +621,46 @@ def _argo_finalizer(ref: ObjectRef, m: Manifest | None, world: World) -> str | N
     return f"finalizer {found} ({where})" if found else None
 
 
+def _application_unread(change: Change, world: World, finalizer: str) -> Iterator[Finding]:
+    """APPLICATION_DELETES_RESOURCES without a live view, for an Application whose content was
+    not rendered (no --argocd-root, or a source it does not read): its deletion deletes what it
+    deployed, and nothing here says what that is. A warning, deferred in a merge queue, as for
+    a HelmRelease whose chart is not read; with --argocd-root each deployed object is judged."""
+    if argo_was_read(change.ref, world.base):
+        return
+    ref = change.ref
+    speculative = world.context is Context.SPECULATIVE
+    status = f"kubectl get {ref.kubectl()} -o jsonpath='{{.status.resources}}'"
+    yield finding(
+        Code.APPLICATION_DELETES_RESOURCES,
+        change,
+        f"{ref.display()} is removed with the resources finalizer: Argo CD deletes what it "
+        "deployed, and without the live cluster or its rendered source nothing says which "
+        "guarded objects that includes"
+        + ("; a merge-queue candidate must not delete it unseen" if speculative else ""),
+        [
+            finalizer,
+            "its source was not rendered (no --argocd-root, or a source that is not this "
+            "repository or follows another revision) and there is no live view (--live not given)",
+        ],
+        "check it with the live cluster (gate check --live, which reads its status.resources), "
+        "or render it with --argocd-root; to remove it safely, remove its resources finalizer "
+        "first, merge and let it deploy, then remove it",
+        [command(status), edit("run gate check with --live or --argocd-root DIR")],
+        suggested=Severity.DEFER if speculative else Severity.WARN,
+    )
+
+
 def check_application_finalizer(change: Change, world: World) -> Iterator[Finding]:
     """APPLICATION_DELETES_RESOURCES: a removed Application with the resources finalizer deletes
     what it synced."""
-    if _kind(change.ref) != ARGO_APPLICATION or world.live is None:
+    if _kind(change.ref) != ARGO_APPLICATION or change.orphaned:
         return
     finalizer = _argo_finalizer(change.ref, change.base or change.head, world)
     if finalizer is None:
+        return
+    if world.live is None:
+        yield from _application_unread(change, world, finalizer)
         return
     children = _applied_children(change.ref, world, {change.ref})
     if not children:

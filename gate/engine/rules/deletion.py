@@ -84,12 +84,12 @@ def check_orphaned_by_keep(change: Change, world: World) -> Iterator[Finding]:
 def _keep_of(change: Change, world: World) -> tuple[str | None, str]:
     """The keep annotation on the base manifest, or on the live object when base lacks it."""
     if change.base is not None:
-        keep = keep_annotation(change.base.annotations)
+        keep = keep_annotation(change.base.annotations, change.event)
         if keep:
             return keep, "base manifest"
     live = world.live.get(change.ref) if world.live is not None else None
     if live is not None:
-        found = live_keep_mark(live.annotations)
+        found = live_keep_mark(live.annotations, event=change.event)
         return (None if found is None else str(found)), "live object"
     return None, ""
 

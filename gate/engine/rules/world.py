@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from gate.engine.context import Context
-from gate.engine.deployers import keep_mark
+from gate.engine.deployers import Event, keep_mark
 from gate.engine.fence import FenceStatus
 from gate.engine.plan import Change
 from gate.engine.policy import Policy
@@ -97,10 +97,11 @@ def kind_of(ref: ObjectRef) -> tuple[str, str]:
     return (ref.group, ref.kind)
 
 
-def keep_annotation(annotations: dict[str, str]) -> str | None:
-    """The keep annotation (`key: value`) that makes a deployer orphan the object at a prune,
-    if any: the deployers' registry decides (`gate.engine.deployers.keep_mark`)."""
-    found = keep_mark(annotations)
+def keep_annotation(annotations: dict[str, str], event: Event = Event.PRUNE) -> str | None:
+    """The keep annotation (`key: value`) that makes a deployer orphan the object at `event`
+    (a prune, or its parent's deletion), if any: the deployers' registry decides
+    (`gate.engine.deployers.keep_mark`)."""
+    found = keep_mark(annotations, event=event)
     return None if found is None else str(found)
 
 
