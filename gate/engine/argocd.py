@@ -68,15 +68,28 @@ def _explained(change: Change, base: Inventory, head: Inventory) -> Change:
         return change if parent is None else _deployed(change, parent, head.get(app), base, head)
     appset = appset_of(root)
     if appset is not None and base.get(appset) is not None:
-        return _generated(change, base.get(appset), head.get(appset))  # type: ignore[arg-type]
+        deployed = base.get(appset)
+        assert deployed is not None
+        return _generated(change, deployed, head.get(appset))
     return change
+
+
+def _keeping_policy(appset: Manifest, now: Manifest | None) -> str | None:
+    """The `applicationsSync` that keeps the ApplicationSet's Applications, or None when either
+    spec lets the controller delete them: it may reconcile the candidate's generators under
+    the spec deployed before (base) or the candidate's, so a candidate cannot make its own
+    deletion safe by changing the policy in the same commit."""
+    policies = {argocd.applications_sync(m.spec) for m in (appset, now) if m is not None}
+    if policies & argocd.DELETING_POLICIES:
+        return None
+    return " and ".join(sorted(policies))
 
 
 def _generated(change: Change, appset: Manifest, now: Manifest | None) -> Change:
     """An Application its ApplicationSet no longer generates, or whose ApplicationSet goes."""
     name = f"ApplicationSet {appset.ref.namespace}/{appset.ref.name}"
-    policy = argocd.applications_sync((now or appset).spec)
-    if policy not in argocd.DELETING_POLICIES:
+    policy = _keeping_policy(appset, now)
+    if policy is not None:
         return replace(
             change,
             orphaned=f"{name} has applicationsSync: {policy}, so the ApplicationSet controller "
@@ -126,41 +139,64 @@ def _deployed(
             "what it deployed",
             event=Event.DELETE,
         )
-    prune = argocd.option(annotations, now.spec, "Prune")
-    if prune == "false":
-        return replace(change, orphaned=f"it has Prune=false: {name} leaves it")
-    if prune == argocd.CONFIRM:
-        return replace(
-            change,
-            orphaned=f"it has Prune=confirm: {name} prunes it only once a person confirms, so it "
-            "is no speculative loss",
-        )
-    if not argocd.prunes_automatically(now.spec):
-        return replace(
-            change,
-            orphaned=f"{name} does not prune automatically (no syncPolicy.automated.prune): it "
-            "shows as requiring pruning until someone syncs with prune",
-        )
+    # The Application may sync the candidate's revision under the spec deployed before (base)
+    # or under the candidate's: it prunes the object when either would.
+    leaves = [_prune_kept(annotations, m, name) for m in (app, now)]
+    if all(leaves):
+        return replace(change, orphaned=leaves[-1])
+    which = ""
+    if leaves[1]:  # the candidate's spec would leave it; the deployed one prunes it first
+        which = " under the spec deployed now, which may sync the candidate's revision first"
+    elif leaves[0]:
+        which = " under the candidate's spec"
     return replace(
         change,
-        cause=f"{name} no longer deploys it, and prunes automatically (syncPolicy.automated.prune)",
+        cause=f"{name} no longer deploys it, and prunes automatically "
+        f"(syncPolicy.automated.prune){which}",
     )
+
+
+def _prune_kept(annotations: dict[str, str], app: Manifest, name: str) -> str:
+    """Why Application `app` (one spec of it) leaves an object it no longer deploys, or ""."""
+    prune = argocd.option(annotations, app.spec, "Prune")
+    if prune == "false":
+        return f"it has Prune=false: {name} leaves it"
+    if prune == argocd.CONFIRM:
+        return (
+            f"it has Prune=confirm: {name} prunes it only once a person confirms, so it is no "
+            "speculative loss"
+        )
+    if not argocd.prunes_automatically(app.spec):
+        return (
+            f"{name} does not prune automatically (no syncPolicy.automated.prune): it shows as "
+            "requiring pruning until someone syncs with prune"
+        )
+    return ""
 
 
 def _application_stays(app: Manifest, base: Inventory, head: Inventory) -> str:
     """Why an Application that leaves the candidate stays in the cluster, or "": its
-    ApplicationSet's `applicationsSync` does not let the controller delete it."""
+    ApplicationSet's `applicationsSync` does not let the controller delete it, or the
+    Application that deploys it (an app of apps) stays and does not prune it."""
+    who = f"Application {app.ref.namespace}/{app.ref.name}"
+    parent_ref = application_of(app.root)
+    if parent_ref is not None:
+        parent, parent_now = base.get(parent_ref), head.get(parent_ref)
+        if parent is None or parent_now is None:
+            return ""  # deployed from the entry point, or its parent goes too: it goes
+        name = f"Application {parent_ref.namespace}/{parent_ref.name}"
+        leaves = [_prune_kept(app.annotations, m, name) for m in (parent, parent_now)]
+        return f"{who} is not deleted ({leaves[-1]}), and keeps it" if all(leaves) else ""
     appset = appset_of(app.root)
-    if appset is None or base.get(appset) is None:
+    deployed = base.get(appset) if appset is not None else None
+    if appset is None or deployed is None:
         return ""
-    set_now = head.get(appset) or base.get(appset)
-    assert set_now is not None
-    policy = argocd.applications_sync(set_now.spec)
-    if policy in argocd.DELETING_POLICIES:
+    policy = _keeping_policy(deployed, head.get(appset))
+    if policy is None:
         return ""
     return (
         f"ApplicationSet {appset.namespace}/{appset.name} has applicationsSync: {policy}, so "
-        f"Application {app.ref.namespace}/{app.ref.name} is not deleted and keeps it"
+        f"{who} is not deleted and keeps it"
     )
 
 
