@@ -316,7 +316,12 @@ def test_removed_application_with_the_resources_finalizer_deletes_what_it_synced
     ]
     body = {
         "metadata": {"name": "shop", "finalizers": [ARGO_FINALIZER]},
-        "spec": {"project": "default"},
+        # what Argo CD's own CRD requires too (the Argo CD e2e module installs that one)
+        "spec": {
+            "project": "default",
+            "source": {"repoURL": "https://git.example.com/shop.git", "path": "shop"},
+            "destination": {"server": "https://kubernetes.default.svc", "namespace": namespace},
+        },
         "status": {"resources": resources},  # no status subresource on Argo CD's CRD
     }
     create(kube, ARGO_APP, namespace, body)

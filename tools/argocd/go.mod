@@ -1,9 +1,8 @@
 // Builds Argo CD's one binary (github.com/argoproj/argo-cd/v3/cmd), which is the application
 // controller, the repo-server and the ApplicationSet controller by the name it is run as
-// (ARGOCD_BINARY_NAME): the deployer of the Argo CD e2e tests (scripts/build-binaries argocd;
-// not part of the default build yet). v3.2.11: the newest release that builds as a dependency
-// (v3.2.12's module does not compile, v3.3 and later replace gitops-engine with a directory of
-// their own). Its CRDs come from the same module version (manifests/crds). The replace block
+// (ARGOCD_BINARY_NAME): the deployer of the Argo CD e2e tests (scripts/build-binaries argocd).
+// v3.2.11: the newest release that builds as a dependency (v3.2.12's module does not compile,
+// v3.3 and later replace gitops-engine with a directory of their own). Its CRDs come from the same module version (manifests/crds). The replace block
 // is copied from argo-cd's own go.mod: a dependency's replace directives do not apply to the
 // module that requires it.
 module prune-gate/tools/argocd

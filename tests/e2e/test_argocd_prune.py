@@ -1,0 +1,246 @@
+"""The incident with Argo CD as the deployer: real Argo CD (its application controller,
+repo-server and ApplicationSet controller, built from its Go module) syncs a git repository
+into the dev cluster, and the webhook stands between its prunes and the claims.
+
+- An Application prunes a claim its revision no longer declares: the webhook refuses the
+  DELETE from Argo CD's controller identity, the sync fails with the refusal's code, the claim
+  stays; once the branch declares the claim again, the Application syncs clean.
+- An ApplicationSet's git generator stops producing an Application (its directory is removed):
+  the ApplicationSet controller deletes the Application, whose resources finalizer deletes what
+  it deployed; the webhook refuses the claim, which stays, and the Application waits on its
+  finalizer with the refusal in its conditions.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from . import kube as k
+from .argocd import FINALIZER, GROUP, IDENTITY, NAMESPACE, VERSION, ArgoCD, application, run_argocd
+from .kube import Cluster
+from .webhookserver import DEPLOYER, Webhook, cleanup_claims, serve_webhook
+
+CLAIM = """\
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: db-data}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 1Gi}}
+"""
+CONFIG = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: db-config}\ndata: {a: '1'}\n"
+
+
+@pytest.fixture(scope="module")
+def argo_webhook(kube: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Webhook]:
+    """The webhook, with Argo CD's controller among the deployers it guards."""
+    tmp = tmp_path_factory.mktemp("argo-webhook")
+    policy = {"webhook": {"deployers": [DEPLOYER, IDENTITY]}}
+    with serve_webhook(kube, tmp, policy_doc=policy) as hook:
+        yield hook
+
+
+@pytest.fixture(scope="module")
+def argo(
+    kube: Cluster, argo_webhook: Webhook, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ArgoCD]:
+    yield from run_argocd(kube, tmp_path_factory.mktemp("argocd"))
+
+
+@pytest.fixture
+def clean_ns(kube: Cluster, namespace: str, argo_webhook: Webhook) -> Iterator[str]:
+    """The test's namespace, emptied of claims (by the admin, whom the webhook lets by) once the
+    test has forgotten its Applications, before the namespace fixture deletes it."""
+    try:
+        yield namespace
+    finally:
+        cleanup_claims(kube, namespace)
+
+
+class Repo:
+    """A git repository on disk, which the repo-server fetches over file://."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        root.mkdir(parents=True)
+        self.git("init", "-q", "-b", "main")
+
+    def git(self, *args: str) -> str:
+        done = subprocess.run(
+            ["git", "-c", "user.email=e2e@prune-gate", "-c", "user.name=e2e", *args],
+            cwd=self.root, check=True, capture_output=True, text=True,
+        )  # fmt: skip
+        return done.stdout.strip()
+
+    def commit(self, files: dict[str, str | None], message: str) -> str:
+        for rel, text in files.items():
+            path = self.root / rel
+            if text is None:
+                path.unlink()
+            else:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text, encoding="utf-8")
+        self.git("add", "-A")
+        self.git("commit", "-q", "-m", message)
+        return self.git("rev-parse", "HEAD")
+
+
+def claim_exists(kube: Cluster, namespace: str) -> bool:
+    return not k.gone(
+        k.core(kube.client).read_namespaced_persistent_volume_claim, "db-data", namespace
+    )
+
+
+def _forget(argo: ArgoCD, plural: str, name: str) -> None:
+    """Delete an Argo CD object for good: its finalizer dropped, so no cascade is attempted."""
+    live = argo.read(plural, name)
+    if live is None:
+        return
+    if live["metadata"].get("finalizers"):
+        patch = {"metadata": {"finalizers": None}}
+        argo.custom.patch_namespaced_custom_object(GROUP, VERSION, NAMESPACE, plural, name, patch)
+    k.delete_if_present(
+        argo.custom.delete_namespaced_custom_object, GROUP, VERSION, NAMESPACE, plural, name
+    )
+    argo.wait(lambda: argo.read(plural, name) is None, 60, f"{plural} {name} gone")
+
+
+def test_a_refused_prune_fails_the_sync_and_keeps_the_claim(
+    kube: Cluster, argo: ArgoCD, clean_ns: str, tmp_path: Path
+) -> None:
+    namespace = clean_ns
+    repo = Repo(tmp_path / "repo")
+    first = repo.commit({"apps/db/claim.yaml": CLAIM, "apps/db/config.yaml": CONFIG}, "base")
+    name = k.unique("db")
+    argo.apply("applications", application(name, repo.root, "apps/db", namespace, argo.server))
+    try:
+
+        def synced_to(revision: str) -> dict[str, Any] | None:
+            app = argo.read("applications", name) or {}
+            status = app.get("status") or {}
+            sync = status.get("sync") or {}
+            done = sync.get("status") == "Synced" and sync.get("revision") == revision
+            return status if done else None
+
+        argo.wait(lambda: synced_to(first), 180, f"Application {name} synced")
+        assert claim_exists(kube, namespace)
+
+        repo.commit({"apps/db/claim.yaml": None}, "the candidate drops the claim")
+        argo.refresh(name)
+
+        def refused() -> dict[str, Any] | None:
+            app = argo.read("applications", name) or {}
+            state = (app.get("status") or {}).get("operationState") or {}
+            said = json.dumps(state)
+            return (
+                state
+                if state.get("phase") in ("Failed", "Error") and "NOT_RETIRED" in said
+                else None
+            )
+
+        state = argo.wait(refused, 180, "Argo CD's prune refused by the webhook")
+        assert "prune-gate" in json.dumps(state), state
+        assert claim_exists(kube, namespace), "the refused prune deleted nothing"
+
+        # main no longer asks: the claim is declared again, and the next sync is clean
+        restored = repo.commit({"apps/db/claim.yaml": CLAIM}, "the claim stays")
+        argo.refresh(name)
+
+        def clean() -> dict[str, Any] | None:
+            # nothing is left to do: the live objects are the revision's, so it is Synced at it
+            # without a new operation, and its health is its objects' (a Pending claim:
+            # Progressing), no longer a failed sync's
+            status = synced_to(restored)
+            health = ((status or {}).get("health") or {}).get("status")
+            return status if status is not None and health in ("Healthy", "Progressing") else None
+
+        argo.wait(clean, 180, f"Application {name} synced clean again")
+        assert claim_exists(kube, namespace)
+    finally:
+        _forget(argo, "applications", name)
+
+
+APPSET = """\
+apiVersion: argoproj.io/v1alpha1
+kind: ApplicationSet
+metadata: {{name: {name}, namespace: argocd}}
+spec:
+  goTemplate: true
+  generators:
+  - git:
+      repoURL: file://{repo}
+      revision: HEAD
+      requeueAfterSeconds: 2
+      directories: [{{path: 'workloads/*'}}]
+  template:
+    metadata: {{name: '{name}-{{{{ .path.basename }}}}'}}
+    spec:
+      project: default
+      source: {{repoURL: 'file://{repo}', targetRevision: HEAD, path: '{{{{ .path.path }}}}'}}
+      destination: {{server: '{server}', namespace: {namespace}}}
+      syncPolicy:
+        automated: {{prune: true}}
+        retry: {{limit: 1, backoff: {{duration: 1s, factor: 1, maxDuration: 1s}}}}
+"""
+
+
+def test_an_application_set_that_drops_an_app_leaves_its_claim(
+    kube: Cluster, argo: ArgoCD, clean_ns: str, tmp_path: Path
+) -> None:
+    namespace = clean_ns
+    repo = Repo(tmp_path / "repo")
+    repo.commit({"workloads/db/claim.yaml": CLAIM, "workloads/web/config.yaml": CONFIG}, "base")
+    name = k.unique("wl")
+    body = yaml.safe_load(
+        APPSET.format(name=name, repo=repo.root, server=argo.server, namespace=namespace)
+    )
+    argo.apply("applicationsets", body)
+    app = f"{name}-db"
+    try:
+
+        def synced() -> bool:
+            live = argo.read("applications", app) or {}
+            sync = (live.get("status") or {}).get("sync") or {}
+            return sync.get("status") == "Synced" and claim_exists(kube, namespace)
+
+        argo.wait(synced, 180, f"Application {app}, generated, synced")
+        generated = argo.read("applications", app) or {}
+        assert FINALIZER in generated["metadata"].get("finalizers", []), generated["metadata"]
+
+        repo.commit({"workloads/db/claim.yaml": None}, "the candidate drops the db directory")
+
+        def refused() -> dict[str, Any] | None:
+            live = argo.read("applications", app)
+            if live is None or not live["metadata"].get("deletionTimestamp"):
+                return None
+            said = json.dumps((live.get("status") or {}).get("conditions") or [])
+            return live if "NOT_RETIRED" in said else None
+
+        live = argo.wait(refused, 240, "the generated Application's cascade refused")
+        assert FINALIZER in live["metadata"]["finalizers"], "it waits on its finalizer"
+        assert claim_exists(kube, namespace), "the refused cascade deleted nothing"
+    finally:
+        _forget(argo, "applicationsets", name)
+        _forget(argo, "applications", app)
+        _forget(argo, "applications", f"{name}-web")
+
+
+def test_the_controller_deploys_as_its_own_identity(kube: Cluster, argo: ArgoCD) -> None:
+    """The identity the webhook guards is the one Argo CD's requests carry: the cluster Secret's
+    token is the controller's service account's."""
+    review = client.AuthenticationV1Api(kube.client)
+    secret = k.core(kube.client).read_namespaced_secret("dev-cluster", NAMESPACE)
+    token = json.loads(base64.b64decode(secret.data["config"]))["bearerToken"]
+    answer: Any = review.create_token_review(
+        client.V1TokenReview(spec=client.V1TokenReviewSpec(token=token))
+    )
+    assert answer.status.authenticated and answer.status.user.username == IDENTITY
