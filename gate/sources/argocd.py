@@ -60,6 +60,8 @@ GROUP = argocd.GROUP
 ROOT_PREFIX = "argocd:"
 APPSET_PREFIX = "appset:"
 AUTO_ROOT = "auto"
+#: Argo CD's own namespace (its default), where an Application made outside the repository is.
+NAMESPACE = "argocd"
 #: The revisions that follow the branch being checked, besides those given.
 FOLLOWING = ("", "HEAD")
 #: How many Applications one revision may chain before it is called a loop.
@@ -284,7 +286,9 @@ def _entry_objects(reading: _Reading, path: str, seen: set[str]) -> list[RawObje
         # a chart of Applications (the app of apps of argocd-example-apps), deployed by an
         # Application made outside the repository: rendered as a Helm source would be
         name = posixpath.basename(path)
-        plain = _helm(reading, {}, path, {}, "argocd", name, path, f"--argocd-root {path}")
+        plain = _helm(
+            reading, _Source(name, {}, path, {}, NAMESPACE, path, f"--argocd-root {path}")
+        )
     else:
         plain = _directory(tree, path, {"recurse": True}, path)
     for o in plain:
@@ -343,36 +347,43 @@ def _render_application(reading: _Reading, app: RawObject) -> list[RawObject]:
                 f"{reading.tree.rev} ({reading.tree.sha[:12]}): Argo CD would fail to render it "
                 "(a ComparisonError), and sync nothing"
             )
-        built = _render_source(reading, app, src, path, refs, namespace, root, who)
+        name = str(meta.get("name", ""))
+        source = _Source(name, src, path, refs, namespace, root, who)
+        built = _render_source(reading, source)
         out.extend(_finish(reading, o, namespace) for o in built if not _is_hook(o.body))
     return out
 
 
-def _render_source(
-    reading: _Reading,
-    app: RawObject,
-    src: dict[str, Any],
-    path: str,
-    refs: dict[str, dict[str, Any]],
-    namespace: str,
-    root: str,
-    who: str,
-) -> list[RawObject]:
-    tree = reading.tree
-    kind = _source_type(tree, src, path, who)
+@dataclass(frozen=True)
+class _Source:
+    """One source of one Application, as its renderers read it."""
+
+    app_name: str
+    spec: dict[str, Any]
+    path: str
+    #: The Application's other sources by `ref`, for `$ref/...` values files.
+    refs: dict[str, dict[str, Any]]
+    #: The destination namespace.
+    namespace: str
+    root: str
+    who: str
+
+
+def _render_source(reading: _Reading, source: _Source) -> list[RawObject]:
+    tree, src, path = reading.tree, source.spec, source.path
+    kind = _source_type(tree, src, path, source.who)
     if kind == "plugin":
         raise InputError(
-            f"{who} renders {path} with a config management plugin, which prune-gate does not "
-            "run: what it deploys is unknown"
+            f"{source.who} renders {path} with a config management plugin, which prune-gate "
+            "does not run: what it deploys is unknown"
         )
     if kind == "directory":
-        return _directory(tree, path, _dict(src.get("directory")), root)
+        return _directory(tree, path, _dict(src.get("directory")), source.root)
     if kind == "kustomize":
         options = _dict(src.get("kustomize"))
         fields = {_KUSTOMIZE_FIELDS[k]: v for k, v in options.items() if k in _KUSTOMIZE_FIELDS}
-        return tree.build(path, root, {"spec": fields} if fields else None)
-    name = str(_dict(app.body.get("metadata")).get("name", ""))
-    return _helm(reading, src, path, refs, namespace, name, root, who)
+        return tree.build(path, source.root, {"spec": fields} if fields else None)
+    return _helm(reading, source)
 
 
 def _source_type(tree: ExportedTree, src: dict[str, Any], path: str, who: str) -> str:
@@ -417,24 +428,17 @@ def _directory(
     return out
 
 
-def _helm(
-    reading: _Reading,
-    src: dict[str, Any],
-    path: str,
-    refs: dict[str, dict[str, Any]],
-    namespace: str,
-    app_name: str,
-    root: str,
-    who: str,
-) -> list[RawObject]:
+def _helm(reading: _Reading, source: _Source) -> list[RawObject]:
+    src, path, refs, who = source.spec, source.path, source.refs, source.who
     helm = shutil.which(os.environ.get(HELM_ENV, "helm"))
     if helm is None:
         raise RenderError(f"{who} renders the Helm chart {path}, and helm is not on PATH")
     tree = reading.tree
     options = _dict(src.get("helm"))
-    release = str(options.get("releaseName") or app_name)
+    release = str(options.get("releaseName") or source.app_name)
     chart = tree.tree / path
-    argv = [helm, "template", release, str(chart), "--namespace", namespace or "default"]
+    namespace = source.namespace or "default"
+    argv = [helm, "template", release, str(chart), "--namespace", namespace]
     if options.get("skipCrds") is not True:
         argv.append("--include-crds")
     for f in options.get("valueFiles") or ():
@@ -461,7 +465,8 @@ def _helm(
         raise RenderError(
             f"{who}: `helm template {path}` failed: {tree.repository_paths(done.stderr.strip())}"
         )
-    return [replace(o, root=root) for o in parse_stream(done.stdout, f"{path} (helm template)")]
+    rendered = parse_stream(done.stdout, f"{path} (helm template)")
+    return [replace(o, root=source.root) for o in rendered]
 
 
 def _values_file(

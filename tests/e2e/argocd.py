@@ -292,20 +292,7 @@ class ArgoCD:
             self.core.create_namespaced_service_account,
             client.V1ServiceAccount(metadata=client.V1ObjectMeta(name=CONTROLLER_SA)),
         )
-        rbac = client.RbacAuthorizationV1Api(self.kube.client)
-        rbac.create_cluster_role_binding(
-            client.V1ClusterRoleBinding(
-                metadata=client.V1ObjectMeta(name=self._binding),
-                role_ref=client.V1RoleRef(
-                    api_group="rbac.authorization.k8s.io", kind="ClusterRole", name="cluster-admin"
-                ),
-                subjects=[
-                    client.RbacV1Subject(
-                        kind="ServiceAccount", name=CONTROLLER_SA, namespace=NAMESPACE
-                    )
-                ],
-            )
-        )
+        k.bind_cluster_admin(self.kube.client, self._binding, NAMESPACE, CONTROLLER_SA)
         token = self.kube.kubectl(
             "-n", NAMESPACE, "create", "token", CONTROLLER_SA, "--duration=6h"
         ).stdout.strip()

@@ -269,19 +269,8 @@ class Flux:
 
     def start(self) -> None:
         """Bind the deployer's account, start the controller, wait until its workers run."""
-        rbac = client.RbacAuthorizationV1Api(self.kube.client)
         namespace, name = DEPLOYER.split(":")[2:]
-        rbac.create_cluster_role_binding(
-            client.V1ClusterRoleBinding(
-                metadata=client.V1ObjectMeta(name=self._binding),
-                role_ref=client.V1RoleRef(
-                    api_group="rbac.authorization.k8s.io", kind="ClusterRole", name="cluster-admin"
-                ),
-                subjects=[
-                    client.RbacV1Subject(kind="ServiceAccount", name=name, namespace=namespace)
-                ],
-            )
-        )
+        k.bind_cluster_admin(self.kube.client, self._binding, namespace, name)
         kubeconfig = self.workdir / "kustomize-controller.kubeconfig"
         _impersonating_kubeconfig(self.kube.kubeconfig, kubeconfig)
         tmp = self.workdir / "tmp"  # its build dirs, and the stale ones it purges at start

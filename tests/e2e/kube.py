@@ -49,6 +49,22 @@ def authentication(api: Any) -> Any:
     return client.AuthenticationV1Api(api)
 
 
+def bind_cluster_admin(api: Any, binding: str, namespace: str, account: str) -> None:
+    """Bind service account `namespace/account` to cluster-admin as `binding`: the rights a
+    deployer has in a real cluster."""
+    client.RbacAuthorizationV1Api(api).create_cluster_role_binding(
+        client.V1ClusterRoleBinding(
+            metadata=client.V1ObjectMeta(name=binding),
+            role_ref=client.V1RoleRef(
+                api_group="rbac.authorization.k8s.io", kind="ClusterRole", name="cluster-admin"
+            ),
+            subjects=[
+                client.RbacV1Subject(kind="ServiceAccount", name=account, namespace=namespace)
+            ],
+        )
+    )
+
+
 def unique(prefix: str) -> str:
     """A DNS-1123 name that no other test uses: ``prefix-<8 hex>``."""
     clean = "".join(c if c.isalnum() else "-" for c in prefix.lower()).strip("-")[:50] or "x"

@@ -227,19 +227,7 @@ def serve_webhook(
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=fence_ns)))
     rbac = client.RbacAuthorizationV1Api(kube.client)
     binding = f"prune-gate-e2e-deployer-{suffix}"
-    rbac.create_cluster_role_binding(
-        client.V1ClusterRoleBinding(
-            metadata=client.V1ObjectMeta(name=binding),
-            role_ref=client.V1RoleRef(
-                api_group="rbac.authorization.k8s.io", kind="ClusterRole", name="cluster-admin"
-            ),
-            subjects=[
-                client.RbacV1Subject(
-                    kind="ServiceAccount", name="kustomize-controller", namespace="flux-system"
-                )
-            ],
-        )
-    )
+    k.bind_cluster_admin(kube.client, binding, "flux-system", "kustomize-controller")
     policy = tmp / "prune-gate.yaml"
     webhook_section: dict[str, Any] = {
         "deployers": [DEPLOYER],
