@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import fnmatch
+import functools
 import json
 import posixpath
 import re
@@ -49,6 +50,7 @@ class Files:
     paths: Sequence[str]
     read: Callable[[str], str]
 
+    @functools.cached_property
     def directories(self) -> list[str]:
         """Every directory, hidden ones left out (the repo-server's `GetGitDirectories`)."""
         found: set[str] = set()
@@ -329,7 +331,7 @@ def _directories(items: Sequence[Any], ctx: Context) -> list[str]:
         (_go_match(str(_dict(i).get("path", ""))), _dict(i).get("exclude") is True) for i in items
     ]
     out = []
-    for d in ctx.files.directories():
+    for d in ctx.files.directories:
         hits = [excluding for match, excluding in rules if match(d)]
         if False in hits and True not in hits:  # an exclusion wins over any inclusion
             out.append(d)

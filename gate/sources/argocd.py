@@ -32,6 +32,7 @@ engine fails closed where its content matters (a removal with the resources fina
 from __future__ import annotations
 
 import fnmatch
+import functools
 import json
 import os
 import posixpath
@@ -49,9 +50,10 @@ import yaml
 from gate.engine.deployers import argocd
 from gate.model.errors import GitError, InputError, RenderError
 from gate.model.objects import RawObject
-from gate.model.refs import CLUSTER_SCOPED, crd_kind, group_of
+from gate.model.refs import group_of
 from gate.sources import appsets
 from gate.sources.charts import run_helm
+from gate.sources.flux import CrdScopes
 from gate.sources.manifests import parse_stream
 from gate.sources.render import DEFAULT_TIMEOUT, ExportedTree
 
@@ -111,10 +113,20 @@ class _Reading:
     notes: list[str]
     timeout: float
     out: list[RawObject] = field(default_factory=list)
-    scopes: dict[tuple[str, str], str] = field(default_factory=dict)
+    #: The scope of each custom kind, from the CRDs rendered so far.
+    scopes: CrdScopes = field(default_factory=CrdScopes)
 
     def ours(self, url: str) -> bool:
         return normalize_url(url) in self.repos
+
+    def follows(self, revision: str) -> bool:
+        """True when a source at `revision` deploys the revision being read."""
+        return revision in FOLLOWING or revision in self.revisions
+
+    @functools.cached_property
+    def files(self) -> appsets.Files:
+        """This revision's files, as ApplicationSets' git generators see them."""
+        return appsets.Files(sorted(self.tree.index.files), lambda rel: _read(self.tree, rel) or "")
 
 
 def render_argocd(
@@ -136,7 +148,7 @@ def render_argocd(
         entries = _resolve_entries(tree, entry, said)
         urls = {normalize_url(u) for u in repos}
         if not urls:
-            urls = _own_urls(repo, tree, entries, said)
+            urls = _own_urls(str(repo), said)
         reading = _Reading(tree, urls, frozenset(revisions), clusters, said, timeout)
         queue: list[RawObject] = []
         seen: set[str] = set()
@@ -231,14 +243,7 @@ def _deploys_file(tree: ExportedTree, path: str, recurse: bool, rel: str) -> boo
     inside = directory == path or (recurse and (path == "." or directory.startswith(path + "/")))
     if not inside:
         return False
-    kustomization = next(
-        (
-            posixpath.join(path, n)
-            for n in _KUSTOMIZATION_FILES
-            if tree.index.is_file(posixpath.join(path, n))
-        ),
-        None,
-    )
+    kustomization = _kustomization_in(tree, path)
     if kustomization is None:
         return True
     listed = _dict(_load_yaml(_read(tree, kustomization) or "")).get("resources")
@@ -246,20 +251,9 @@ def _deploys_file(tree: ExportedTree, path: str, recurse: bool, rel: str) -> boo
     return posixpath.basename(rel) in names
 
 
-def _own_urls(
-    repo: str | Path, tree: ExportedTree, entries: Sequence[str], said: list[str]
-) -> set[str]:
+def _own_urls(repo: str, said: list[str]) -> set[str]:
     """This repository's URL when `--argocd-repo` is not given: its `origin` remote."""
-    try:
-        url = subprocess.run(
-            ["git", "-C", str(repo), "config", "--get", "remote.origin.url"],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=30,
-        ).stdout.strip()
-    except (OSError, subprocess.TimeoutExpired):
-        url = ""
+    url = _origin_url(repo)
     if not url:
         raise InputError(
             "--argocd-root: this repository's URL is unknown (no origin remote): name the "
@@ -272,6 +266,23 @@ def _own_urls(
     return {normalize_url(url)}
 
 
+@functools.cache
+def _origin_url(repo: str) -> str:
+    """The repository's `origin` URL, asked once per process (both sides of a check, every
+    commit of a history, read it)."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", repo, "config", "--get", "remote.origin.url"],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return done.stdout.strip()
+
+
 def _entry_objects(reading: _Reading, path: str, seen: set[str]) -> list[RawObject]:
     """The entry point's objects. When an Application in it deploys the entry itself (the
     root of an app of apps, managing itself), what that Application renders, tagged with it
@@ -280,7 +291,7 @@ def _entry_objects(reading: _Reading, path: str, seen: set[str]) -> list[RawObje
     tree = reading.tree
     if tree.index.is_file(path):  # a file, as `kubectl apply -f FILE` deploys it
         plain = _parse(_read(tree, path) or "", path)
-    elif any(tree.index.is_file(posixpath.join(path, n)) for n in _KUSTOMIZATION_FILES):
+    elif _kustomization_in(tree, path) is not None:
         plain = tree.build(path, path)
     elif tree.index.is_file(posixpath.join(path, "Chart.yaml")):
         # a chart of Applications (the app of apps of argocd-example-apps), deployed by an
@@ -308,7 +319,7 @@ def _deploys(reading: _Reading, app: RawObject, path: str) -> bool:
     return (
         reading.ours(str(src.get("repoURL") or ""))
         and not src.get("chart")
-        and (revision in FOLLOWING or revision in reading.revisions)
+        and reading.follows(revision)
         and _clean_or_none(str(src.get("path") or ".")) == path
     )
 
@@ -334,7 +345,7 @@ def _render_application(reading: _Reading, app: RawObject) -> list[RawObject]:
             )
             continue
         revision = str(src.get("targetRevision") or "")
-        if revision not in FOLLOWING and revision not in reading.revisions:
+        if not reading.follows(revision):
             reading.notes.append(
                 f"{who}: its source follows revision {revision}, not this one: what it deploys "
                 "is not read (--argocd-revision REV names a revision that follows this one)"
@@ -395,7 +406,7 @@ def _source_type(tree: ExportedTree, src: dict[str, Any], path: str, who: str) -
         return named[0]
     if tree.index.is_file(posixpath.join(path, "Chart.yaml")):
         return "helm"
-    if any(tree.index.is_file(posixpath.join(path, n)) for n in _KUSTOMIZATION_FILES):
+    if _kustomization_in(tree, path) is not None:
         return "kustomize"
     return "directory"
 
@@ -491,14 +502,9 @@ def _values_file(
 def _finish(reading: _Reading, o: RawObject, namespace: str) -> RawObject:
     """An object as Argo CD applies it: the destination namespace on a namespaced object
     that names none (argo-cd sets it before applying)."""
-    declared = crd_kind(o.body)
-    if declared is not None:
-        reading.scopes.setdefault(declared, str(_dict(o.body.get("spec")).get("scope", "")))
+    reading.scopes.add((o,))
     meta = _dict(o.body.get("metadata"))
-    key = (group_of(str(o.body.get("apiVersion", ""))), str(o.body.get("kind", "")))
-    if meta.get("namespace") or not namespace or key in CLUSTER_SCOPED:
-        return o
-    if reading.scopes.get(key) == "Cluster":
+    if meta.get("namespace") or not namespace or reading.scopes.cluster_scoped(o.body):
         return o
     return replace(o, body={**o.body, "metadata": {**meta, "namespace": namespace}})
 
@@ -513,10 +519,8 @@ def _expand(reading: _Reading, appset: RawObject) -> list[RawObject]:
     meta = _dict(appset.body.get("metadata"))
     ns = str(meta.get("namespace") or "")
     who = f"ApplicationSet {ns}/{meta.get('name', '')} ({appset.source})"
-    tree = reading.tree
-    files = appsets.Files(sorted(tree.index.files), lambda rel: _read(tree, rel) or "")
     clusters = appsets.clusters_in((o.body for o in reading.out), reading.clusters)
-    ctx = appsets.Context(files, reading.ours, clusters, who, _go_render(reading, who))
+    ctx = appsets.Context(reading.files, reading.ours, clusters, who, _go_render(reading, who))
     root = f"{APPSET_PREFIX}{ns}/{meta.get('name', '')}"
     out = []
     for body in appsets.generate(appset.body, ctx):
@@ -585,6 +589,12 @@ def _braces(pattern: str) -> list[str]:
         return [pattern]
     head, tail = pattern[: m.start()], pattern[m.end() :]
     return [x for alt in m.group(1).split(",") for x in _braces(head + alt + tail)]
+
+
+def _kustomization_in(tree: ExportedTree, path: str) -> str | None:
+    """The kustomization file of directory `path`, if it has one."""
+    found = (posixpath.join(path, n) for n in _KUSTOMIZATION_FILES)
+    return next((f for f in found if tree.index.is_file(f)), None)
 
 
 def _load_yaml(text: str) -> Any:

@@ -187,7 +187,7 @@ def render_flux(
         first = _entry_job(tree, entry, found, own)
         queue, seen = [first], {first.root}
         releases: list[RawObject] = []
-        scopes = _CrdScopes()
+        scopes = CrdScopes()
         while queue:
             job = queue.pop(0)
             built = tree.build(job.path, job.root, job.kustomization, _post_build(job, out))
@@ -696,7 +696,7 @@ def _job_for(k: RawObject, own: _Sources) -> _Job | None:
     )
 
 
-def _finish(raw: RawObject, job: _Job, scopes: _CrdScopes) -> RawObject:
+def _finish(raw: RawObject, job: _Job, scopes: CrdScopes) -> RawObject:
     """One built (and substituted) object as the cluster will name it.
 
     Flux's build sets `targetNamespace` on every object kustomize does not know to be
@@ -713,7 +713,7 @@ def _finish(raw: RawObject, job: _Job, scopes: _CrdScopes) -> RawObject:
     return replace(raw, body=body) if body is not raw.body else raw
 
 
-class _CrdScopes:
+class CrdScopes:
     """The scope of each custom kind, from the first CRD that declares it among the objects
     added (the revision's objects built so far): asked once per object, kept as a table."""
 

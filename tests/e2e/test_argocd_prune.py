@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,8 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes import client
+
+from tests.unit.helpers import GitRepo
 
 from . import kube as k
 from .argocd import FINALIZER, GROUP, IDENTITY, NAMESPACE, VERSION, ArgoCD, application, run_argocd
@@ -66,34 +67,6 @@ def clean_ns(kube: Cluster, namespace: str, argo_webhook: Webhook) -> Iterator[s
         cleanup_claims(kube, namespace)
 
 
-class Repo:
-    """A git repository on disk, which the repo-server fetches over file://."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        root.mkdir(parents=True)
-        self.git("init", "-q", "-b", "main")
-
-    def git(self, *args: str) -> str:
-        done = subprocess.run(
-            ["git", "-c", "user.email=e2e@prune-gate", "-c", "user.name=e2e", *args],
-            cwd=self.root, check=True, capture_output=True, text=True,
-        )  # fmt: skip
-        return done.stdout.strip()
-
-    def commit(self, files: dict[str, str | None], message: str) -> str:
-        for rel, text in files.items():
-            path = self.root / rel
-            if text is None:
-                path.unlink()
-            else:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(text, encoding="utf-8")
-        self.git("add", "-A")
-        self.git("commit", "-q", "-m", message)
-        return self.git("rev-parse", "HEAD")
-
-
 def claim_exists(kube: Cluster, namespace: str) -> bool:
     return not k.gone(
         k.core(kube.client).read_namespaced_persistent_volume_claim, "db-data", namespace
@@ -118,7 +91,7 @@ def test_a_refused_prune_fails_the_sync_and_keeps_the_claim(
     kube: Cluster, argo: ArgoCD, clean_ns: str, tmp_path: Path
 ) -> None:
     namespace = clean_ns
-    repo = Repo(tmp_path / "repo")
+    repo = GitRepo(tmp_path / "repo")
     first = repo.commit({"apps/db/claim.yaml": CLAIM, "apps/db/config.yaml": CONFIG}, "base")
     name = k.unique("db")
     argo.apply("applications", application(name, repo.root, "apps/db", namespace, argo.server))
@@ -197,7 +170,7 @@ def test_an_application_set_that_drops_an_app_leaves_its_claim(
     kube: Cluster, argo: ArgoCD, clean_ns: str, tmp_path: Path
 ) -> None:
     namespace = clean_ns
-    repo = Repo(tmp_path / "repo")
+    repo = GitRepo(tmp_path / "repo")
     repo.commit({"workloads/db/claim.yaml": CLAIM, "workloads/web/config.yaml": CONFIG}, "base")
     name = k.unique("wl")
     body = yaml.safe_load(
