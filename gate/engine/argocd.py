@@ -67,11 +67,10 @@ def _explained(change: Change, base: Inventory, head: Inventory) -> Change:
         parent = base.get(app)
         return change if parent is None else _deployed(change, parent, head.get(app), base, head)
     appset = appset_of(root)
-    if appset is not None and base.get(appset) is not None:
-        deployed = base.get(appset)
-        assert deployed is not None
-        return _generated(change, deployed, head.get(appset))
-    return change
+    deployed = base.get(appset) if appset is not None else None
+    if appset is None or deployed is None:
+        return change
+    return _generated(change, deployed, head.get(appset))
 
 
 def _keeping_policy(appset: Manifest, now: Manifest | None) -> str | None:

@@ -211,7 +211,7 @@ class _Expander:
         else:  # merge
             out = self._merged(body)
         selector = _dict(gen.get("selector"))
-        return [p for p in out if _selects(selector, _flat(p))] if selector else out
+        return [p for p in out if _selects(selector, _flatten(p))] if selector else out
 
     def _values(self, sets: list[Params], body: Mapping[str, Any]) -> list[Params]:
         """A generator's `values`, each rendered with the set's parameters, as `values.KEY`
@@ -316,9 +316,9 @@ class _Expander:
             return []
         base = [dict(p) for p in children[0]]
         for later in children[1:]:
-            index = {tuple(_flat(p).get(k) for k in keys): p for p in later}
+            index = {tuple(_flatten(p).get(k) for k in keys): p for p in later}
             for i, p in enumerate(base):
-                found = index.get(tuple(_flat(p).get(k) for k in keys))
+                found = index.get(tuple(_flatten(p).get(k) for k in keys))
                 if found is not None:
                     base[i] = _deep_merge(p, found) if self.go else {**p, **found}
         return base
@@ -336,11 +336,6 @@ def _directories(items: Sequence[Any], ctx: Context) -> list[str]:
         if False in hits and True not in hits:  # an exclusion wins over any inclusion
             out.append(d)
     return out
-
-
-def _flat(params: Params) -> dict[str, str]:
-    """Parameters as a selector or a merge key reads them: flat, `a.b` for nested keys."""
-    return _flatten(params)
 
 
 def _deep_merge(a: Params, b: Params) -> Params:

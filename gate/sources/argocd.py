@@ -47,6 +47,7 @@ from typing import Any
 
 import yaml
 
+from gate.engine import argocd as engine_argocd
 from gate.engine.deployers import argocd
 from gate.model.errors import GitError, InputError, RenderError
 from gate.model.objects import RawObject
@@ -58,9 +59,10 @@ from gate.sources.manifests import parse_stream
 from gate.sources.render import DEFAULT_TIMEOUT, ExportedTree
 
 GROUP = argocd.GROUP
-#: The root tag of what an Application deploys, and of the Applications an ApplicationSet makes.
-ROOT_PREFIX = "argocd:"
-APPSET_PREFIX = "appset:"
+#: The root tag of what an Application deploys, and of the Applications an ApplicationSet makes
+#: (`gate.engine.argocd` reads them).
+ROOT_PREFIX = engine_argocd.ROOT_PREFIX
+APPSET_PREFIX = engine_argocd.APPSET_PREFIX
 AUTO_ROOT = "auto"
 #: Argo CD's own namespace (its default), where an Application made outside the repository is.
 NAMESPACE = "argocd"
