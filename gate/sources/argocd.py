@@ -607,8 +607,14 @@ def _load_yaml(text: str) -> Any:
 
 
 def _read(tree: ExportedTree, rel: str) -> str | None:
+    """A file of the revision, symlinks followed only inside it (the repo-server refuses a
+    link out of the repository too): a candidate's link must not read the runner's files."""
+    root = tree.tree.resolve()
     try:
-        return (tree.tree / rel).read_text(encoding="utf-8")
+        path = (tree.tree / rel).resolve()
+        if not path.is_relative_to(root):
+            raise InputError(f"{rel} is a symlink out of the repository: refused")
+        return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return None
 

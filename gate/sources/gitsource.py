@@ -435,7 +435,7 @@ def _write_entry(root: Path, entry: TreeEntry, data: bytes, made: set[Path]) -> 
     if entry.mode == _MODE_SYMLINK:
         link = data.decode("utf-8", "surrogateescape")
         resolved = posixpath.normpath(posixpath.join(posixpath.dirname(entry.path), link))
-        if not posixpath.isabs(link) and not resolved.startswith("../"):
+        if not posixpath.isabs(link) and resolved != ".." and not resolved.startswith("../"):
             target.symlink_to(link)
         return
     target.write_bytes(data)

@@ -580,3 +580,29 @@ def test_an_application_its_parent_does_not_prune_keeps_what_it_deployed(tmp_pat
         "Application argocd/db is not deleted (Application argocd/root does not prune"
         in (found["message"])
     )
+
+
+@needs_renderer
+def test_a_symlink_cannot_read_the_runners_files(tmp_path: Path) -> None:
+    # `up -> ..` names the repository's parent; `s1 -> up/..`, `s2 -> s1/..`... each look
+    # inside the repository but climb one more level of the exported tree's; a manifest linked
+    # through the last reaches any file of the runner, here one that declares a claim
+    outside = tmp_path / "outside.yaml"
+    outside.write_text(claim().replace("db-data", "stolen"), encoding="utf-8")
+    repo = repo_with(tmp_path, {"apps/db.yaml": None})
+    repo.git("checkout", "-q", "HEAD~1")
+    (repo.root / "up").symlink_to("..")
+    previous = "up"
+    for i in range(1, 30):
+        (repo.root / f"s{i}").symlink_to(f"{previous}/..")
+        previous = f"s{i}"
+    (repo.root / "workloads/db/leak.yaml").symlink_to(f"../../{previous}{outside}")
+    repo.git("add", "-A")
+    repo.git("commit", "-q", "-m", "links")
+    repo.git("rm", "-q", "apps/db.yaml")
+    repo.git("commit", "-q", "-m", "remove the app")
+    rc, data, stderr = check(repo)
+    assert "stolen" not in json.dumps(data) + stderr, (data, stderr)
+    # refused as the repo-server refuses it ("illegal filepath in symlink"): what the
+    # directory deploys is unknown
+    assert rc == 2 and "workloads/db/leak.yaml is a symlink out of the repository" in stderr

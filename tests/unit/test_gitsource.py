@@ -307,6 +307,7 @@ def test_export_tree_keeps_only_symlinks_inside_the_tree(repo: GitRepo, tmp_path
     (repo.root / "overlay").mkdir()
     (repo.root / "overlay" / "cm.yaml").symlink_to("../base/cm.yaml")
     (repo.root / "escape.yaml").symlink_to("../../etc/passwd")
+    (repo.root / "parent.yaml").symlink_to("..")  # the parent itself: `up/..` climbs on
     repo.git("add", "-A")
     repo.git("commit", "-q", "-m", "links")
     dest = tmp_path / "export"
@@ -315,6 +316,7 @@ def test_export_tree_keeps_only_symlinks_inside_the_tree(repo: GitRepo, tmp_path
     assert (dest / "overlay" / "cm.yaml").read_text(encoding="utf-8") == CM.format(name="a")
     assert not (dest / "escape.yaml").exists()
     assert not (dest / "escape.yaml").is_symlink()
+    assert not (dest / "parent.yaml").is_symlink()
     assert (dest / "run.sh").stat().st_mode & 0o100
 
 
