@@ -188,7 +188,8 @@ if TYPE_CHECKING:
     multiple=True,
     metavar="SCOPE",
     help="Live objects the deployer owns, pruned when the candidate lacks them (implies --live; "
-    "repeatable): flux:NAMESPACE/NAME, argocd:APP, helm:NAMESPACE/RELEASE, label:SELECTOR.",
+    "repeatable): flux:NAMESPACE/NAME, argocd:NAMESPACE/NAME, argocd:APP, helm:NAMESPACE/RELEASE, "
+    "label:SELECTOR.",
 )
 @click.option(
     "--show-standing",

@@ -15,7 +15,7 @@ import re
 from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 
-from gate.engine.deployers import ARGOCD, FLUX, HELM, Deployer, flux
+from gate.engine.deployers import ARGOCD, FLUX, HELM, Deployer, argocd, flux
 from gate.engine.plan import Action, Change
 from gate.model.errors import InputError
 from gate.model.liveview import LiveObject
@@ -27,8 +27,9 @@ from gate.model.refs import ObjectRef
 SCOPED: dict[str, Deployer] = {d.name: d for d in (FLUX, ARGOCD, HELM)}
 DEPLOYERS = (*SCOPED, "label")
 SCOPE_USAGE = (
-    "flux:NAMESPACE/NAME, argocd:APP, helm:NAMESPACE/RELEASE or label:SELECTOR "
-    "(e.g. flux:flux-system/apps, helm:shop/db, label:app.kubernetes.io/part-of=shop)"
+    "flux:NAMESPACE/NAME, argocd:NAMESPACE/NAME, argocd:APP, helm:NAMESPACE/RELEASE or "
+    "label:SELECTOR (e.g. flux:flux-system/apps, argocd:argocd/shop, helm:shop/db, "
+    "label:app.kubernetes.io/part-of=shop)"
 )
 
 #: Kinds scanned for ownership: everything a prune of them can lose data or wedge a deploy with,
@@ -113,7 +114,7 @@ class PruneScope:
     selector: tuple[Requirement, ...] = ()
 
     def __str__(self) -> str:
-        if self.deployer == "argocd":
+        if self.deployer == "argocd" and not self.namespace:
             return f"argocd:{self.name}"
         if self.deployer == "label":
             return "label:" + ",".join(_term(r) for r in self.selector)
@@ -123,6 +124,14 @@ class PruneScope:
         """True when an object with these labels and annotations belongs to this deployer (its
         ownership marks: `Deployer.owns`)."""
         deployer = SCOPED.get(self.deployer)
+        if deployer is ARGOCD and self.namespace:
+            # Argo CD names an Application outside its own namespace `NS_NAME` in its tracking
+            # marks (`Application.InstanceName`); which namespace is its own is not known here,
+            # so either name counts: a wider prune set is checked, never a narrower one.
+            return any(
+                deployer.owns(annotations, labels, "", app)
+                for app in (self.name, f"{self.namespace}_{self.name}")
+            )
         if deployer is not None:
             return deployer.owns(annotations, labels, self.namespace, self.name)
         return all(r.matches(labels) for r in self.selector)
@@ -145,15 +154,16 @@ def parse_scope(text: str) -> PruneScope:
         raise InputError(f"--prune-scope {text!r} is not one of {SCOPE_USAGE}")
     if deployer == "label":
         return PruneScope("label", selector=parse_selector(rest))
-    if deployer == "argocd":
-        if "/" in rest:
-            raise InputError(
-                f"--prune-scope {text!r}: an Argo CD application is named without a namespace "
-                "(for apps in other namespaces use the tracking prefix, e.g. argocd:NS_APP)"
-            )
+    if deployer == "argocd" and "/" not in rest:
         return PruneScope("argocd", name=rest)
     namespace, slash, name = rest.partition("/")
     if not slash or not namespace or not name or "/" in name:
+        if deployer == "argocd":
+            raise InputError(
+                f"--prune-scope {text!r}: argocd needs argocd:NAMESPACE/NAME (the Application's "
+                "namespace and name: its live status.resources is the prune set) or argocd:APP "
+                "(its tracking marks)"
+            )
         what = "NAMESPACE/NAME" if deployer == "flux" else "NAMESPACE/RELEASE"
         raise InputError(
             f"--prune-scope {text!r}: {deployer} needs {deployer}:{what} (the namespace of the "
@@ -204,20 +214,29 @@ def prune_set(
     return [r for r in owned if r not in candidate]
 
 
-def flux_kustomization(scope: PruneScope) -> ObjectRef | None:
-    """The Kustomization a `flux:NS/NAME` scope names (whose live inventory says what it prunes)."""
-    if scope.deployer != "flux":
-        return None
-    return ObjectRef(flux.GROUP, "Kustomization", scope.namespace, scope.name)
+#: Where each parent lists what its deployer applied, and so prunes from.
+_LISTS = {"Kustomization": flux.KUSTOMIZATION.lists, "Application": argocd.APPLICATION.lists}
+
+
+def scope_parent(scope: PruneScope) -> ObjectRef | None:
+    """The live object whose own list says what the scope's deployer prunes: the Kustomization
+    of `flux:NS/NAME` (`status.inventory`), the Application of `argocd:NS/NAME`
+    (`status.resources`). None for scopes read from ownership marks only."""
+    if scope.deployer == "flux":
+        return ObjectRef(flux.GROUP, "Kustomization", scope.namespace, scope.name)
+    if scope.deployer == "argocd" and scope.namespace:
+        return ObjectRef(argocd.GROUP, "Application", scope.namespace, scope.name)
+    return None
 
 
 def prune_changes(
     scope: PruneScope, refs: Iterable[ObjectRef], base: Inventory, from_inventory: bool = False
 ) -> list[Change]:
     """One DELETE `Change` per pruned object, with its base manifest when base declares it."""
+    parent = scope_parent(scope) if from_inventory else None
     owned = (
-        f"in the status.inventory of Kustomization {scope.namespace}/{scope.name}"
-        if from_inventory
+        f"in the {_LISTS[parent.kind]} of {parent.kind} {parent.namespace}/{parent.name}"
+        if parent is not None
         else f"owned by {scope}"
     )
     cause = f"pruned: {owned} and not in the candidate"

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from gate.engine.livestate import CustomKind, LiveState, ref_of, served_custom_kind
 from gate.engine.plan import Change
 from gate.engine.policy import Policy
-from gate.engine.scope import PruneScope, flux_kustomization, prune_changes, prune_set
+from gate.engine.scope import PruneScope, prune_changes, prune_set, scope_parent
 from gate.kube.client import KubeClient, NotFoundError, list_pages
 from gate.kube.resources import PARENTS, RESOURCES, Resource
 from gate.model.errors import ClusterError
@@ -212,9 +212,10 @@ def read_live(
     changes: list[Change] = []
     seen: set[ObjectRef] = set()
     for scope in scopes:
-        parent = flux_kustomization(scope)
-        # The Kustomization's own inventory when it has one (none yet: it never reconciled, or
-        # the controller is older than inventories), else the ownership labels.
+        parent = scope_parent(scope)
+        # The Kustomization's own inventory (the Application's status.resources) when it has
+        # one (none yet: it never reconciled, the controller is older than inventories, or the
+        # Application is not there), else the ownership marks.
         inventory = (snap.state.applied_by(parent) or None) if parent is not None else None
         refs = prune_set(
             scope, snap.state.objects.values(), head, snap.controlled, inventory=inventory

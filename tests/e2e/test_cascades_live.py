@@ -348,3 +348,37 @@ def test_removed_application_with_the_resources_finalizer_deletes_what_it_synced
             custom(kube).patch_namespaced_custom_object(
                 group, version, namespace, plural, "shop", patch
             )
+
+
+def test_an_argocd_prune_scope_is_the_applications_status_resources_not_its_labels(
+    kube: Cluster, namespace: str, tmp_path: Path, parent_crds: None
+) -> None:
+    """`--prune-scope argocd:NS/NAME` reads what the application controller itself prunes from:
+    claim `data` is in the Application's status.resources with no tracking marks (pruned, so
+    blocked); claim `copied` carries the instance label but is not listed (not a finding)."""
+    k.make_claim(kube.client, namespace, "data")
+    k.make_claim(kube.client, namespace, "copied", labels={"app.kubernetes.io/instance": "shop"})
+    resources = [
+        {"version": "v1", "kind": "PersistentVolumeClaim", "namespace": namespace, "name": "data"}
+    ]
+    body = {
+        "metadata": {"name": "shop"},  # no finalizer: nothing to clean up after
+        "spec": {
+            "project": "default",
+            "source": {"repoURL": "https://git.example.com/shop.git", "path": "shop"},
+            "destination": {"server": "https://kubernetes.default.svc", "namespace": namespace},
+        },
+        "status": {"resources": resources},
+    }
+    create(kube, ARGO_APP, namespace, body)
+    kept = configmap_yaml(namespace)
+
+    scope = f"--prune-scope=argocd:{namespace}/shop"
+    code, report = check_live(kube, tmp_path, kept, kept, scope)
+
+    assert code == 1
+    assert findings(report) == {"NOT_RETIRED"}
+    (f,) = report["findings"]
+    assert f["object"]["name"] == "data"
+    cause = f"pruned: in the status.resources of Application {namespace}/shop"
+    assert any(cause in e for e in f["evidence"]), f["evidence"]

@@ -16,12 +16,12 @@ from gate.engine.policy import Policy
 from gate.engine.scope import (
     PruneScope,
     Requirement,
-    flux_kustomization,
     owned_objects,
     parse_scope,
     parse_selector,
     prune_changes,
     prune_set,
+    scope_parent,
 )
 from gate.model.errors import InputError
 from gate.model.findings import Code
@@ -54,6 +54,7 @@ def obj(
         ("flux:flux-system/apps", PruneScope("flux", "flux-system", "apps")),
         ("helm:shop/db", PruneScope("helm", "shop", "db")),
         ("argocd:shop", PruneScope("argocd", name="shop")),
+        ("argocd:argocd/shop", PruneScope("argocd", "argocd", "shop")),
         ("FLUX: flux-system/apps", PruneScope("flux", "flux-system", "apps")),
         (
             "label:a=b,c!=d,e,!f,g==h",
@@ -82,7 +83,8 @@ def test_parse_scope(text: str, expected: PruneScope) -> None:
         ("flux:apps", "flux needs flux:NAMESPACE/NAME"),
         ("helm:shop/", "helm needs helm:NAMESPACE/RELEASE"),
         ("helm:a/b/c", "helm needs"),
-        ("argocd:ns/app", "without a namespace"),
+        ("argocd:ns/", "argocd needs argocd:NAMESPACE/NAME"),
+        ("argocd:a/b/c", "argocd needs"),
         ("label:", "is not one of"),
         ("label:a in (b)", "set-based"),
         ("label:a=b,,c", "empty term"),
@@ -96,7 +98,13 @@ def test_malformed_scope_says_what_is_accepted(text: str, says: str) -> None:
 
 
 def test_str_round_trips() -> None:
-    for text in ("flux:flux-system/apps", "helm:shop/db", "argocd:shop", "label:a=b,c!=d,e,!f"):
+    for text in (
+        "flux:flux-system/apps",
+        "helm:shop/db",
+        "argocd:shop",
+        "argocd:argocd/shop",
+        "label:a=b,c!=d,e,!f",
+    ):
         assert str(parse_scope(text)) == text
 
 
@@ -281,9 +289,39 @@ def test_a_flux_inventory_is_the_prune_set_where_there_is_one() -> None:
     )
 
 
-def test_only_a_flux_scope_names_a_kustomization() -> None:
-    assert flux_kustomization(parse_scope("flux:flux-system/apps")) == ObjectRef(
+def test_flux_and_namespaced_argocd_scopes_name_the_parent_that_lists_the_prune_set() -> None:
+    assert scope_parent(parse_scope("flux:flux-system/apps")) == ObjectRef(
         "kustomize.toolkit.fluxcd.io", "Kustomization", "flux-system", "apps"
     )
-    assert flux_kustomization(parse_scope("helm:shop/db")) is None
-    assert flux_kustomization(parse_scope("label:a=b")) is None
+    assert scope_parent(parse_scope("argocd:team/shop")) == ObjectRef(
+        "argoproj.io", "Application", "team", "shop"
+    )
+    assert scope_parent(parse_scope("argocd:shop")) is None  # the tracking marks only
+    assert scope_parent(parse_scope("helm:shop/db")) is None
+    assert scope_parent(parse_scope("label:a=b")) is None
+
+
+def test_an_argocd_application_scope_prunes_its_status_resources() -> None:
+    scope = parse_scope("argocd:team/shop")
+    listed = ObjectRef("", "PersistentVolumeClaim", "app", "listed")
+    live = LiveState(Policy().guarded_kinds)
+    # With no status.resources, what Argo CD marks as the app's (outside Argo CD's own namespace
+    # its instance name is NS_NAME), or, ambiguously, its bare name; never another app's.
+    for name, labels, marks in (
+        ("listed", {}, {}),
+        ("marked", {}, {ARGOCD_TRACKING: "team_shop:/PersistentVolumeClaim:app/marked"}),
+        ("bare", {ARGOCD_INSTANCE: "shop"}, {}),
+        ("other", {ARGOCD_INSTANCE: "team_shopfront"}, {}),
+    ):
+        meta = {"name": name, "namespace": "app", "labels": labels, "annotations": marks}
+        live.upsert({"metadata": meta}, "v1", "PersistentVolumeClaim")
+    objects = list(live.objects.values())
+    assert prune_set(scope, objects, candidate=set(), inventory=[listed]) == [listed]
+    by_marks = [r.name for r in prune_set(scope, objects, candidate=set())]
+    assert by_marks == ["bare", "marked"]
+    (change,) = prune_changes(scope, [listed], build_inventory([], Scopes(), "default"), True)
+    assert change.cause == (
+        "pruned: in the status.resources of Application team/shop and not in the candidate"
+    )
+    (by_label,) = prune_changes(scope, [listed], build_inventory([], Scopes(), "default"))
+    assert by_label.cause == "pruned: owned by argocd:team/shop and not in the candidate"
