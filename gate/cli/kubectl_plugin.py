@@ -31,6 +31,7 @@ NOT_A_CLUSTER_COMMAND = {
     "completion": "it prints gate's shell completion",
     "config": "it reads and rewrites the policy file",
     "webhook": "it runs the admission webhook",
+    "argocd": "it is a merge-queue job's deploy step (Argo CD syncs a deferred artifact)",
 }
 
 #: The name kubectl users type; `--help` and usage errors say it.

@@ -166,6 +166,11 @@ COMMANDS = {
         "gate.cli.fence",
         "fence_group",
     ),
+    "argocd": (
+        "Argo CD: deploy a deferred artifact through its application controller.",
+        "gate.cli.argocd",
+        "argocd_group",
+    ),
     "doctor": (
         "Explain what each stuck deletion is waiting on, with its evidence and the fix.",
         "gate.cli.doctor",

@@ -47,8 +47,14 @@ def appset_of(root: str) -> ObjectRef | None:
 
 
 def was_read(app: ObjectRef, base: Inventory) -> bool:
-    """True when `--argocd-root` rendered what Application `app` deploys in base."""
-    return f"{ROOT_PREFIX}{app.namespace}/{app.name}" in base.roots()
+    """True when `--argocd-root` rendered everything Application `app` deploys in base: its
+    objects carry its root, and none of its sources is a chart from a Helm repository or
+    registry, which the reader never renders (a multi-source Application may render its
+    repository's source and not its chart's)."""
+    if f"{ROOT_PREFIX}{app.namespace}/{app.name}" not in base.roots():
+        return False
+    declared = base.get(app)
+    return declared is None or not any(s.get("chart") for s in argocd.sources(declared.spec))
 
 
 def explain_removals(changes: Iterable[Change], base: Inventory, head: Inventory) -> list[Change]:
@@ -143,6 +149,13 @@ def _deployed(
     leaves = [_prune_kept(annotations, m, name) for m in (app, now)]
     if all(leaves):
         return replace(change, orphaned=leaves[-1])
+    if not any(argocd.prunes_automatically(m.spec) for m in (app, now)):
+        return replace(
+            change,
+            cause=f"{name} no longer deploys it; it does not prune automatically, but the next "
+            "sync with prune deletes it (a merge-queue job's argocd app sync --prune, or a "
+            "person's)",
+        )
     which = ""
     if leaves[1]:  # the candidate's spec would leave it; the deployed one prunes it first
         which = " under the spec deployed now, which may sync the candidate's revision first"
@@ -164,11 +177,6 @@ def _prune_kept(annotations: dict[str, str], app: Manifest, name: str) -> str:
         return (
             f"it has Prune=confirm: {name} prunes it only once a person confirms, so it is no "
             "speculative loss"
-        )
-    if not argocd.prunes_automatically(app.spec):
-        return (
-            f"{name} does not prune automatically (no syncPolicy.automated.prune): it shows as "
-            "requiring pruning until someone syncs with prune"
         )
     return ""
 

@@ -1,14 +1,17 @@
 """The Applications an ApplicationSet generates at one revision, as the ApplicationSet controller
 generates them (argo-cd `applicationset/generators`, `applicationset/utils`).
 
-Generators that read only the repository are expanded here: `list`, `git` directories and files
-(this repository's), `matrix` and `merge` of those, and `clusters` from the clusters known (the
-local `in-cluster`, cluster Secrets the repository declares, and `--argocd-cluster`). Templates
-are fasttemplate's `{{param}}` (a parameter that is not there stays as written, as Argo CD leaves
-it). An ApplicationSet whose Applications cannot be known here (`goTemplate`, a generator that
-reads an API: pull requests, SCM providers, cluster decision resources, plugins; a git generator
-on another repository) raises `InputError`: what it generates is unknown, and nothing is allowed
-on what happens to be readable.
+Generators that read only the repository are expanded here: `list` (its `elements` and
+`elementsYaml`), `git` directories and files (this repository's), `matrix` and `merge` of those,
+and `clusters` from the clusters known (the local `in-cluster`, cluster Secrets the repository
+declares, and `--argocd-cluster`). Templates are fasttemplate's `{{param}}` (a parameter that is
+not there stays as written, as Argo CD leaves it), or goTemplate's, rendered by the helper; so is
+a `templatePatch`, which the helper applies as Argo CD does (a strategic merge: ObjectMeta's for
+metadata, key by key with lists replaced for the rest). An ApplicationSet whose Applications
+cannot be known here (goTemplate or a templatePatch without the helper, a generator that reads
+an API: pull requests, SCM providers, cluster decision resources, plugins; a git generator on
+another repository) raises `InputError`: what it generates is unknown, and nothing is allowed on
+what happens to be readable.
 
 Pure: the repository is seen through `Files` (the revision's paths and a reader of one file).
 """
@@ -29,6 +32,7 @@ import yaml
 
 from gate.engine.deployers import argocd
 from gate.model.errors import InputError
+from gate.sources import yamlread
 
 Params = dict[str, Any]
 #: The generators whose parameters come from an API this gate does not call.
@@ -39,6 +43,8 @@ CLUSTER_SECRET_LABEL = "argocd.argoproj.io/secret-type"
 IN_CLUSTER = ("in-cluster", "https://kubernetes.default.svc")
 #: The finalizer with which deleting an Application deletes what it deployed.
 RESOURCES_FINALIZER = argocd.RESOURCES_FINALIZER
+#: The one member of a helper job's template that asks for a templatePatch (appset_patch.go).
+PATCH_JOB = "templatePatch"
 _TAG = re.compile(r"\{\{(.*?)\}\}", re.S)
 _UNSAFE = re.compile(r"[^-a-z0-9.]")
 
@@ -127,18 +133,18 @@ def _tag(m: re.Match[str], params: Mapping[str, Any]) -> str:
 
 def generate(appset: Mapping[str, Any], ctx: Context) -> list[dict[str, Any]]:
     """The Applications `appset` generates: each generator's parameter sets, each rendered
-    into the template (a generator's own `template` merged over the ApplicationSet's)."""
+    into the template (a generator's own `template` merged over the ApplicationSet's), then
+    patched by the `templatePatch` if there is one."""
     spec = _dict(appset.get("spec"))
     go = spec.get("goTemplate") is True
-    if go and ctx.go_render is None:
+    patch = spec.get("templatePatch")
+    if patch is not None and not isinstance(patch, str):
+        raise InputError(f"{ctx.who}: its templatePatch is not a string")
+    needs = "goTemplate" if go else "a templatePatch" if patch is not None else None
+    if needs and ctx.go_render is None:
         raise InputError(
-            f"{ctx.who} uses goTemplate, which needs prune-gate-kustomize (the helper renders "
-            "Go templates as Argo CD does): put it on PATH"
-        )
-    if spec.get("templatePatch"):
-        raise InputError(
-            f"{ctx.who} has a templatePatch, which prune-gate does not apply yet: the "
-            "Applications it generates are unknown"
+            f"{ctx.who} uses {needs}, which needs prune-gate-kustomize (the helper renders "
+            "Go templates and applies template patches as Argo CD does): put it on PATH"
         )
     options = [str(o) for o in _list(spec.get("goTemplateOptions"))]
     expander = _Expander(ctx, go, options)
@@ -149,15 +155,15 @@ def generate(appset: Mapping[str, Any], ctx: Context) -> list[dict[str, Any]]:
         own = _dict(_dict(_dict(gen).get(_generator_kind(_dict(gen), ctx))).get("template"))
         merged = _merge(template, own)
         sets = expander.params_of(_dict(gen))
-        filled = expander.fill([(merged, p) for p in sets if p])
-        for params in sets:
-            app = _dict(filled.pop(0)) if params else copy.deepcopy(merged)
-            meta = app.setdefault("metadata", {})
-            # argo-cd `RenderTemplateParams`: the resources finalizer, unless the template
-            # names finalizers or the ApplicationSet preserves resources on deletion
-            if params and not preserve and not meta.get("finalizers"):
-                meta["finalizers"] = [RESOURCES_FINALIZER]
-            apps.append(app)
+        # argo-cd `RenderTemplateParams`: the resources finalizer, unless the template names
+        # finalizers or the ApplicationSet preserves resources on deletion (added here, before
+        # rendering, which changes no list's length; a templatePatch comes after it)
+        finalized = copy.deepcopy(merged)
+        meta = _dict(finalized.setdefault("metadata", {}))
+        if not preserve and not meta.get("finalizers"):
+            meta["finalizers"] = [RESOURCES_FINALIZER]
+        jobs = [(finalized if params else merged, params) for params in sets]
+        apps.extend(_dict(a) for a in expander.applications(jobs, patch))
     return apps
 
 
@@ -190,16 +196,33 @@ class _Expander:
             return self.ctx.go_render(jobs, self.options)
         return [render(t, p) for t, p in jobs]
 
+    def applications(
+        self, jobs: Sequence[tuple[dict[str, Any], Params]], patch: str | None
+    ) -> list[Any]:
+        """The Applications of (template, parameters) jobs: rendered when there are parameters
+        (argo-cd `RenderTemplateParams`), then patched by the `templatePatch`, if there is one,
+        by the helper (`renderTemplatePatch`: the patch rendered with the same parameters)."""
+        if patch is None:
+            filled = self.fill([(t, p) for t, p in jobs if p])
+            return [filled.pop(0) if p else copy.deepcopy(t) for t, p in jobs]
+        assert self.ctx.go_render is not None
+        if self.go:  # the helper renders the template and the patch
+            asked = [(_patch_job(t, patch, True), p) for t, p in jobs]
+        else:  # rendered here, as fasttemplate; the helper only patches
+            asked = [
+                (_patch_job(render(t, p) if p else t, render(patch, p), False), {}) for t, p in jobs
+            ]
+        return self.ctx.go_render(asked, self.options)
+
     def params_of(self, gen: Mapping[str, Any]) -> list[Params]:
         """The parameter sets one generator produces, filtered by its `selector`."""
         ctx = self.ctx
         kind = _generator_kind(gen, ctx)
         body = _dict(gen.get(kind))
         if kind == "list":
-            if body.get("elementsYaml"):
-                raise InputError(f"{ctx.who}: a list generator's elementsYaml is not read yet")
             elements = [_dict(e) for e in _list(body.get("elements"))]
             out = elements if self.go else [_flatten(e) for e in elements]
+            out += _elements_yaml(body.get("elementsYaml"), ctx.who)
         elif kind == "git":
             out = self._values(self._git(body), body)
         elif kind == "clusters":
@@ -322,6 +345,28 @@ class _Expander:
                 if found is not None:
                     base[i] = _deep_merge(p, found) if self.go else {**p, **found}
         return base
+
+
+def _elements_yaml(text: object, who: str) -> list[Params]:
+    """argo-cd `ListGenerator`: the objects of a YAML list, after the `elements`, as they are
+    (not flattened for fasttemplate: a value that is not a string stays unreplaced there)."""
+    if not text:
+        return []
+    try:
+        loaded = yamlread.load(str(text))
+    except yaml.YAMLError as exc:
+        raise InputError(f"{who}: its elementsYaml is not YAML: {exc}") from None
+    if loaded is None:
+        return []
+    if not isinstance(loaded, list) or not all(isinstance(e, dict | None) for e in loaded):
+        raise InputError(f"{who}: its elementsYaml is not a list of objects")
+    return [dict(e or {}) for e in loaded]
+
+
+def _patch_job(application: Any, patch: str, go: bool) -> dict[str, Any]:
+    """A helper job that asks for `application` patched by `patch` (tools/kustomize/
+    appset_patch.go), rendered there first with goTemplate."""
+    return {PATCH_JOB: {"application": application, "patch": patch, "goTemplate": go}}
 
 
 def _directories(items: Sequence[Any], ctx: Context) -> list[str]:

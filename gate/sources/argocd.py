@@ -218,7 +218,8 @@ def find_roots(tree: ExportedTree) -> list[str]:
     """The files declaring Applications or ApplicationSets that no Application of the
     repository deploys: what `kubectl apply` deploys first (a bootstrap's root Application)."""
     declaring: list[str] = []
-    readers: list[tuple[str, bool]] = []  # (path, recurse) of each Application's sources
+    # (declaring file, path, directory options) of each Application's sources
+    readers: list[tuple[str, str, dict[str, Any]]] = []
     for rel in sorted(tree.index.files):
         if not rel.endswith((".yaml", ".yml")):
             continue
@@ -231,26 +232,63 @@ def find_roots(tree: ExportedTree) -> list[str]:
             continue  # not a manifest (a kustomization file, a values file): no root here
         declaring.extend([rel] if found else [])
         for o in found:
-            for src in _sources(_dict(o.body.get("spec"))):
+            for src in argocd.sources(_dict(o.body.get("spec"))):
                 path = _clean_or_none(str(src.get("path") or "."))
-                recurse = _dict(src.get("directory")).get("recurse") is True
-                readers.extend([(path, recurse)] if path is not None else [])
-    return [f for f in declaring if not any(_deploys_file(tree, p, r, f) for p, r in readers)]
+                directory = _dict(src.get("directory"))
+                readers.extend([(rel, path, directory)] if path is not None else [])
+    # an Application that deploys its own file (the root of an app of apps, managing itself)
+    # was applied first all the same: only another file's Application makes a file no root
+    return [
+        f
+        for f in declaring
+        if not any(_deploys_file(tree, p, d, f) for by, p, d in readers if by != f)
+    ]
 
 
-def _deploys_file(tree: ExportedTree, path: str, recurse: bool, rel: str) -> bool:
+def _deploys_file(tree: ExportedTree, path: str, directory: dict[str, Any], rel: str) -> bool:
     """Whether a source at `path` deploys file `rel`: a directory source reads the files in
-    its path (and below, with recurse); a kustomization, the files its `resources` name."""
-    directory = posixpath.dirname(rel) or "."
-    inside = directory == path or (recurse and (path == "." or directory.startswith(path + "/")))
+    its path (and below, with recurse) its `include`/`exclude` globs let through; a
+    kustomization, the files its build reads as resources."""
+    if _kustomization_in(tree, path) is not None:
+        return rel in _kustomized_files(tree, path)
+    recurse = directory.get("recurse") is True
+    parent = posixpath.dirname(rel) or "."
+    inside = parent == path or (recurse and (path == "." or parent.startswith(path + "/")))
     if not inside:
         return False
-    kustomization = _kustomization_in(tree, path)
-    if kustomization is None:
-        return True
-    listed = _dict(_load_yaml(_read(tree, kustomization) or "")).get("resources")
-    names = {posixpath.normpath(str(r)) for r in listed} if isinstance(listed, list) else set()
-    return posixpath.basename(rel) in names
+    inner = rel if path == "." else rel[len(path) + 1 :]
+    include, exclude = str(directory.get("include") or ""), str(directory.get("exclude") or "")
+    excluded = bool(exclude) and _glob(exclude, inner)
+    return not excluded and (not include or _glob(include, inner))
+
+
+def _kustomized_files(tree: ExportedTree, path: str) -> set[str]:
+    """The files of the revision the kustomization in `path` builds objects from: those its
+    `resources` (`bases`, `components`) name, and a named directory's own kustomization's, in
+    turn. Remote ones are none of the revision's."""
+    files: set[str] = set()
+    pending, visited = [path], set()
+    while pending:
+        here = pending.pop()
+        kustomization = _kustomization_in(tree, here)
+        if here in visited or kustomization is None:
+            continue
+        visited.add(here)
+        body = _dict(_load_yaml(_read(tree, kustomization) or ""))
+        for key in ("resources", "bases", "components"):
+            listed = body.get(key)
+            for entry in listed if isinstance(listed, list) else []:
+                target = _clean_or_none(posixpath.join(here, str(entry)))
+                if target is None or "://" in str(entry):
+                    continue
+                if tree.index.is_file(target):
+                    # a file out of the kustomization's directory fails the build (kustomize's
+                    # default load restrictor, as the repo-server runs it): it deploys nothing
+                    inside = here == "." or target.startswith(here + "/")
+                    files.update([target] if inside else [])
+                else:
+                    pending.append(target)
+    return files
 
 
 def _own_urls(repo: str, said: list[str]) -> set[str]:
@@ -313,7 +351,7 @@ def _entry_objects(reading: _Reading, path: str, seen: set[str]) -> list[RawObje
 
 def _deploys(reading: _Reading, app: RawObject, path: str) -> bool:
     """True when `app` has one source, this repository's at this revision, whose path is `path`."""
-    sources = _sources(_dict(app.body.get("spec")))
+    sources = argocd.sources(_dict(app.body.get("spec")))
     if len(sources) != 1:
         return False
     src = sources[0]
@@ -332,7 +370,7 @@ def _render_application(reading: _Reading, app: RawObject) -> list[RawObject]:
     meta = _dict(app.body.get("metadata"))
     who = f"Application {meta.get('namespace') or ''}/{meta.get('name', '')} ({app.source})"
     root = app_root(app.body)
-    sources = _sources(spec)
+    sources = argocd.sources(spec)
     refs = {str(s["ref"]): s for s in sources if s.get("ref")}
     namespace = str(_dict(spec.get("destination")).get("namespace") or "")
     out: list[RawObject] = []
@@ -569,14 +607,6 @@ def _go_render(reading: _Reading, who: str) -> appsets.GoRender | None:
         return results
 
     return run
-
-
-def _sources(spec: dict[str, Any]) -> list[dict[str, Any]]:
-    many = spec.get("sources")
-    if isinstance(many, list) and many:
-        return [s for s in many if isinstance(s, dict)]
-    one = spec.get("source")
-    return [one] if isinstance(one, dict) else []
 
 
 def _glob(pattern: str, path: str) -> bool:

@@ -30,6 +30,7 @@ from typing import Any
 
 import yaml
 
+from gate.engine.argosync import AppPart
 from gate.engine.defer import Deferral, Kept
 from gate.model.errors import InputError
 from gate.model.objects import Manifest, RawObject, learn_scopes, to_manifest
@@ -208,3 +209,50 @@ def by_root(raw: RawObject) -> str | None:
         return f"argocd/{ns or '_'}/{name}.yaml"
     clean = posixpath.normpath(root or ".")
     return "root.yaml" if clean == "." else f"{clean}.yaml"
+
+
+# --- reading an artifact back: what each Argo CD Application syncs -------------------------------
+
+#: Where `by_root` puts an Application's part: `argocd/<namespace>/<name>.yaml` (`_` for none).
+ARGOCD_DIR = "argocd/"
+
+
+def argocd_parts(directory: str, default_namespace: str) -> tuple[dict[str, Any], list[AppPart]]:
+    """The artifact's record, and each Application's part of it, in file order: what
+    `gate argocd sync` asks each Application to sync. Only an artifact with its record is read
+    (so only what `--defer-to` wrote); an Application written without a namespace (`_`) is taken
+    to be in `default_namespace`."""
+    record_file = record_path(directory)
+    try:
+        record = json.loads(record_file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(
+            f"no record beside it ({record_file.name}): give the directory gate check "
+            "--defer-to wrote",
+            directory,
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read the artifact's record: {exc}", str(record_file)) from None
+    if not isinstance(record, dict) or record.get("schemaVersion") != SCHEMA_VERSION:
+        raise InputError(
+            f"is not a record of this version of prune-gate (schemaVersion {SCHEMA_VERSION})",
+            str(record_file),
+        )
+    parts = []
+    for name in record.get("files") or ():
+        if not isinstance(name, str) or not name.startswith(ARGOCD_DIR):
+            continue
+        namespace, slash, file = name.removeprefix(ARGOCD_DIR).partition("/")
+        if not slash or "/" in file or not file.endswith(".yaml"):
+            raise InputError("is not an Application's part (argocd/NAMESPACE/NAME.yaml)", name)
+        path = Path(directory) / _safe(name)
+        try:
+            docs = list(yaml.safe_load_all(path.read_text(encoding="utf-8")))
+        except (OSError, yaml.YAMLError) as exc:
+            raise InputError(f"cannot read the artifact: {exc}", str(path)) from None
+        objects = tuple(d for d in docs if d is not None)
+        if not all(isinstance(d, dict) for d in objects):
+            raise InputError("holds a YAML document that is not an object", str(path))
+        ns = default_namespace if namespace == "_" else namespace
+        parts.append(AppPart(ns, file.removesuffix(".yaml"), name, objects))
+    return record, parts

@@ -9,12 +9,16 @@ into the dev cluster, and the webhook stands between its prunes and the claims.
   the ApplicationSet controller deletes the Application, whose resources finalizer deletes what
   it deployed; the webhook refuses the claim, which stays, and the Application waits on its
   finalizer with the refusal in its conditions.
+- The merge queue: a candidate removing a retired claim is deferred into an artifact that
+  `gate argocd sync` has Argo CD sync under the speculation fence; the raw candidate's prune is
+  refused while the fence is held; the merged revision prunes the claim.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +32,17 @@ from tests.unit.helpers import GitRepo
 from . import kube as k
 from .argocd import FINALIZER, GROUP, IDENTITY, NAMESPACE, VERSION, ArgoCD, application, run_argocd
 from .kube import Cluster
-from .webhookserver import DEPLOYER, Webhook, cleanup_claims, serve_webhook
+from .test_live import run_gate
+from .webhookserver import (
+    DEPLOYER,
+    Webhook,
+    cleanup_claims,
+    delete_claim,
+    deny,
+    refusal_reason,
+    serve_webhook,
+    wait_refused,
+)
 
 CLAIM = """\
 apiVersion: v1
@@ -217,3 +231,171 @@ def test_the_controller_deploys_as_its_own_identity(kube: Cluster, argo: ArgoCD)
         client.V1TokenReview(spec=client.V1TokenReviewSpec(token=token))
     )
     assert answer.status.authenticated and answer.status.user.username == IDENTITY
+
+
+# --- the merge queue, with Argo CD as the deployer ----------------------------------------------
+
+RETIRED_CLAIM = """\
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: db-data
+  annotations: {prune-gate.io/retire: "moved to the new database"}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 1Gi}}
+"""
+
+
+def _sync(argo: ArgoCD, name: str, revision: str, what: str) -> dict[str, Any]:
+    """Sync `revision` with prune, as `argocd app sync --revision REV --prune` asks it (the
+    operation argocd-server writes), and wait for it to end: its operationState."""
+    nonce = k.unique("op")
+    operation = {
+        "initiatedBy": {"username": "e2e"},
+        "info": [{"name": "e2e", "value": nonce}],
+        "sync": {"revision": revision, "prune": True},
+    }
+    argo.custom.patch_namespaced_custom_object(
+        GROUP, VERSION, NAMESPACE, "applications", name, {"operation": operation}
+    )
+
+    def ended() -> dict[str, Any] | None:
+        state = ((argo.read("applications", name) or {}).get("status") or {}).get(
+            "operationState"
+        ) or {}
+        ours = {"name": "e2e", "value": nonce} in (state.get("operation") or {}).get("info", [])
+        return state if ours and state.get("phase") in ("Succeeded", "Failed", "Error") else None
+
+    return argo.wait(ended, 180, what)
+
+
+def test_the_merge_queue_defers_the_claim_into_what_argo_cd_syncs_under_the_fence(
+    kube: Cluster, argo: ArgoCD, argo_webhook: Webhook, clean_ns: str, tmp_path: Path
+) -> None:
+    """Stage 2 of a retirement through the merge queue, Argo CD deploying: the speculative check
+    defers the claim's deletion into an artifact, `gate argocd sync` has Argo CD sync it (the
+    candidate's change, the claim kept) while CI holds the fence; the raw candidate synced
+    under the fence prunes nothing (SPECULATION_FENCE); once merged, the fence released, the
+    same sync prunes the claim, and only then."""
+    namespace = clean_ns
+    repo = GitRepo(tmp_path / "repo")
+    name = k.unique("queue")
+    app = application(name, repo.root, "apps/db", namespace, argo.server, finalizer=False)
+    del app["spec"]["syncPolicy"]["automated"]  # CI syncs it: Argo CD syncs local manifests then
+    extra = CONFIG.replace("db-config", "db-extra")
+    files = {"deploy/app.yaml": yaml.safe_dump(app), "apps/db/config.yaml": CONFIG}
+    stage1 = repo.commit(
+        {**files, "apps/db/claim.yaml": RETIRED_CLAIM, "apps/db/extra.yaml": extra}, "stage 1"
+    )
+    candidate = repo.commit(
+        {
+            "apps/db/claim.yaml": None,
+            "apps/db/extra.yaml": None,
+            "apps/db/config.yaml": CONFIG.replace("'1'", "'2'"),
+        },
+        "stage 2: the retired claim goes, and a ConfigMap",
+    )
+    argo.apply("applications", app)
+    core = k.core(kube.client)
+    lease = f"{argo_webhook.fence_namespace}/{argo_webhook.fence_name}"
+
+    def gate(*args: str) -> subprocess.CompletedProcess[str]:
+        return run_gate(tmp_path, *args)
+
+    def check(context: str, *extra: str) -> dict[str, Any]:
+        done = gate(
+            "check",
+            f"--repo={repo.root}",
+            f"--base={stage1}",
+            f"--head={candidate}",
+            "--argocd-root=deploy/app.yaml",
+            f"--argocd-repo=file://{repo.root}",
+            f"--context={context}",
+            "--format=json",
+            *extra,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        report: dict[str, Any] = json.loads(done.stdout)
+        return report
+
+    def config_value() -> str:
+        return str(core.read_namespaced_config_map("db-config", namespace).data["a"])
+
+    try:
+        state = _sync(argo, name, stage1, "stage 1 synced")
+        assert state["phase"] == "Succeeded", state
+        uid = core.read_namespaced_persistent_volume_claim("db-data", namespace).metadata.uid
+
+        out = tmp_path / "speculative"
+        report = check("speculative", f"--defer-to={out}")
+        assert report["verdict"] == "defer", report
+        found = {(f["code"], f["object"]["name"]) for f in report["findings"]}
+        assert ("SPECULATIVE_PRUNE", "db-data") in found, report["findings"]
+        part = out / "argocd" / NAMESPACE / f"{name}.yaml"
+        objects = {o["kind"]: o for o in yaml.safe_load_all(part.read_text(encoding="utf-8"))}
+        assert objects["ConfigMap"]["data"] == {"a": "2"}  # the candidate's change
+        assert objects["PersistentVolumeClaim"]["metadata"]["name"] == "db-data"  # kept
+
+        held = gate("fence", "hold", "--holder", candidate, "--lease", lease, kubeconfig(kube))
+        assert held.returncode == 0, held.stderr
+        controller = kube.impersonating(IDENTITY)
+        try:
+            refused = wait_refused(
+                delete_claim(controller, namespace, "db-data", dry_run=True),
+                "the webhook to obey the fence",
+            )
+            assert refusal_reason(refused)[0] == "SPECULATION_FENCE", refusal_reason(refused)
+            synced = gate("argocd", "sync", str(out), kubeconfig(kube))
+            assert synced.returncode == 0, synced.stdout + synced.stderr
+            assert f"Application {NAMESPACE}/{name}: Succeeded" in synced.stdout, synced.stdout
+            assert "1 synced, 0 failed, 0 skipped" in synced.stdout, synced.stdout
+            assert config_value() == "2"
+            assert (
+                core.read_namespaced_persistent_volume_claim("db-data", namespace).metadata.uid
+                == uid
+            )
+            live = argo.read("applications", name) or {}
+            operation = live["status"]["operationState"]["operation"]
+            assert operation["initiatedBy"]["username"] == "prune-gate"
+            # a sync without prune, its artifact taken out of the record once it ended (the
+            # next operation's state is merged over it)
+            assert operation["sync"].get("prune") is not True, operation
+            assert "manifests" not in operation["sync"], operation
+            # without pruning: what the candidate drops and nothing defers stays until the merge
+            assert not k.gone(core.read_namespaced_config_map, "db-extra", namespace)
+
+            # marked as the Application's, as a local sync's manifests are: still its to prune
+            claim = core.read_namespaced_persistent_volume_claim("db-data", namespace)
+            tracking = claim.metadata.annotations["argocd.argoproj.io/tracking-id"]
+            assert tracking == f"{name}:/PersistentVolumeClaim:{namespace}/db-data", tracking
+            # What the fence is for: the raw candidate, synced while it is held, prunes nothing.
+            state = _sync(argo, name, candidate, "the raw candidate's sync refused")
+            assert state["phase"] in ("Failed", "Error"), state
+            assert "SPECULATION_FENCE" in json.dumps(state), state
+            assert (
+                core.read_namespaced_persistent_volume_claim("db-data", namespace).metadata.uid
+                == uid
+            )
+        finally:
+            released = gate(
+                "fence", "release", "--holder", candidate, "--lease", lease, kubeconfig(kube)
+            )
+        assert released.returncode == 0, released.stderr
+
+        # Merged: checked again, allowed; the fence released, Argo CD prunes the claim now.
+        assert check("merged")["verdict"] == "allow"
+        argo.wait(
+            lambda: deny(delete_claim(controller, namespace, "db-data", dry_run=True)) is None,
+            60,
+            "the webhook to see the fence released",
+        )
+        state = _sync(argo, name, candidate, "the merged revision synced")
+        assert state["phase"] == "Succeeded", state
+        argo.wait(lambda: not claim_exists(kube, namespace), 120, "the claim pruned")
+    finally:
+        _forget(argo, "applications", name)
+
+
+def kubeconfig(kube: Cluster) -> str:
+    return f"--kubeconfig={kube.kubeconfig}"

@@ -145,7 +145,7 @@ def test_clusters_from_secrets_and_the_option() -> None:
     ("spec", "said"),
     [
         ({"goTemplate": True, "generators": []}, "needs prune-gate-kustomize"),
-        ({"templatePatch": "x", "generators": []}, "templatePatch"),
+        ({"templatePatch": "x", "generators": []}, "a templatePatch, which needs"),
         ({"generators": [{"pullRequest": {}}]}, "a pullRequest generator"),
         ({"generators": [{"git": {"repoURL": "https://x/other", "directories": []}}]}, "other"),
         ({"generators": [{"matrix": {"generators": [{"list": {}}]}}]}, "exactly two"),

@@ -198,20 +198,6 @@ LEAVING: dict[str, tuple[dict[str, str | None], dict[str, str | None], str]] = {
         {"apps/db.yaml": db_app(path="workloads/web")},
         "Prune=false",
     ),
-    "no automated prune": (
-        {"apps/db.yaml": db_app(sync="    automated: {prune: false}")},
-        {"apps/db.yaml": db_app(path="workloads/web", sync="    automated: {prune: false}")},
-        "does not prune automatically",
-    ),
-    "automation switched off": (
-        {"apps/db.yaml": db_app(sync="    automated: {prune: true, enabled: false}")},
-        {
-            "apps/db.yaml": db_app(
-                path="workloads/web", sync="    automated: {prune: true, enabled: false}"
-            )
-        },
-        "does not prune automatically",
-    ),
 }
 
 
@@ -225,6 +211,40 @@ def test_argo_cd_leaves_the_claim(tmp_path: Path, how: str) -> None:
     found = claim_finding(data)
     assert found["code"] == "ORPHANED_BY_KEEP" and found["severity"] == "warn"
     assert said in found["message"], found["message"]
+
+
+#: An Application that does not prune by itself: its next sync with prune deletes the claim.
+NOT_AUTOMATED: dict[str, tuple[dict[str, str | None], dict[str, str | None]]] = {
+    "no automated prune": (
+        {"apps/db.yaml": db_app(sync="    automated: {prune: false}")},
+        {"apps/db.yaml": db_app(path="workloads/web", sync="    automated: {prune: false}")},
+    ),
+    "automation switched off": (
+        {"apps/db.yaml": db_app(sync="    automated: {prune: true, enabled: false}")},
+        {
+            "apps/db.yaml": db_app(
+                path="workloads/web", sync="    automated: {prune: true, enabled: false}"
+            )
+        },
+    ),
+}
+
+
+@needs_renderer
+@pytest.mark.parametrize("how", sorted(NOT_AUTOMATED))
+@pytest.mark.parametrize("context", ["preview", "speculative", "merged"])
+def test_the_next_sync_with_prune_deletes_it(tmp_path: Path, how: str, context: str) -> None:
+    """An Application that does not prune by itself deletes nothing until a sync with prune,
+    which a merge-queue job runs (`argocd app sync --prune`) as a person does: the claim counts
+    as pruned, in every context, with the cause saying so."""
+    base, head = NOT_AUTOMATED[how]
+    repo = repo_with(tmp_path, head, base)
+    rc, data, stderr = check(repo, "--context", context)
+    assert rc == 1, (data, stderr)
+    claims = [f for f in data["findings"] if f["object"]["kind"] == "PersistentVolumeClaim"]
+    assert {(f["code"], f["severity"]) for f in claims} >= {("NOT_RETIRED", "block")}, claims
+    cause = claims[0]["evidence"][0]
+    assert "does not prune automatically, but the next sync with prune deletes it" in cause, cause
 
 
 APPSET = """\
@@ -318,6 +338,35 @@ def test_an_application_whose_source_is_elsewhere_is_said_and_fails_closed(
     assert rc == 1 and data["findings"][0]["severity"] == "defer", data
 
 
+MIXED_APP = """\
+apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata: {{name: db, namespace: argocd, finalizers: [resources-finalizer.argocd.argoproj.io]}}
+spec:
+  project: default
+  sources:
+  - {{repoURL: https://charts.example.com, chart: postgres, targetRevision: 1.2.3}}
+  - {{repoURL: {url}, path: workloads/web, targetRevision: HEAD}}
+  destination: {{namespace: shop}}
+"""
+
+
+@needs_renderer
+def test_an_application_with_a_chart_from_elsewhere_is_not_read_whole(tmp_path: Path) -> None:
+    """Its repository's source is rendered, its chart is not: its removal with the resources
+    finalizer deletes what the chart installed, which nothing here says."""
+    mixed = MIXED_APP.format(url=URL)
+    config = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\n"
+    base = {"apps/db.yaml": mixed, "workloads/web/config.yaml": config}
+    repo = repo_with(tmp_path, {"apps/db.yaml": None}, base)
+    rc, data, stderr = check(repo)
+    assert rc == 0, (data, stderr)
+    found = [f for f in data["findings"] if f["object"]["kind"] == "Application"]
+    assert [(f["code"], f["severity"]) for f in found] == [
+        ("APPLICATION_DELETES_RESOURCES", "warn")
+    ], data["findings"]
+
+
 @needs_renderer
 def test_a_source_at_another_revision_is_not_read(tmp_path: Path) -> None:
     pinned = db_app(revision="v1.2.0")
@@ -371,12 +420,12 @@ spec:
     }
     repo = repo_with(tmp_path, {"values/prod.yaml": "persistence: false\n"}, chart)
     # the values file in the other source turns persistence off: the upgrade deletes the claim
-    # (automated prune is off: Argo CD leaves it, and says so)
+    # (automated prune is off: at the next sync with prune)
     rc, data, stderr = check(repo, env=helm)
-    assert rc == 0, (data, stderr)
-    found = claim_finding(data)
+    assert rc == 1, (data, stderr)
+    (found, *_) = [f for f in data["findings"] if f["object"]["kind"] == "PersistentVolumeClaim"]
     assert found["object"] == {**found["object"], "name": "main-data", "namespace": "shop"}
-    assert "does not prune automatically" in found["message"]
+    assert "the next sync with prune deletes it" in found["evidence"][0], found
 
 
 GO_APPSET = """\
@@ -517,6 +566,35 @@ def test_auto_takes_the_bootstrap_file_an_app_of_apps_does_not_deploy(tmp_path: 
 
 
 @needs_renderer
+def test_auto_reads_include_globs_and_takes_an_application_that_manages_itself(
+    tmp_path: Path,
+) -> None:
+    # the root deploys the repository's root with recurse, but its include lets through only
+    # apps/*.yaml (argo-cd `findManifests`): standalone/web.yaml is no file of the root's, and
+    # the Application in it deploys its own directory, so someone applied it first: a root too
+    root = ROOT_APP.replace(
+        "path: apps}", "path: ., directory: {recurse: true, include: 'apps/*.yaml'}}"
+    )
+    web = db_app(path="standalone").replace("name: db", "name: web")
+    files: dict[str, str | None] = {
+        "argocd/root.yaml": root,
+        "standalone/web.yaml": web,
+        "standalone/claim.yaml": claim().replace("db-data", "web-data"),
+    }
+    repo = repo_with(tmp_path, {"standalone/web.yaml": None}, files)
+    result = gate(
+        "check", "--base", "HEAD~1", "--head", "HEAD", "--argocd-root", "auto",
+        "--argocd-repo", URL, "-o", "json", cwd=repo.root,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    data = json.loads(result.stdout)
+    assert "argocd/root.yaml, standalone/web.yaml" in " ".join(data["notes"]), data["notes"]
+    found = claim_finding(data)
+    assert found["object"]["name"] == "web-data"
+    assert "Application argocd/web is removed" in found["evidence"][0]
+
+
+@needs_renderer
 def test_a_chart_of_applications_as_the_entry(tmp_path: Path) -> None:
     chart: dict[str, str | None] = {
         "argocd/root.yaml": None,
@@ -571,15 +649,24 @@ def test_a_candidate_cannot_switch_application_set_deletion_off_in_the_same_comm
 
 @needs_renderer
 def test_an_application_its_parent_does_not_prune_keeps_what_it_deployed(tmp_path: Path) -> None:
-    manual = ROOT_APP.replace("syncPolicy: {automated: {prune: true}}", "syncPolicy: {}")
-    repo = repo_with(tmp_path, {"apps/db.yaml": None}, {"argocd/root.yaml": manual})
+    assert "syncPolicy: {automated: {prune: true}}" in ROOT_APP
+    keeping = ROOT_APP.replace(
+        "syncPolicy: {automated: {prune: true}}",
+        "syncPolicy: {automated: {prune: true}, syncOptions: [Prune=false]}",
+    )
+    repo = repo_with(tmp_path, {"apps/db.yaml": None}, {"argocd/root.yaml": keeping})
     rc, data, stderr = check(repo)
     assert rc == 0, (data, stderr)
     found = claim_finding(data)
     assert (
-        "Application argocd/db is not deleted (Application argocd/root does not prune"
-        in (found["message"])
-    )
+        "Application argocd/db is not deleted (it has Prune=false: Application argocd/root "
+        "leaves it)" in found["message"]
+    ), found["message"]
+    # without automated prune, the root's next sync with prune deletes it, and its claim
+    manual = ROOT_APP.replace("syncPolicy: {automated: {prune: true}}", "syncPolicy: {}")
+    repo = repo_with(tmp_path / "manual", {"apps/db.yaml": None}, {"argocd/root.yaml": manual})
+    rc, data, stderr = check(repo)
+    assert rc == 1 and claim_finding(data)["code"] == "NOT_RETIRED", (data, stderr)
 
 
 @needs_renderer

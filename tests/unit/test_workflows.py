@@ -17,6 +17,9 @@ from tests.ci import ci
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "github" / "merge-queue.yml"
+#: The same story with Argo CD as the deployer: the artifact synced by `gate argocd sync`.
+ARGO_EXAMPLE = ROOT / "examples" / "github" / "merge-queue-argocd.yml"
+EXAMPLES = (EXAMPLE, ARGO_EXAMPLE)
 REMOTE = "uses: prune-gate/prune-gate@main"
 
 #: actionlint is built from its Go module (the merge-queue rules test reads only the YAML).
@@ -53,7 +56,7 @@ def lint(*files: Path, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
 def test_the_projects_workflows_and_the_example_pass_actionlint() -> None:
     workflows = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
     assert {w.name for w in workflows} >= {"ci.yml", "release.yml"}
-    done = lint(*workflows, EXAMPLE)
+    done = lint(*workflows, *EXAMPLES)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -119,8 +122,9 @@ def _with_local_action(tmp_path: Path, text: str) -> Path:
     return workflow
 
 
-def test_the_example_uses_only_inputs_the_action_declares(tmp_path: Path) -> None:
-    text = EXAMPLE.read_text("utf-8")
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
+def test_the_example_uses_only_inputs_the_action_declares(tmp_path: Path, example: Path) -> None:
+    text = example.read_text("utf-8")
     assert text.count(REMOTE) == 3
     workflow = _with_local_action(tmp_path, text)
     done = lint(workflow, cwd=workflow.parents[2])
@@ -136,10 +140,11 @@ def test_actionlint_catches_an_input_the_action_lacks(tmp_path: Path) -> None:
     assert "defer_to" in done.stdout
 
 
-def test_the_example_follows_the_merge_queue_rules() -> None:
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
+def test_the_example_follows_the_merge_queue_rules(example: Path) -> None:
     """merge_group only for checks_requested; least permissions; actions pinned to a SHA; the
     fence released in an always() step; the speculative deploy applies the artifact, unpruned."""
-    flow = yaml.safe_load(EXAMPLE.read_text("utf-8"))
+    flow = yaml.safe_load(example.read_text("utf-8"))
     on = flow[True]  # YAML 1.1 reads the key `on` as true
     assert on["merge_group"] == {"types": ["checks_requested"]}
     assert flow["permissions"] == {"contents": "read"}
@@ -156,3 +161,9 @@ def test_the_example_follows_the_merge_queue_rules() -> None:
     assert gate["with"]["fence"] == "hold" and gate["with"]["defer-to"]
     deploy = next(s for s in steps if "deferred-dir" in str(s.get("if", "")))
     assert "--prune" not in deploy["run"] and "ARTIFACT" in deploy["run"]
+    if example == ARGO_EXAMPLE:  # Argo CD syncs the artifact, with the gate the step installed
+        assert gate["with"]["argocd-root"] == "auto"
+        assert '"$GATE" argocd sync "$ARTIFACT"' in deploy["run"]
+        assert deploy["env"]["GATE"] == "${{ steps.gate.outputs.gate }}"
+        action = yaml.safe_load((ROOT / "action.yml").read_text("utf-8"))
+        assert "gate" in action["outputs"]

@@ -1,8 +1,9 @@
 // ApplicationSet templates with goTemplate, rendered as Argo CD's ApplicationSet controller
 // renders them (argo-cd applicationset/utils Render): Go's text/template with sprig's generic
-// functions (less env, expandenv and getHostByName) and Argo CD's own normalize, toYaml, fromYaml
-// and fromYamlArray, the ApplicationSet's goTemplateOptions (missingkey=error...) set, applied to
-// every string of the template, and to every map key, with the generator's parameters as data.
+// functions (less env, expandenv and getHostByName) and Argo CD's own normalize, slugify, toYaml,
+// fromYaml and fromYamlArray, the ApplicationSet's goTemplateOptions (missingkey=error...) set,
+// applied to every string of the template, and to every map key, with the generator's parameters
+// as data. A job whose template asks for a templatePatch is answered by appset_patch.go.
 //
 // usage: prune-gate-kustomize --appset-template < REQUEST
 //
@@ -21,6 +22,7 @@ import (
 	"text/template"
 
 	"github.com/Masterminds/sprig/v3"
+	"github.com/gosimple/slug"
 	"sigs.k8s.io/yaml"
 )
 
@@ -43,12 +45,32 @@ func normalize(name string) string {
 	return strings.Trim(name, "-.")
 }
 
+// slugify is Argo CD's `slugify` template function: `slugify [LIMIT [SMART]] NAME`. The last
+// argument is the name, normalized first; the slug is gosimple/slug's, at most LIMIT characters
+// (50) and cut at a word boundary unless SMART is false. A value of another type panics, which
+// text/template reports as the template's error, as Argo CD does.
+func slugify(args ...any) string {
+	if len(args) == 0 {
+		return ""
+	}
+	limit, smart := 50, true
+	if len(args) > 1 {
+		limit = args[0].(int)
+	}
+	if len(args) > 2 {
+		smart = args[1].(bool)
+	}
+	slug.MaxLength, slug.EnableSmartTruncate = limit, smart
+	return slug.Make(normalize(args[len(args)-1].(string)))
+}
+
 func appsetFuncs() template.FuncMap {
 	funcs := sprig.GenericFuncMap()
 	for _, unsafe := range []string{"env", "expandenv", "getHostByName"} {
 		delete(funcs, unsafe)
 	}
 	funcs["normalize"] = normalize
+	funcs["slugify"] = slugify
 	funcs["toYaml"] = func(v any) (string, error) {
 		out, err := yaml.Marshal(v)
 		return strings.TrimSuffix(string(out), "\n"), err
@@ -74,7 +96,16 @@ func renderAppsets(in io.Reader, out io.Writer) error {
 	results := make([]any, 0, len(req.Jobs))
 	for _, job := range req.Jobs {
 		r := renderer{base: base, options: req.Options, params: job.Params}
-		done, err := r.walk(job.Template)
+		patch, err := asPatchJob(job.Template)
+		if err != nil {
+			return err
+		}
+		var done any
+		if patch != nil {
+			done, err = r.patched(patch)
+		} else {
+			done, err = r.walk(job.Template)
+		}
 		if err != nil {
 			return err
 		}

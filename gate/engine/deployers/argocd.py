@@ -137,14 +137,35 @@ def option(annotations: Meta, app_spec: dict[str, Any], name: str) -> str | None
     return None
 
 
-def prunes_automatically(app_spec: dict[str, Any]) -> bool:
-    """True when the Application syncs by itself and prunes: `syncPolicy.automated.prune`
-    (`automated.enabled: false` switches automation off, Argo CD 3.0)."""
+def _automated(app_spec: dict[str, Any]) -> dict[str, Any] | None:
+    """`syncPolicy.automated` when automation is on (`enabled: false` switches it off, Argo CD
+    3.0; `SyncPolicy.IsAutomatedSyncEnabled`)."""
     policy = app_spec.get("syncPolicy")
     automated = policy.get("automated") if isinstance(policy, dict) else None
-    if not isinstance(automated, dict):
-        return False
-    return automated.get("prune") is True and automated.get("enabled") is not False
+    if not isinstance(automated, dict) or automated.get("enabled") is False:
+        return None
+    return automated
+
+
+def syncs_automatically(app_spec: dict[str, Any]) -> bool:
+    """True when the Application syncs by itself (`syncPolicy.automated`, not switched off)."""
+    return _automated(app_spec) is not None
+
+
+def prunes_automatically(app_spec: dict[str, Any]) -> bool:
+    """True when the Application syncs by itself and prunes: `syncPolicy.automated.prune`."""
+    automated = _automated(app_spec)
+    return automated is not None and automated.get("prune") is True
+
+
+def sources(app_spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """An Application's sources: `spec.sources` when it has any (multi-source), else its one
+    `spec.source` (`ApplicationSpec.GetSources`)."""
+    many = app_spec.get("sources")
+    if isinstance(many, list) and many:
+        return [s for s in many if isinstance(s, dict)]
+    one = app_spec.get("source")
+    return [one] if isinstance(one, dict) else []
 
 
 def resources_finalizer(metadata: dict[str, Any]) -> str | None:
