@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import replace
+from typing import Any
 
 from gate.engine.deployers import Event, argocd
 from gate.engine.plan import Action, Change
@@ -48,13 +49,18 @@ def appset_of(root: str) -> ObjectRef | None:
 
 def was_read(app: ObjectRef, base: Inventory) -> bool:
     """True when `--argocd-root` rendered everything Application `app` deploys in base: its
-    objects carry its root, and none of its sources is a chart from a Helm repository or
-    registry, which the reader never renders (a multi-source Application may render its
+    objects carry its root, and none of its sources is a chart from a Helm repository or an
+    OCI registry, which the reader never renders (a multi-source Application may render its
     repository's source and not its chart's)."""
     if f"{ROOT_PREFIX}{app.namespace}/{app.name}" not in base.roots():
         return False
     declared = base.get(app)
-    return declared is None or not any(s.get("chart") for s in argocd.sources(declared.spec))
+    return declared is None or not any(_elsewhere(s) for s in argocd.sources(declared.spec))
+
+
+def _elsewhere(source: dict[str, Any]) -> bool:
+    """A source no git repository holds: a Helm repository's chart, or an OCI artifact."""
+    return bool(source.get("chart")) or str(source.get("repoURL") or "").startswith("oci://")
 
 
 def explain_removals(changes: Iterable[Change], base: Inventory, head: Inventory) -> list[Change]:

@@ -352,10 +352,21 @@ spec:
 
 
 @needs_renderer
-def test_an_application_with_a_chart_from_elsewhere_is_not_read_whole(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "chart",
+    [
+        "{repoURL: https://charts.example.com, chart: postgres, targetRevision: 1.2.3}",
+        "{repoURL: 'oci://ghcr.io/example/charts/postgres', path: ., targetRevision: 1.2.3}",
+    ],
+)
+def test_an_application_with_a_chart_from_elsewhere_is_not_read_whole(
+    tmp_path: Path, chart: str
+) -> None:
     """Its repository's source is rendered, its chart is not: its removal with the resources
     finalizer deletes what the chart installed, which nothing here says."""
-    mixed = MIXED_APP.format(url=URL)
+    mixed = MIXED_APP.format(url=URL).replace(
+        "{repoURL: https://charts.example.com, chart: postgres, targetRevision: 1.2.3}", chart
+    )
     config = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\n"
     base = {"apps/db.yaml": mixed, "workloads/web/config.yaml": config}
     repo = repo_with(tmp_path, {"apps/db.yaml": None}, base)
