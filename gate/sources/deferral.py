@@ -30,11 +30,14 @@ from typing import Any
 
 import yaml
 
+from gate.engine.argocd import ROOT_PREFIX as ARGOCD_ROOT
 from gate.engine.argosync import AppPart
 from gate.engine.defer import Deferral, Kept
+from gate.engine.deployers.argocd import GROUP
 from gate.model.errors import InputError
 from gate.model.objects import Manifest, RawObject, learn_scopes, to_manifest
-from gate.model.refs import ObjectRef, Scopes
+from gate.model.refs import ObjectRef, Scopes, group_of
+from gate.sources.argocd import app_root
 
 #: The record of what the artifact keeps is `<DIR>` with this suffix, beside DIR.
 RECORD_SUFFIX = ".deferred.json"
@@ -90,10 +93,17 @@ def write_artifact(
     scopes = Scopes()
     learn_scopes(scopes, base, head)
     leave_out = deferral.refs | deferral.withheld_refs
+    # What an Application base does not declare renders goes nowhere: the Application is new
+    # (withheld with the other builders), and `gate argocd sync` would sync its part into
+    # whatever live Application has its name, another team's perhaps.
+    declared = {_application_root(r.body) for r in base} - {None}
+    undeclared: set[str] = set()
     files: dict[str, list[dict[str, Any]]] = {}
     for raw in head:
         name = head_file(raw)
-        if name is not None and to_manifest(raw, scopes, namespace).ref not in leave_out:
+        if name is not None and raw.root.startswith(ARGOCD_ROOT) and raw.root not in declared:
+            undeclared.add(raw.root)
+        elif name is not None and to_manifest(raw, scopes, namespace).ref not in leave_out:
             files.setdefault(_safe(name), []).append(raw.body)
     kept_at: dict[ObjectRef, str] = {}
     by_ref = {k.manifest.ref: k for k in deferral.kept}
@@ -114,6 +124,14 @@ def write_artifact(
         "builtFromBase": [
             {"remote": f.ref.name, "codes": [f.code.value], "why": why}
             for f, why in deferral.built_from_base
+        ],
+        "undeclaredApplications": [
+            {
+                "application": root.removeprefix(ARGOCD_ROOT),
+                "why": "base declares no such Application: what it renders reaches the cluster "
+                "with the merged deploy",
+            }
+            for root in sorted(undeclared)
         ],
     }
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -136,6 +154,13 @@ def write_artifact(
         staged_record.unlink(missing_ok=True)
         raise InputError(f"cannot write the artifact: {exc.strerror or exc}", directory) from None
     return sorted(files)
+
+
+def _application_root(body: dict[str, Any]) -> str | None:
+    """The root tag of what `body` renders, when it is an Argo CD Application."""
+    if body.get("kind") != "Application" or group_of(str(body.get("apiVersion", ""))) != GROUP:
+        return None
+    return app_root(body)
 
 
 def _object(m: Manifest) -> dict[str, Any]:
@@ -204,8 +229,8 @@ def by_root(raw: RawObject) -> str | None:
         return None  # made by a controller from an object in its parent's file
     if root.startswith("flux:"):
         return f"flux/{root.removeprefix('flux:')}.yaml"
-    if root.startswith("argocd:"):
-        ns, _, name = root.removeprefix("argocd:").partition("/")
+    if root.startswith(ARGOCD_ROOT):
+        ns, _, name = root.removeprefix(ARGOCD_ROOT).partition("/")
         return f"argocd/{ns or '_'}/{name}.yaml"
     clean = posixpath.normpath(root or ".")
     return "root.yaml" if clean == "." else f"{clean}.yaml"

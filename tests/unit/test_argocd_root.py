@@ -704,3 +704,23 @@ def test_a_symlink_cannot_read_the_runners_files(tmp_path: Path) -> None:
     # refused as the repo-server refuses it ("illegal filepath in symlink"): what the
     # directory deploys is unknown
     assert rc == 2 and "workloads/db/leak.yaml is a symlink out of the repository" in stderr
+
+
+@needs_renderer
+def test_the_artifact_holds_only_what_applications_base_declares_render(tmp_path: Path) -> None:
+    """A candidate's new Application is withheld from the artifact, and so is what it renders:
+    `gate argocd sync` would sync that into whatever live Application has its name."""
+    config = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\n"
+    payments = db_app(path="workloads/web").replace("  name: db\n", "  name: payments\n")
+    assert "name: payments" in payments
+    repo = repo_with(
+        tmp_path, {"apps/payments.yaml": payments, "workloads/web/config.yaml": config}
+    )
+    out = tmp_path / "speculative"
+    rc, data, stderr = check(repo, "--context", "speculative", f"--defer-to={out}")
+    assert rc == 0, (data, stderr)
+    written = sorted(str(p.relative_to(out)) for p in out.rglob("*.yaml"))
+    assert "argocd/argocd/db.yaml" in written and "argocd/argocd/payments.yaml" not in written
+    assert "web" not in (out / "argocd" / "argocd" / "db.yaml").read_text(encoding="utf-8")
+    record = json.loads(Path(f"{out}.deferred.json").read_text(encoding="utf-8"))
+    assert [u["application"] for u in record["undeclaredApplications"]] == ["argocd/payments"]
