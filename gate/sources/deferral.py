@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import posixpath
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
@@ -240,6 +241,9 @@ def by_root(raw: RawObject) -> str | None:
 
 #: Where `by_root` puts an Application's part: `argocd/<namespace>/<name>.yaml` (`_` for none).
 ARGOCD_DIR = "argocd/"
+#: A namespace (a DNS label) and an Application's name (a DNS subdomain), as the API takes them.
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 
 
 def argocd_parts(directory: str, default_namespace: str) -> tuple[dict[str, Any], list[AppPart]]:
@@ -268,7 +272,10 @@ def argocd_parts(directory: str, default_namespace: str) -> tuple[dict[str, Any]
         if not isinstance(name, str) or not name.startswith(ARGOCD_DIR):
             continue
         namespace, slash, file = name.removeprefix(ARGOCD_DIR).partition("/")
-        if not slash or "/" in file or not file.endswith(".yaml"):
+        app = file.removesuffix(".yaml")
+        if not (slash and file.endswith(".yaml") and _NAME.match(app)) or not (
+            namespace == "_" or _NAMESPACE.match(namespace)
+        ):
             raise InputError("is not an Application's part (argocd/NAMESPACE/NAME.yaml)", name)
         path = Path(directory) / _safe(name)
         try:
@@ -279,5 +286,5 @@ def argocd_parts(directory: str, default_namespace: str) -> tuple[dict[str, Any]
         if not all(isinstance(d, dict) for d in objects):
             raise InputError("holds a YAML document that is not an object", str(path))
         ns = default_namespace if namespace == "_" else namespace
-        parts.append(AppPart(ns, file.removesuffix(".yaml"), name, objects))
+        parts.append(AppPart(ns, app, name, objects))
     return record, parts

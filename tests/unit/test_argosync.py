@@ -163,6 +163,8 @@ def test_the_parts_are_the_artifacts_argocd_files(tmp_path: Path) -> None:
     ("files", "record", "said"),
     [
         ({"argocd/a.yaml": "kind: A\n"}, None, "is not an Application's part"),
+        ({"argocd/../x.yaml": "kind: A\n"}, None, "is not an Application's part"),
+        ({"argocd/ns/Bad_Name.yaml": "kind: A\n"}, None, "is not an Application's part"),
         ({"argocd/ns/a.yaml": "- 1\n"}, None, "not an object"),
         ({"argocd/ns/a.yaml": "kind: [\n"}, None, "cannot read the artifact"),
         ({}, {"schemaVersion": 99}, "not a record of this version"),
