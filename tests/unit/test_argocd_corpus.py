@@ -7,18 +7,17 @@ claim); real git repositories, the real CLI.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from tests.unit.test_argocd_root import (
     ROOT_APP,
     URL,
+    check_auto,
     claim_finding,
     db_app,
     repo_with,
 )
 from tests.unit.test_build_server import needs_helper as needs_renderer
-from tests.unit.test_cli import gate
 
 #: The root of an app of apps that manages itself through a kustomization whose `resources`
 #: name directories, each with its own kustomization listing Applications
@@ -50,12 +49,8 @@ def test_auto_follows_a_kustomization_into_the_directories_it_names(tmp_path: Pa
         {"argocd/apps/db.yaml": None, "argocd/apps/kustomization.yaml": "resources: []\n"},
         base,
     )
-    result = gate(
-        "check", "--base", "HEAD~1", "--head", "HEAD", "--argocd-root", "auto",
-        "--argocd-repo", URL, "-o", "json", cwd=repo.root,
-    )  # fmt: skip
-    assert result.returncode == 1, result.stderr
-    data = json.loads(result.stdout)
+    rc, data, stderr = check_auto(repo, "--argocd-repo", URL)
+    assert rc == 1, stderr
     notes = " ".join(data["notes"])
     assert "--argocd-root auto at " in notes, data["notes"]
     said = [n for n in data["notes"] if "--argocd-root auto at " in n]

@@ -118,6 +118,15 @@ def check(
     return result.returncode, json.loads(result.stdout) if result.stdout else {}, result.stderr
 
 
+def check_auto(repo: GitRepo, *extra: str) -> tuple[int, dict[str, Any], str]:
+    """`gate check --argocd-root auto`: the repository is the origin's unless `extra` names it."""
+    result = gate(
+        "check", "--base", "HEAD~1", "--head", "HEAD", "--argocd-root", "auto", "-o", "json",
+        *extra, cwd=repo.root,
+    )  # fmt: skip
+    return result.returncode, json.loads(result.stdout) if result.stdout else {}, result.stderr
+
+
 def codes(data: dict[str, Any]) -> list[str]:
     return sorted(f["code"] for f in data["findings"])
 
@@ -484,12 +493,8 @@ def test_a_go_template_application_set_is_rendered_by_the_helper(tmp_path: Path)
 def test_auto_finds_the_entry_and_the_origin_names_the_repository(tmp_path: Path) -> None:
     repo = repo_with(tmp_path, {"apps/db.yaml": None})
     repo.git("remote", "add", "origin", "git@git.example.com:org/gitops.git")
-    result = gate(
-        "check", "--base", "HEAD~1", "--head", "HEAD", "--argocd-root", "auto", "-o", "json",
-        cwd=repo.root,
-    )  # fmt: skip
-    data = json.loads(result.stdout)
-    assert result.returncode == 1, result.stderr
+    rc, data, stderr = check_auto(repo)
+    assert rc == 1, stderr
     notes = " ".join(data.get("notes", []))
     assert "--argocd-root auto" in notes and "argocd" in notes
     assert "git@git.example.com:org/gitops.git" in notes
@@ -565,12 +570,8 @@ def test_auto_takes_the_bootstrap_file_an_app_of_apps_does_not_deploy(tmp_path: 
         },
     )
     repo.git("remote", "add", "origin", URL)
-    result = gate(
-        "check", "--base", "HEAD~1", "--head", "HEAD", "--argocd-root", "auto", "-o", "json",
-        cwd=repo.root,
-    )  # fmt: skip
-    assert result.returncode == 1, result.stderr
-    data = json.loads(result.stdout)
+    rc, data, stderr = check_auto(repo)
+    assert rc == 1, stderr
     assert "--argocd-root auto at " in " ".join(data["notes"])
     assert "argocd/root.yaml" in " ".join(data["notes"])
     assert claim_finding(data)["code"] == "NOT_RETIRED"
@@ -593,12 +594,8 @@ def test_auto_reads_include_globs_and_takes_an_application_that_manages_itself(
         "standalone/claim.yaml": claim().replace("db-data", "web-data"),
     }
     repo = repo_with(tmp_path, {"standalone/web.yaml": None}, files)
-    result = gate(
-        "check", "--base", "HEAD~1", "--head", "HEAD", "--argocd-root", "auto",
-        "--argocd-repo", URL, "-o", "json", cwd=repo.root,
-    )  # fmt: skip
-    assert result.returncode == 1, result.stderr
-    data = json.loads(result.stdout)
+    rc, data, stderr = check_auto(repo, "--argocd-repo", URL)
+    assert rc == 1, stderr
     assert "argocd/root.yaml, standalone/web.yaml" in " ".join(data["notes"]), data["notes"]
     found = claim_finding(data)
     assert found["object"]["name"] == "web-data"
