@@ -5,11 +5,12 @@ raw API objects, as `gate check --live` builds it; each finding and each skip is
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from gate.engine.check import CheckResult
+from gate.engine.check import CheckResult, check_objects
 from gate.engine.context import Context
 from gate.engine.livestate import LiveState
 from gate.engine.policy import Policy
@@ -18,7 +19,8 @@ from gate.engine.verdict import Verdict
 from gate.model.findings import Code, Finding, Severity
 from gate.model.objects import Manifest
 from gate.model.refs import ObjectRef
-from tests.unit.helpers import claim, codes, doc, run
+from gate.sources.manifests import parse_stream
+from tests.unit.helpers import TODAY, claim, codes, doc, run
 
 GUARDED = Policy().guarded_kinds
 CONFIGMAP = """\
@@ -554,3 +556,39 @@ def test_a_kustomization_repointed_with_prune_prunes_its_inventory(spec: str) ->
     )
     kept = run(doc(kustomization(), claim()), doc(head, claim()), live=live)
     assert Code.KUSTOMIZATION_PRUNES_GUARDED not in codes(kept)
+
+
+def argo_app(options: str) -> str:
+    return f"""\
+apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata: {{name: shop, namespace: argocd}}
+spec:
+  destination: {{namespace: app}}
+  syncPolicy: {{automated: {{prune: true}}, syncOptions: [{options}]}}
+"""
+
+
+def run_argo(base_options: str, head_options: str) -> CheckResult:
+    """The Application prunes Database app/db (which it deployed in base) in the candidate."""
+    base = [
+        *parse_stream(argo_app(base_options), "root.yaml"),
+        *(replace(r, root="argocd:argocd/shop") for r in parse_stream(DB, "db.yaml")),
+    ]
+    head = parse_stream(argo_app(head_options), "root.yaml")
+    return check_objects(
+        base,
+        head,
+        context=Context.PREVIEW,
+        policy=Policy(),
+        today=TODAY,
+        live=state(owned_claim(DB_OWNER)),
+    )
+
+
+def test_an_argo_cd_prune_with_orphan_propagation_leaves_the_dependents() -> None:
+    orphan, default = "PrunePropagationPolicy=orphan", "PrunePropagationPolicy=foreground"
+    assert Code.OWNER_DELETES_DEPENDENTS not in codes(run_argo(orphan, orphan))
+    # under either spec it may prune the default way first: the dependents go
+    assert Code.OWNER_DELETES_DEPENDENTS in codes(run_argo(default, orphan))
+    assert Code.OWNER_DELETES_DEPENDENTS in codes(run_argo(orphan, default))

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from gate.engine.argocd import prune_orphans as argo_prune_orphans
 from gate.engine.argocd import was_read as argo_was_read
 from gate.engine.context import Context
 from gate.engine.deployers import FLUX, Event, argocd, helm, keep_mark, live_keep_mark, parent_of
@@ -722,6 +723,8 @@ def check_owner_dependents(change: Change, world: World) -> Iterator[Finding]:
     """OWNER_DELETES_DEPENDENTS: live guarded objects whose ownerReferences name the removed
     object; the garbage collector deletes them once no owner is left."""
     if world.live is None or _kind(change.ref) in SKIPPED_OWNERS:
+        return
+    if argo_prune_orphans(change, world.base, world.head):
         return
     ref = change.ref
     seen = {ref}
