@@ -72,23 +72,16 @@ def prune_orphans(change: Change, base: Inventory, head: Inventory) -> str:
     """Why the garbage collector leaves the dependents of the object `change` prunes, or "":
     its Application prunes with `PrunePropagationPolicy=orphan` under both its specs (it may
     sync the candidate under either), so the delete is sent with propagationPolicy Orphan."""
-    if change.event is not Event.PRUNE or change.base is None:
+    app = application_of(change.base.root) if change.base is not None else None
+    if change.event is not Event.PRUNE or app is None:
         return ""
-    app = application_of(change.base.root)
-    specs = [base.get(app), head.get(app)] if app is not None else []
-    if not specs or any(m is None or not _orphans(m) for m in specs):
+    specs = (base.get(app), head.get(app))
+    if not all(m is not None and ORPHAN_PRUNES in argocd.app_sync_options(m.spec) for m in specs):
         return ""
-    assert app is not None
     return (
         f"Application {app.namespace}/{app.name} prunes with {ORPHAN_PRUNES}: the garbage "
         "collector leaves its dependents"
     )
-
-
-def _orphans(app: Manifest) -> bool:
-    policy = app.spec.get("syncPolicy")
-    options = policy.get("syncOptions") if isinstance(policy, dict) else None
-    return isinstance(options, list) and ORPHAN_PRUNES in options
 
 
 def explain_removals(changes: Iterable[Change], base: Inventory, head: Inventory) -> list[Change]:

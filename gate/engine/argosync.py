@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gate.engine.deployers import argocd
-from gate.engine.deployers.argocd import syncs_automatically
+from gate.engine.deployers.argocd import app_sync_options, instance_name, syncs_automatically
+from gate.model.refs import group_of
 
 #: Who the operation says started it (`operation.initiatedBy.username`).
 INITIATOR = "prune-gate"
@@ -85,7 +86,7 @@ class Tracking:
         out = copy.deepcopy(obj)
         meta = out.setdefault("metadata", {})
         if self.method != "label":
-            group = str(out.get("apiVersion") or "").rpartition("/")[0]
+            group = group_of(str(out.get("apiVersion") or ""))
             ns = meta.get("namespace") or namespace
             tracking = f"{instance}:{group}/{out.get('kind', '')}:{ns}/{meta.get('name', '')}"
             annotations = meta.setdefault("annotations", {})
@@ -104,12 +105,6 @@ def _label_value(instance: str, method: str) -> str:
     if method == "label" or len(instance) <= _LABEL_MAX:
         return instance
     return instance[:_LABEL_MAX].rstrip("-_.")
-
-
-def instance_name(namespace: str, name: str, control_plane: str) -> str:
-    """The name Argo CD tracks an Application's objects by (`Application.InstanceName`): its
-    name in Argo CD's own namespace, `NAMESPACE_NAME` in another."""
-    return name if namespace == control_plane else f"{namespace}_{name}"
 
 
 def skip_reason(app: dict[str, Any] | None) -> str | None:
@@ -155,8 +150,8 @@ def sync_patch(
         "prune": False,
         "manifests": [json.dumps(o, sort_keys=True) for o in objects],
     }
-    if policy.get("syncOptions"):
-        sync["syncOptions"] = list(policy["syncOptions"])
+    if app_sync_options(spec):
+        sync["syncOptions"] = app_sync_options(spec)
     operation: dict[str, Any] = {
         "initiatedBy": {"username": INITIATOR},
         "info": [{"name": "Reason", "value": reason}, {"name": NONCE_INFO, "value": nonce}],
@@ -203,12 +198,7 @@ def outcome(app: dict[str, Any], nonce: str) -> Outcome | None:
     """This sync's end, once `status.operationState` is this operation's and has ended; None
     while it runs (or before the controller took it)."""
     state = (app.get("status") or {}).get("operationState") or {}
-    info = (state.get("operation") or {}).get("info") or ()
-    ours = any(
-        isinstance(i, dict) and i.get("name") == NONCE_INFO and i.get("value") == nonce
-        for i in info
-    )
-    if not ours or state.get("phase") not in ENDED:
+    if not _carries(state.get("operation"), nonce) or state.get("phase") not in ENDED:
         return None
     return Outcome(str(state["phase"]), str(state.get("message") or ""))
 
@@ -217,7 +207,11 @@ def replaced(app: dict[str, Any], nonce: str) -> bool:
     """True when another operation took this one's place before the controller ran it: the
     operation field is someone else's."""
     operation = app.get("operation")
-    if not operation:
-        return False
-    info = operation.get("info") or ()
-    return not any(isinstance(i, dict) and i.get("value") == nonce for i in info)
+    return bool(operation) and not _carries(operation, nonce)
+
+
+def _carries(operation: Any, nonce: str) -> bool:
+    """True when an operation is this sync's: its info names the nonce."""
+    info = operation.get("info") if isinstance(operation, dict) else None
+    mark = {"name": NONCE_INFO, "value": nonce}
+    return isinstance(info, list) and mark in info

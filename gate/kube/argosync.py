@@ -9,7 +9,6 @@ as a precondition) and, with a deadline, read until its operation ends.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +25,9 @@ from gate.engine.argosync import (
     sync_patch,
 )
 from gate.kube.client import ApiStatusError, ConflictError, KubeClient
+from gate.kube.resources import PARENTS
 from gate.model.errors import ClusterError, GateError
+from gate.model.refs import api_path
 
 #: What `gate argocd sync` needs, said on a 403.
 SYNC_HINT = (
@@ -37,8 +38,13 @@ SYNC_HINT = (
 POLL_SECONDS = 2.0
 
 
+#: The Applications' resource, as `gate check --live` lists them.
+_APPLICATIONS = next(r for r in PARENTS if r.kind == "Application")
+
+
 def _path(part: AppPart) -> str:
-    return f"/apis/argoproj.io/v1alpha1/namespaces/{part.namespace}/applications/{part.name}"
+    apps = api_path(_APPLICATIONS.api_version, _APPLICATIONS.plural, part.namespace)
+    return f"{apps}/{part.name}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +58,7 @@ class Plan:
 def read_tracking(api: KubeClient, control: str) -> Tracking:
     """How Argo CD in namespace `control` tracks what it owns: its `argocd-cm` settings (its
     defaults where there is none)."""
-    path = f"/api/v1/namespaces/{control}/configmaps/{SETTINGS_CONFIGMAP}"
+    path = f"{api_path('v1', 'configmaps', control)}/{SETTINGS_CONFIGMAP}"
     found = api.get(path, f"get ConfigMap {control}/{SETTINGS_CONFIGMAP}")
     return Tracking.from_settings(found.get("data") if found else None)
 
@@ -109,12 +115,10 @@ def wait_syncs(
     parts: tuple[AppPart, ...],
     nonce: str,
     timeout: float,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
 ) -> dict[AppPart, Outcome]:
     """Each sync's outcome, read until all have ended; a `ClusterError` past `timeout`
     seconds, naming those still running."""
-    deadline = clock() + timeout
+    deadline = time.monotonic() + timeout
     ended: dict[AppPart, Outcome] = {}
     while True:
         for part in parts:
@@ -133,10 +137,10 @@ def wait_syncs(
                 _forget_manifests(api, part, app)
         if len(ended) == len(parts):
             return ended
-        if clock() >= deadline:
+        if time.monotonic() >= deadline:
             running = ", ".join(p.display() for p in parts if p not in ended)
             raise ClusterError(
                 f"still syncing after {timeout:g}s: {running}; read its state with kubectl get "
                 "application -o yaml (status.operationState), or wait longer with --timeout"
             )
-        sleep(POLL_SECONDS)
+        time.sleep(POLL_SECONDS)

@@ -346,7 +346,8 @@ def test_the_merge_queue_defers_the_claim_into_what_argo_cd_syncs_under_the_fenc
                 "the webhook to obey the fence",
             )
             assert refusal_reason(refused)[0] == "SPECULATION_FENCE", refusal_reason(refused)
-            synced = gate("argocd", "sync", str(out), kubeconfig(kube))
+            # a hang guard above the command's own --timeout (300 s), not a speed target
+            synced = run_gate(tmp_path, "argocd", "sync", str(out), kubeconfig(kube), timeout=600)
             assert synced.returncode == 0, synced.stdout + synced.stderr
             assert f"Application {NAMESPACE}/{name}: Succeeded" in synced.stdout, synced.stdout
             assert "1 synced, 0 failed, 0 skipped" in synced.stdout, synced.stdout

@@ -43,13 +43,14 @@ def gate_command() -> list[str]:
     return [str(beside)] if beside.exists() else [sys.executable, "-m", "gate"]
 
 
-def run_gate(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run `gate ARGS` in `cwd` (no policy file there), outside any CI environment."""
+def run_gate(cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run `gate ARGS` in `cwd` (no policy file there), outside any CI environment; `timeout`
+    is a hang guard, not a speed target."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "KUBECONFIG"))}
     env["CI"] = "false"
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     return subprocess.run(
-        [*gate_command(), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+        [*gate_command(), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
     )
 
 

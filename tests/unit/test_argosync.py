@@ -15,12 +15,12 @@ from gate.engine.argosync import (
     Tracking,
     busy_reason,
     forget_manifests,
-    instance_name,
     outcome,
     replaced,
     skip_reason,
     sync_patch,
 )
+from gate.engine.deployers.argocd import instance_name
 from gate.model.errors import InputError
 from gate.sources.deferral import argocd_parts, record_path
 

@@ -128,13 +128,25 @@ def option(annotations: Meta, app_spec: dict[str, Any], name: str) -> str | None
         key, eq, value = o.partition("=")
         if eq and key == name:
             return value
-    policy = app_spec.get("syncPolicy")
-    defaults = policy.get("syncOptions") if isinstance(policy, dict) else None
-    for o in defaults if isinstance(defaults, list) else ():
-        key, eq, value = str(o).strip().partition("=")
+    for o in app_sync_options(app_spec):
+        key, eq, value = o.strip().partition("=")
         if eq and key == name:
             return value.strip()
     return None
+
+
+def app_sync_options(app_spec: dict[str, Any]) -> list[str]:
+    """The Application's `spec.syncPolicy.syncOptions`, as written: what each of its syncs
+    takes (an automated one's, and argocd-server's for a manual one)."""
+    policy = app_spec.get("syncPolicy")
+    options = policy.get("syncOptions") if isinstance(policy, dict) else None
+    return [str(o) for o in options] if isinstance(options, list) else []
+
+
+def instance_name(namespace: str, name: str, control_plane: str) -> str:
+    """The name Argo CD tracks an Application's objects by (`Application.InstanceName`): its
+    name in Argo CD's own namespace (`control_plane`), `NAMESPACE_NAME` in another."""
+    return name if namespace == control_plane else f"{namespace}_{name}"
 
 
 def _automated(app_spec: dict[str, Any]) -> dict[str, Any] | None:
