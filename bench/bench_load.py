@@ -3,7 +3,7 @@ WSGI servers, through the real kube-apiserver beside Kyverno and a no-op webhook
 start and catch-up: issues 13's and 40's figures, printed as one table beside the targets.
 
 One cluster holds 10,000 pods and 5,000 claims in 100 namespaces (half the claims mounted by a pod,
-half by none; pods of realistic size, bench_snapshot's). Each server runs the same Flask app
+half by none; pods of realistic size, bench_snapshot's). Each server runs the same WSGI app
 around the same watch cache (TLS with --client-ca as the chart serves it):
 `gate webhook serve` (its own asyncio server, webhook/httpserver.py), granian (Rust: hyper and
 rustls, the app on one blocking thread per worker) and gunicorn's threaded worker (what served it

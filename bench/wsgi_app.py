@@ -1,9 +1,9 @@
 """The webhook's app as a production WSGI server loads it, for bench_load's comparison of servers.
 
 `create()` builds in each worker process what `gate webhook serve` builds in each of its workers
-(`webhook.cli._start_worker`): the Flask app around its own watch cache and Event queue, from the
-same command-line options, given as a JSON list in PRUNE_GATE_BENCH_SERVE. So granian's and
-gunicorn's workers serve the very app the project's server serves, and only the server differs.
+(`webhook.cli._start_worker`): the webhook's app around its own watch cache and Event queue,
+from the same command-line options, given as a JSON list in PRUNE_GATE_BENCH_SERVE. So granian's
+and gunicorn's workers serve the very app the project's server serves, and only the server differs.
 The server's own TLS serves the certificate (the options' --cert-file/--key-file are read for the
 app's certificate metrics only); nothing here registers or watches a registration.
 """

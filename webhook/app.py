@@ -1,9 +1,14 @@
-"""The Flask app factory: `create_app(settings)` with /validate, /healthz, /readyz and /metrics.
+"""The webhook's WSGI app: `create_app(settings)` answers /validate, /healthz, /readyz and /metrics.
 
 Everything the app needs arrives in `Settings` (the policy, a cache, an Event sink, a clock), so
 tests build an app around a cache they filled themselves and a recording sink, and the server
 builds one around the real watch cache and Event queue. No state lives in the app beyond what the
 cluster tells the cache: replicas scale out.
+
+It is a plain WSGI callable with a table of four routes, not a web framework's app: the API
+server asks one thing (POST /validate), and a framework's request context, URL map, response
+object and session cost a worker more per review than deciding it (`bench_webhook`). Any WSGI
+server can host it (bench_load runs it behind granian and gunicorn too).
 
 Exceptions become protocol answers here and only here: a malformed review is a 400 with its reason;
 a body over the limit is a 413, answered before it is read; an unknown path or method is a 404 or
@@ -19,21 +24,13 @@ import functools
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import Any
-from wsgiref.types import WSGIEnvironment
+from wsgiref.types import StartResponse, WSGIEnvironment
 
-from flask import Flask, Request, Response, request
-from flask import typing as ft
-from flask.globals import request_ctx
-from flask.json.provider import DefaultJSONProvider
-from flask.sessions import NullSession, SecureCookieSessionInterface
-from flask.signals import request_tearing_down
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from werkzeug.datastructures import Headers
-from werkzeug.exceptions import HTTPException, MethodNotAllowed
-from werkzeug.routing import MapAdapter
 
 from gate.engine.fence import fence_status
 from gate.engine.policy import Policy
@@ -96,166 +93,141 @@ EVENTS_OFF = (
 #: The answer to a bug: one line, nothing of the stack.
 UNHANDLED = {"error": "internal error", "reason": "unhandled error, see the log"}
 
+#: An answer: status, headers beyond Content-Type and Content-Length, and the body.
+Answer = tuple[int, list[tuple[str, str]], bytes]
+#: A route's handler: the request's environ to its answer.
+Handler = Callable[[WSGIEnvironment], Answer]
 
-class JSONResponse(Response):
-    """An answer of the webhook: a JSON document, made from its bytes with its headers said once.
+JSON_TYPE = "application/json"
 
-    Werkzeug's generic response works out per answer what is fixed here: its content type (a
-    header lookup that raises and catches a KeyError when absent), and a copy of the headers to
-    make a Location absolute, drop the length of a 1xx, 204 or 304, or count a length not set.
-    A JSON answer has no Location, is never one of those statuses, and has its Content-Length
-    from its bytes (`set_data`), so its headers are served as they are, and its body as the one
-    bytes object it is."""
-
-    default_mimetype = "application/json"
-
-    def __init__(self, body: bytes, status: int) -> None:
-        # direct_passthrough: the body is one bytes object already, served as the list it is
-        # kept in, not re-encoded through a generator and a closing wrapper.
-        super().__init__(body, status, content_type=self.default_mimetype, direct_passthrough=True)
-
-    def get_wsgi_headers(self, environ: WSGIEnvironment) -> Headers:
-        return self.headers
+#: Compact, keys sorted, ASCII: one encoder made once for every answer.
+_encode = json.JSONEncoder(ensure_ascii=True, sort_keys=True, separators=(",", ":")).encode
 
 
-class _JSON(DefaultJSONProvider):
-    """Flask's JSON settings with the encoder made once: compact, keys sorted, ASCII, a newline
-    at the end (what `jsonify` writes outside debug mode), without rebuilding its arguments and
-    encoder for every answer."""
-
-    compact = True
-
-    def __init__(self, app: Flask) -> None:
-        super().__init__(app)
-        encoder = json.JSONEncoder(
-            ensure_ascii=self.ensure_ascii,
-            sort_keys=self.sort_keys,
-            separators=(",", ":"),
-            default=self.default,
-        )
-        self.encode: Callable[[Any], str] = encoder.encode
-
-    def response(self, *args: Any, **kwargs: Any) -> Response:
-        return self.answer(200, self._prepare_response_obj(args, kwargs))
-
-    def answer(self, status: int, doc: Any) -> Response:
-        """The JSON answer `doc` with `status`."""
-        return JSONResponse(f"{self.encode(doc)}\n".encode(), status)
+def json_answer(status: int, doc: Any, headers: list[tuple[str, str]] | None = None) -> Answer:
+    """The JSON answer `doc` with `status`, a newline at the end."""
+    return status, headers or [], f"{_encode(doc)}\n".encode()
 
 
-class _NoSessions(SecureCookieSessionInterface):
-    """The webhook has no sessions: one read-only null session for every request, instead of a
-    cookie serializer looked up and a new null session made for each."""
+@functools.cache
+def status_line(status: int) -> str:
+    """`200 OK`, `403 Forbidden`: the WSGI status of a code."""
+    try:
+        return f"{status} {HTTPStatus(status).phrase}"
+    except ValueError:
+        return str(status)
 
-    _none = NullSession()
 
-    def open_session(self, app: Flask, request: Request) -> NullSession:
-        return self._none
-
-
-class WebhookFlask(Flask):
-    """Flask, with the per-request work the webhook does not need done once.
-
-    Its routes match by path and method alone (no host matching, no subdomains, no external
-    URLs), so a request's URL adapter is bound to its path and method without Flask reading the
-    Host header twice (its trusted-host check, then `bind_to_environ`), and the adapters of the
-    last few (path, method) pairs are kept: the API server asks one of them (POST /validate)."""
-
-    json_provider_class = _JSON
-    session_interface = _NoSessions()
-
-    # The request hooks run Flask's loops over every blueprint's functions, and the teardown
-    # its signal, only when there is something registered to run: the webhook registers none.
-
-    def preprocess_request(self) -> ft.ResponseReturnValue | None:
-        if self.url_value_preprocessors or self.before_request_funcs:
-            return super().preprocess_request()
+def content_length(environ: WSGIEnvironment) -> int | None:
+    """The body's declared length; None for a chunked body, or no length, or a length that is not
+    a number (the WSGI servers hosting the app refuse those before it)."""
+    if "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower():
         return None
+    try:
+        length = int(environ.get("CONTENT_LENGTH") or "")
+    except ValueError:
+        return None
+    return length if length >= 0 else None
 
-    def process_response(self, response: Response) -> Response:
-        if self.after_request_funcs or request_ctx._after_request_functions:
-            return super().process_response(response)
-        return response  # and no session to save
 
-    def do_teardown_request(self, *exc: BaseException | None) -> None:
-        if self.teardown_request_funcs or request_tearing_down.receivers:
-            super().do_teardown_request(*exc)  # none given: Flask reads sys.exc_info()
+def mimetype(environ: WSGIEnvironment) -> str:
+    """The media type of the body, without its parameters, lowercased."""
+    return str(environ.get("CONTENT_TYPE", "")).partition(";")[0].strip().lower()
 
-    def create_url_adapter(self, request: Request | None) -> MapAdapter | None:
-        # TRUSTED_HOSTS is Flask 3.1's; 3.0 (the floor) has no host check and no such key.
-        if request is None or self.config.get("TRUSTED_HOSTS") is not None:
-            return super().create_url_adapter(request)  # the host is checked, as Flask does
-        return self._bound(request.root_path, request.scheme, request.method, request.path)
 
-    # Kept across apps (a process has a few, the tests many): 64 adapters in all.
-    @functools.lru_cache(maxsize=64)  # noqa: B019
-    def _bound(self, root_path: str, scheme: str, method: str, path: str) -> MapAdapter:
-        return self.url_map.bind(
-            "webhook",
-            script_name=root_path or "/",
-            url_scheme=scheme,
-            default_method=method,
-            path_info=path,
+class WebhookApp:
+    """The webhook's WSGI app (`create_app`): a route table, and the answers of each route."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.metrics = Metrics(
+            settings.cache.stats, settings.event_counts, settings.certificate_expiry, settings.stuck
         )
+        #: The request counter of each status, looked up once (created on first use).
+        self._counter = functools.cache(self.metrics.requests.labels)
+        self.routes: dict[str, dict[str, Handler]] = {
+            "/validate": {"POST": self._validate},
+            "/healthz": {"GET": self._healthz},
+            "/readyz": {"GET": self._readyz},
+            "/metrics": {"GET": self._metrics},
+        }
+        if not settings.record_events:
+            log.warning(EVENTS_OFF)
 
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        method = environ.get("REQUEST_METHOD", "GET")
+        try:
+            status, headers, body = self._route(environ, method)
+        except Exception:
+            log.exception("unhandled error", extra={"path": environ.get("PATH_INFO", "")})
+            self._counter("500").inc()
+            status, headers, body = json_answer(500, UNHANDLED)
+        if not any(name == "Content-Type" for name, _ in headers):
+            headers.insert(0, ("Content-Type", JSON_TYPE))
+        headers.append(("Content-Length", str(len(body))))
+        start_response(status_line(status), headers)
+        return [b"" if method == "HEAD" else body]
 
-def create_app(settings: Settings) -> Flask:
-    """Build the webhook app."""
-    app = WebhookFlask("prune_gate_webhook")
-    # Flask reads at most this much of a body; the review parser checks the exact limit.
-    app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes + 1
-    metrics = Metrics(
-        settings.cache.stats, settings.event_counts, settings.certificate_expiry, settings.stuck
-    )
-    app.extensions["prune_gate"] = {"settings": settings, "metrics": metrics}
-    if not settings.record_events:
-        log.warning(EVENTS_OFF)
-    assert isinstance(app.json, _JSON)
-    json_answer = app.json.answer
-    #: The request counter of each status, looked up once (created on first use, as before).
-    counter = functools.cache(metrics.requests.labels)
+    def _route(self, environ: WSGIEnvironment, method: str) -> Answer:
+        path = environ.get("PATH_INFO") or "/"
+        methods = self.routes.get(path)
+        if methods is None:
+            reason = f"{method} {path}: no such path; this webhook serves POST /validate"
+            return json_answer(404, {"error": "not found", "reason": reason})
+        handler = methods.get("GET" if method == "HEAD" else method)
+        if handler is None:
+            allowed = ", ".join(sorted({*methods, *(["HEAD"] if "GET" in methods else [])}))
+            reason = f"{method} {path}: method not allowed (allowed: {allowed})"
+            doc = {"error": "method not allowed", "reason": reason}
+            return json_answer(405, doc, [("Allow", allowed)])
+        return handler(environ)
 
-    def bad_request(reason: str) -> Response:
-        counter("400").inc()
+    def _bad_request(self, reason: str) -> Answer:
+        self._counter("400").inc()
         log.warning("malformed admission review", extra={"reason": reason})
         return json_answer(400, {"error": "bad request", "reason": reason})
 
-    def too_large(length: int | None) -> Response:
+    def _too_large(self, length: int | None) -> Answer:
         size = f"body of {length} bytes" if length is not None else "body"
-        reason = f"{size} exceeds the limit of {settings.max_body_bytes} bytes; not read"
-        counter("413").inc()
+        reason = f"{size} exceeds the limit of {self.settings.max_body_bytes} bytes; not read"
+        self._counter("413").inc()
         log.warning("admission review too large", extra={"reason": reason})
         return json_answer(413, {"error": "payload too large", "reason": reason})
 
-    @app.post("/validate")
-    def validate() -> Response:
+    def _validate(self, environ: WSGIEnvironment) -> Answer:
         """One AdmissionReview: read (a body over the limit is refused before it is read),
         parse, decide, answer."""
         started = time.perf_counter()
-        req = request._get_current_object()  # type: ignore[attr-defined]
-        length = req.content_length
-        if length is not None and length > settings.max_body_bytes:
-            return too_large(length)
-        mimetype = req.mimetype
-        if not mimetype.endswith("json"):
-            return bad_request(f"Content-Type must be application/json, not {mimetype!r}")
-        # With a Content-Length (the API server's), read exactly that much of the server's
-        # stream; without one (chunked), Flask's stream, bounded by MAX_CONTENT_LENGTH.
-        body = req.input_stream.read(length) if length is not None else req.get_data(cache=False)
-        if len(body) > settings.max_body_bytes:  # a chunked body has no length to check first
-            return too_large(None)
-        return decided(body, started)
+        limit = self.settings.max_body_bytes
+        length = content_length(environ)
+        if length is not None and length > limit:
+            return self._too_large(length)
+        media = mimetype(environ)
+        if not media.endswith("json"):
+            return self._bad_request(f"Content-Type must be application/json, not {media!r}")
+        stream = environ["wsgi.input"]
+        if length is not None:
+            body = stream.read(length)
+        elif environ.get("wsgi.input_terminated"):
+            # A chunked body, whose end the server says: read one byte past the limit, no more.
+            body = stream.read(limit + 1)
+        else:
+            body = b""  # no length and no end: nothing can be read without waiting forever
+        if len(body) > limit:
+            return self._too_large(None)
+        return self._decided(body, started)
 
-    def decided(body: bytes, started: float) -> Response:
+    def _decided(self, body: bytes, started: float) -> Answer:
+        settings = self.settings
         try:
             req = parse_review(body, settings.max_body_bytes)
         except ReviewError as exc:
-            return bad_request(str(exc))
+            return self._bad_request(str(exc))
         ready, why = settings.cache.ready()
         if not ready:
             # Deciding from an empty or stale cache would allow what it cannot see: answer an
             # error instead, and let the webhook's failurePolicy decide.
-            counter("503").inc()
+            self._counter("503").inc()
             log.warning("not ready, request not decided", extra={"uid": req.uid, "reason": why})
             return json_answer(503, {"error": "not ready", "reason": why})
         now = settings.now()
@@ -267,51 +239,31 @@ def create_app(settings: Settings) -> Flask:
                 )
         except Exception:
             log.exception("could not decide", extra={"uid": req.uid})
-            counter("500").inc()
+            self._counter("500").inc()
             return json_answer(500, {"error": "internal error", "reason": "could not decide"})
-        resp = json_answer(200, render_response(outcome.response))
-        metrics.latency.observe(time.perf_counter() - started)
-        counter("200").inc()
-        _record(outcome, req, settings, metrics)
-        return resp
+        answer = json_answer(200, render_response(outcome.response))
+        self.metrics.latency.observe(time.perf_counter() - started)
+        self._counter("200").inc()
+        _record(outcome, req, settings, self.metrics)
+        return answer
 
-    @app.get("/healthz")
-    def healthz() -> Response:
+    def _healthz(self, _environ: WSGIEnvironment) -> Answer:
         return json_answer(200, {"status": "alive"})
 
-    @app.get("/readyz")
-    def readyz() -> Response:
-        ready, reason = settings.cache.ready()
-        serving = settings.serving_problem()
+    def _readyz(self, _environ: WSGIEnvironment) -> Answer:
+        ready, reason = self.settings.cache.ready()
+        serving = self.settings.serving_problem()
         if serving is not None:
             ready, reason = False, serving if ready else f"{serving}; {reason}"
         return json_answer(200 if ready else 503, {"ready": ready, "reason": reason})
 
-    @app.get("/metrics")
-    def metrics_endpoint() -> Response:
-        return Response(generate_latest(metrics.registry), mimetype=CONTENT_TYPE_LATEST)
+    def _metrics(self, _environ: WSGIEnvironment) -> Answer:
+        return 200, [("Content-Type", CONTENT_TYPE_LATEST)], generate_latest(self.metrics.registry)
 
-    @app.errorhandler(HTTPException)
-    def http_error(exc: HTTPException) -> Response:
-        # Flask's own answers (404, 405, a chunked body past MAX_CONTENT_LENGTH) are HTML pages.
-        code = exc.code or 500
-        if code == 413:
-            return too_large(None)
-        reason = f"{request.method} {request.path}: {exc.description}"
-        resp = json_answer(code, {"error": exc.name.lower(), "reason": reason})
-        if isinstance(exc, MethodNotAllowed) and exc.valid_methods:
-            resp.headers["Allow"] = ", ".join(exc.valid_methods)
-        return resp
 
-    @app.errorhandler(Exception)
-    def internal_error(_exc: Exception) -> Response:
-        log.exception("unhandled error", extra={"path": request.path})
-        counter("500").inc()
-        return json_answer(
-            500, {"error": "internal error", "reason": "unhandled error, see the log"}
-        )
-
-    return app
+def create_app(settings: Settings) -> WebhookApp:
+    """Build the webhook app."""
+    return WebhookApp(settings)
 
 
 def req_fields(req: AdmissionRequest) -> dict[str, Any]:

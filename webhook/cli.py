@@ -30,9 +30,8 @@ from webhook import jsonlog
 from webhook.review import DEFAULT_MAX_BYTES
 
 if TYPE_CHECKING:  # imported when serving starts, not for `gate webhook --help`
-    from flask import Flask
-
     from gate.kube.client import KubeClient
+    from webhook.app import WebhookApp
     from webhook.cache import WatchCache
     from webhook.events import EventQueue
     from webhook.httpbase import Limits
@@ -614,7 +613,6 @@ def _run_workers(
 #: before it forks, they are shared by every worker's pages instead of loaded in each (about
 #: 40 MiB of a worker's memory).
 WORKER_MODULES = (
-    "flask",
     "kubernetes.client",
     "gate.engine.doctor",
     "webhook.app",
@@ -663,9 +661,7 @@ def _work(
                 options.health_limits if alone else HEALTH_LIMITS,
                 "health" if alone else "master",
             )
-        app.extensions["prune_gate"]["metrics"].registry.register(
-            ConnectionsCollector(server.stats)
-        )
+        app.metrics.registry.register(ConnectionsCollector(server.stats))
         if options.workers > 1:
             server.add_background(stop_when_master_gone)
         fields = {"listen": options.listen, "worker": index, "pid": os.getpid()}
@@ -680,7 +676,7 @@ def _start_worker(
     reloader: CertReloader,
     registration: Registration | None,
     primary: bool,
-) -> tuple[WorkerServices, Flask]:
+) -> tuple[WorkerServices, WebhookApp]:
     """The app of one worker, around its own watch cache, with its services started; the
     `primary` one also runs the stuck detector, and the registrar or the self-watch."""
     from webhook.app import Settings, create_app
@@ -742,7 +738,7 @@ def _start_registration_watch(
     options: ServeOptions,
     registration: Registration | None,
     services: WorkerServices,
-    app: Flask,
+    app: WebhookApp,
 ) -> None:
     """With --register, register once this worker serves, then watch; with
     --watch-registration, watch the chart's (nothing can refuse its deletion) and arm it once
@@ -855,7 +851,7 @@ def _watch_registration(
 
     restore = (lambda c: reg.register(api, c)) if config is not None else None
     watch = SelfWatch(api, config, events, restore=restore, name=name)
-    app.extensions["prune_gate"]["metrics"].registry.register(watch.collector())
+    app.metrics.registry.register(watch.collector())
     watch.start()
     return watch
 

@@ -2,7 +2,7 @@
 
 `parse_review` turns the request body into an `AdmissionRequest` or raises `ReviewError` with a
 reason a person can act on (the app answers 400 with it, never a 500); `render_response` is the one
-pure function that builds the response document. Nothing here knows about rules, Flask or the
+pure function that builds the response document. Nothing here knows about rules, HTTP or the
 cluster, so the golden tests of this module pin the protocol on its own.
 """
 
@@ -17,12 +17,13 @@ from gate.model.shapes import shape_problem
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
 
-#: The one body limit of /validate (`--max-body-bytes`): the review parser's, Flask's
-#: MAX_CONTENT_LENGTH (one more: `webhook.app`), the HTTPS server's `Limits.max_body_bytes`
-#: (one more, so the app can tell "too large") and the chart's `server.tls.maxBodyBytes` come
-#: from it or are checked against it (tests/unit/test_body_limit.py). The API server takes
-#: request bodies up to 3 MiB and stores objects up to etcd's 1.5 MiB: an UPDATE's review carries
-#: both, so 4 MiB holds every real review and little else.
+#: The one body limit of /validate (`--max-body-bytes`): the review parser's, the app's
+#: (`webhook.app`, which reads one more of a chunked body), the HTTPS server's
+#: `Limits.max_body_bytes` (one more, so the app can tell "too large") and the chart's
+#: `server.tls.maxBodyBytes` come from it or are checked against it
+#: (tests/unit/test_body_limit.py). The API server takes request bodies up to 3 MiB and stores
+#: objects up to etcd's 1.5 MiB: an UPDATE's review carries both, so 4 MiB holds every real
+#: review and little else.
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024
 #: How deeply objects and lists may nest in a review. Kubernetes objects nest about 10 levels
 #: (a pod template's volume source is 8); 100 leaves room for any custom resource and stops

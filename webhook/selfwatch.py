@@ -272,6 +272,6 @@ def watch_and_arm(
     watch = SelfWatch(
         api, None, events, name=name, armer=Armer.for_server(api, name, cache_ready, listen)
     )
-    app.extensions["prune_gate"]["metrics"].registry.register(watch.collector())
+    app.metrics.registry.register(watch.collector())
     watch.start()
     return watch

@@ -217,12 +217,12 @@ for _name, (_summary, _module, _attr) in COMMANDS.items():
 
 
 # The admission webhook's commands (`gate webhook serve`): a door, not the core. They live in
-# `webhook.cli` and need the `webhook` extra (Flask, h11, ...), which `gate check` never
+# `webhook.cli` and need the `webhook` extra (h11, h2, ...), which `gate check` never
 # loads: `gate --help` lists this placeholder, and `_Gate.resolve_command` swaps in the real group
 # only when `gate webhook ...` runs.
 
 #: Top-level modules of the `webhook` extra: pip install 'prune-gate[webhook]'.
-WEBHOOK_EXTRA = ("flask", "h11", "h2", "prometheus_client", "cryptography")
+WEBHOOK_EXTRA = ("h11", "h2", "prometheus_client", "cryptography")
 
 
 def _load_webhook() -> click.Command:

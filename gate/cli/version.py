@@ -29,7 +29,7 @@ HELPER = "prune-gate-kustomize"
 HELPER_ENV = "PRUNE_GATE_KUSTOMIZE"
 NATIVE_ENV = "PRUNE_GATE_NATIVE_YAML"
 #: gate.cli.root.WEBHOOK_EXTRA (not imported: root imports this module), held equal by test_version.
-WEBHOOK_EXTRA = ("flask", "h11", "h2", "prometheus_client", "cryptography")
+WEBHOOK_EXTRA = ("h11", "h2", "prometheus_client", "cryptography")
 _OFF = ("off", "0", "false", "no")
 
 

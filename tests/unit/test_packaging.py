@@ -33,7 +33,7 @@ CHECK_EXAMPLE = [
     "speculative",
 ]
 #: The webhook extra as distributions (WEBHOOK_EXTRA names their top-level modules).
-EXTRA_DISTRIBUTIONS = {"cryptography", "flask", "h11", "h2", "prometheus-client", "werkzeug"}
+EXTRA_DISTRIBUTIONS = {"cryptography", "h11", "h2", "prometheus-client"}
 NEEDS_EXTRA = "error: the webhook needs its extra: pip install 'prune-gate[webhook]'\n"
 
 

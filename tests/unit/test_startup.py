@@ -45,8 +45,6 @@ NOT_FOR_A_RENDERED_CHECK = {
     "kubernetes",
     "urllib3",
     "git",
-    "flask",
-    "werkzeug",
     "h11",
     "prometheus_client",
     "cryptography",

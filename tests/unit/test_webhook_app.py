@@ -1,4 +1,4 @@
-"""The Flask app through its test client: limits, health, readiness, metrics, events, errors."""
+"""The WSGI app through a test client: limits, health, readiness, metrics, events, errors."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from flask import Flask
-from flask.testing import FlaskClient
+from werkzeug.test import Client
 
 from gate.engine.fence import Lease
 from gate.engine.livestate import LiveState
@@ -20,7 +19,8 @@ from gate.model.findings import Code, Finding
 from gate.model.liveview import LiveView
 from gate.model.refs import ObjectRef
 from gate.sources.policyfile import policy_from_dict
-from webhook.app import Settings, create_app
+from tests.unit.wsgiclient import client_of
+from webhook.app import Settings, WebhookApp, create_app
 from webhook.cache import CacheStats, StaticCache
 from webhook.decide import how_to_override, refusal_message
 from webhook.events import RecordingSink
@@ -77,7 +77,7 @@ POLICY = policy_from_dict({"webhook": {"deployers": [FLUX], "maxCacheAge": "6m"}
 
 def make_app(
     *objs: dict[str, Any], policy: Policy = POLICY, ready: bool = True, max_bytes: int = 4096
-) -> tuple[Flask, RecordingSink]:
+) -> tuple[WebhookApp, RecordingSink]:
     live = LiveState(policy.guarded_kinds)
     for o in objs:
         live.upsert(o)
@@ -93,21 +93,21 @@ def make_app(
 
 
 @pytest.fixture
-def app_and_sink() -> tuple[Flask, RecordingSink]:
+def app_and_sink() -> tuple[WebhookApp, RecordingSink]:
     return make_app(claim(), pod("web-0", "data"))
 
 
 @pytest.fixture
-def client(app_and_sink: tuple[Flask, RecordingSink]) -> Iterator[FlaskClient]:
-    with app_and_sink[0].test_client() as c:
+def client(app_and_sink: tuple[WebhookApp, RecordingSink]) -> Iterator[Client]:
+    with client_of(app_and_sink[0]) as c:
         yield c
 
 
-def post(client: FlaskClient, doc: Any) -> Any:
+def post(client: Client, doc: Any) -> Any:
     return client.post("/validate", data=json.dumps(doc), content_type="application/json")
 
 
-def test_refusal_echoes_uid_and_names_pod_and_node(client: FlaskClient) -> None:
+def test_refusal_echoes_uid_and_names_pod_and_node(client: Client) -> None:
     resp = post(client, review(claim(), uid="abc-123"))
     assert resp.status_code == 200
     out = resp.get_json()["response"]
@@ -120,7 +120,7 @@ def test_refusal_echoes_uid_and_names_pod_and_node(client: FlaskClient) -> None:
 
 
 def test_dry_run_is_decided_the_same_without_events(
-    client: FlaskClient, app_and_sink: tuple[Flask, RecordingSink]
+    client: Client, app_and_sink: tuple[WebhookApp, RecordingSink]
 ) -> None:
     wet = post(client, review(claim())).get_json()["response"]
     assert [e.reason for e in app_and_sink[1].events] == ["PruneBlocked"]
@@ -131,19 +131,19 @@ def test_dry_run_is_decided_the_same_without_events(
 
 def test_oversized_body_is_413_with_reason() -> None:
     app, _ = make_app(max_bytes=1000)
-    with app.test_client() as c:
+    with client_of(app) as c:
         resp = c.post("/validate", data=b" " * 5000, content_type="application/json")
     assert resp.status_code == 413
     assert "exceeds the limit of 1000 bytes" in resp.get_json()["reason"]
 
 
-def test_wrong_content_type_is_400(client: FlaskClient) -> None:
+def test_wrong_content_type_is_400(client: Client) -> None:
     resp = client.post("/validate", data=json.dumps(review(claim())), content_type="text/plain")
     assert resp.status_code == 400
     assert "Content-Type" in resp.get_json()["reason"]
 
 
-def test_non_utf8_body_is_400(client: FlaskClient) -> None:
+def test_non_utf8_body_is_400(client: Client) -> None:
     resp = client.post("/validate", data=b"\xff\xfe{", content_type="application/json")
     assert resp.status_code == 400
 
@@ -151,17 +151,17 @@ def test_non_utf8_body_is_400(client: FlaskClient) -> None:
 def test_health_and_readiness() -> None:
     ready_app, _ = make_app(ready=True)
     cold_app, _ = make_app(ready=False)
-    with ready_app.test_client() as c:
+    with client_of(ready_app) as c:
         assert c.get("/healthz").status_code == 200
         assert c.get("/readyz").status_code == 200
-    with cold_app.test_client() as c:
+    with client_of(cold_app) as c:
         assert c.get("/healthz").status_code == 200
         resp = c.get("/readyz")
         assert resp.status_code == 503
         assert resp.get_json()["ready"] is False
 
 
-def test_metrics_count_requests_decisions_and_latency(client: FlaskClient) -> None:
+def test_metrics_count_requests_decisions_and_latency(client: Client) -> None:
     post(client, review(claim()))
     post(client, review(claim("other")))
     post(client, review(claim(**{"prune-gate.io/allow-delete": "restoring from backup"})))
@@ -182,7 +182,7 @@ def test_metrics_count_requests_decisions_and_latency(client: FlaskClient) -> No
 def test_two_apps_have_their_own_registries() -> None:
     a, _ = make_app()
     b, _ = make_app()
-    with a.test_client() as ca, b.test_client() as cb:
+    with client_of(a) as ca, client_of(b) as cb:
         post(ca, review(claim()))
         assert 'requests_total{code="200"} 1.0' in ca.get("/metrics").get_data(as_text=True)
         assert 'requests_total{code="200"}' not in cb.get("/metrics").get_data(as_text=True)
@@ -210,7 +210,7 @@ class _BrokenCache:
 
 def test_a_bug_is_a_500_without_a_stack_trace(caplog: pytest.LogCaptureFixture) -> None:
     app = create_app(Settings(policy=POLICY, cache=_BrokenCache(), now=lambda: NOW))
-    with app.test_client() as c:
+    with client_of(app) as c:
         resp = post(c, review(claim()))
     assert resp.status_code == 500
     assert "boom" not in resp.get_data(as_text=True)
@@ -218,7 +218,7 @@ def test_a_bug_is_a_500_without_a_stack_trace(caplog: pytest.LogCaptureFixture) 
     assert any("could not decide" in r.message for r in caplog.records)
 
 
-def test_not_a_delete_of_a_guarded_kind_is_allowed_quietly(client: FlaskClient) -> None:
+def test_not_a_delete_of_a_guarded_kind_is_allowed_quietly(client: Client) -> None:
     doc = review(claim())
     doc["request"]["operation"] = "UPDATE"
     out = post(client, doc).get_json()["response"]
@@ -228,7 +228,7 @@ def test_not_a_delete_of_a_guarded_kind_is_allowed_quietly(client: FlaskClient) 
 def test_validate_is_503_until_the_cache_is_ready() -> None:
     """An empty or stale cache would allow what it cannot see: the failurePolicy decides."""
     app, sink = make_app(claim(), pod("web-0", "data"), ready=False)
-    with app.test_client() as c:
+    with client_of(app) as c:
         resp = post(c, review(claim()))
     assert resp.status_code == 503
     assert resp.get_json()["reason"] == "not ready (static cache)"
@@ -240,7 +240,7 @@ def test_a_refusal_ends_with_how_to_override() -> None:
         {"annotations": {"allowDelete": "example.com/let-go"}, "webhook": {"maxCacheAge": "6m"}}
     )
     app, sink = make_app(claim(), pod("web-0", "data"), policy=policy)
-    with app.test_client() as c:
+    with client_of(app) as c:
         message = post(c, review(claim())).get_json()["response"]["status"]["message"]
     hint = (
         "to delete anyway: kubectl annotate -n app persistentvolumeclaim/data "
@@ -270,7 +270,7 @@ def test_the_override_survives_a_long_refusal_and_names_break_glass_groups() -> 
 def test_a_warned_decision_is_counted_under_its_finding_code() -> None:
     policy = policy_from_dict({"severity": {"CLAIM_MOUNTED": "warn"}})
     app, _sink = make_app(claim(), pod("web-0", "data"), policy=policy)
-    with app.test_client() as c:
+    with client_of(app) as c:
         assert post(c, review(claim())).get_json()["response"]["allowed"] is True
         text = c.get("/metrics").get_data(as_text=True)
     decisions = "prune_gate_webhook_decisions_total"
@@ -291,7 +291,7 @@ def test_an_exempted_refusal_is_counted_logged_and_recorded(
     )
     app, sink = make_app(claim(), pod("web-0", "data"), policy=policy)
     caplog.set_level("INFO", logger="prune_gate.webhook")
-    with app.test_client() as c:
+    with client_of(app) as c:
         out = post(c, review(claim())).get_json()["response"]
         text = c.get("/metrics").get_data(as_text=True)
     assert out["allowed"] is True
@@ -320,7 +320,7 @@ def test_an_exempted_refusal_records_no_event_when_reviews_may_not() -> None:
     settings = Settings(
         policy=policy, cache=StaticCache(live), events=sink, now=lambda: NOW, record_events=False
     )
-    with create_app(settings).test_client() as c:
+    with client_of(create_app(settings)) as c:
         out = post(c, review(claim())).get_json()["response"]
     assert out["allowed"] is True and out["warnings"]
     assert sink.events == []
@@ -340,5 +340,5 @@ def test_exemptions_expire_by_the_utc_date_whatever_zone_the_clock_is_in() -> No
     live.upsert(pod("web-0", "data"))
     ahead = dt.datetime(2026, 12, 3, 2, 0, tzinfo=dt.timezone(dt.timedelta(hours=14)))
     settings = Settings(policy=policy, cache=StaticCache(live), now=lambda: ahead)
-    with create_app(settings).test_client() as c:
+    with client_of(create_app(settings)) as c:
         assert post(c, review(claim())).get_json()["response"]["allowed"] is True

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 from cryptography import x509
-from flask import Flask
 
 from gate.engine.livestate import LiveState
 from tests.unit.test_webhook_app import POLICY
 from tests.unit.test_webhook_hardening import KUBECONFIG
+from tests.unit.wsgiclient import client_of
 from webhook import tls
-from webhook.app import Settings, create_app
+from webhook.app import Settings, WebhookApp, create_app
 from webhook.cache import StaticCache
 from webhook.serve import CertReloader
 
@@ -71,7 +71,7 @@ def test_serve_with_a_certificate_not_valid_yet_is_exit_2(tmp_path: Path) -> Non
     assert "Traceback" not in result.stderr
 
 
-def _app(reloader: CertReloader) -> Flask:
+def _app(reloader: CertReloader) -> WebhookApp:
     return create_app(
         Settings(
             policy=POLICY,
@@ -89,7 +89,7 @@ def test_a_rotation_to_an_expired_certificate_keeps_the_old_one_and_is_unready(
     reloader = CertReloader(cert, key)
     first = reloader.context()
     app = _app(reloader)
-    with app.test_client() as c:
+    with client_of(app) as c:
         assert c.get("/readyz").status_code == 200
         metrics = c.get("/metrics").get_data(as_text=True)
     assert _gauge(metrics) == good.not_valid_after_utc.timestamp()
@@ -98,7 +98,7 @@ def test_a_rotation_to_an_expired_certificate_keeps_the_old_one_and_is_unready(
     with caplog.at_level(logging.ERROR):
         assert reloader.context() is first, "the expired certificate was loaded"
     assert "keeping the previous one" in caplog.text
-    with app.test_client() as c:
+    with client_of(app) as c:
         resp = c.get("/readyz")
         metrics = c.get("/metrics").get_data(as_text=True)
     assert resp.status_code == 503
@@ -111,7 +111,7 @@ def test_a_rotation_to_an_expired_certificate_keeps_the_old_one_and_is_unready(
 
     _write(tmp_path, NOW - dt.timedelta(minutes=5), days=60)
     assert reloader.context() is not first
-    with app.test_client() as c:
+    with client_of(app) as c:
         assert c.get("/readyz").status_code == 200
 
 

@@ -28,6 +28,7 @@ from gate.engine.livestate import LiveState
 from gate.sources.policyfile import policy_from_dict
 from tests.unit.test_webhook_app import NOW, claim, pod, review
 from tests.unit.test_webhook_hardening import KUBECONFIG
+from tests.unit.wsgiclient import client_of
 from webhook import tls
 from webhook.app import EVENTS_OFF, Settings, create_app
 from webhook.cache import StaticCache
@@ -57,7 +58,7 @@ def _decide(record_events: bool, doc: dict[str, Any]) -> tuple[dict[str, Any], R
         now=lambda: NOW,
         record_events=record_events,
     )
-    with create_app(settings).test_client() as c:
+    with client_of(create_app(settings)) as c:
         resp = c.post("/validate", data=json.dumps(doc), content_type="application/json")
     assert resp.status_code == 200
     return resp.get_json()["response"], sink

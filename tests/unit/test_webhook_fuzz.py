@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.unit.test_webhook_app import claim, make_app, pod, review
+from tests.unit.wsgiclient import client_of
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
@@ -110,7 +111,7 @@ def test_no_body_is_a_500(
     body = review(json.loads(json.dumps(obj)))
     body["request"]["kind"]["group"] = group
     body = _mutate(body, path, value, drop)
-    with APP.test_client() as client:
+    with client_of(APP) as client:
         resp = client.post("/validate", data=json.dumps(body), content_type="application/json")
     assert resp.status_code in (200, 400), (path, value, resp.status_code, resp.data[:200])
     text = resp.get_data(as_text=True)
@@ -126,6 +127,6 @@ def test_no_body_is_a_500(
 @settings(derandomize=True, max_examples=150)
 @given(st.binary(max_size=64))
 def test_random_bytes_are_400(data: bytes) -> None:
-    with APP.test_client() as client:
+    with client_of(APP) as client:
         resp = client.post("/validate", data=data, content_type="application/json")
     assert resp.status_code == 400

@@ -4,7 +4,7 @@ Each case in tests/golden/admission is `NAME.request.json` (the body the API ser
 malformed on purpose for `malformed-*`), optionally `NAME.live.yaml` (raw API objects that fill
 the cache; a Lease is the fence; `customResourceCount` entries set a live count), and
 `NAME.response.json`: the HTTP status, the body, and the Events the request queued. Every case is
-decided with `prune-gate.yaml` beside them, through the Flask test client of a real app.
+decided with `prune-gate.yaml` beside them, through a test client of a real app.
 `UPDATE_GOLDEN=1 pytest tests/unit/test_webhook_golden.py` rewrites the expected files; review
 the diff.
 """
@@ -23,6 +23,7 @@ import yaml
 from gate.engine.fence import Lease, parse_lease
 from gate.engine.livestate import LiveState
 from gate.sources.policyfile import load_policy
+from tests.unit.wsgiclient import client_of
 from webhook.app import Settings, create_app
 from webhook.cache import StaticCache
 from webhook.events import RecordingSink
@@ -58,7 +59,7 @@ def answer(case: str) -> dict[str, Any]:
         Settings(policy=policy, cache=StaticCache(live, lease), events=sink, now=lambda: NOW)
     )
     body = (GOLDEN / f"{case}.request.json").read_bytes()
-    with app.test_client() as client:
+    with client_of(app) as client:
         resp = client.post("/validate", data=body, content_type="application/json")
     return {
         "status": resp.status_code,

@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from tests.unit.test_webhook_app import claim, make_app, review
+from tests.unit.wsgiclient import client_of
 from webhook import tls
+from webhook.app import Answer
 from webhook.review import MAX_DEPTH, ReviewError, parse_review
 
 KUBECONFIG = """\
@@ -28,7 +30,7 @@ current-context: x
 
 def test_unknown_path_and_wrong_method_are_json() -> None:
     app, _ = make_app()
-    with app.test_client() as c:
+    with client_of(app) as c:
         missing = c.get("/nope")
         wrong = c.get("/validate")
         put = c.put("/healthz")
@@ -56,7 +58,7 @@ def test_a_body_over_the_limit_is_413_json_and_is_not_read() -> None:
         def readline(self, _size: int | None = -1) -> bytes:
             pytest.fail("the app read a body it had refused")
 
-    with app.test_client() as c:
+    with client_of(app) as c:
         resp = c.post(
             "/validate",
             input_stream=Unreadable(),
@@ -73,7 +75,7 @@ def test_a_body_over_the_limit_is_413_json_and_is_not_read() -> None:
 
 def test_a_chunked_body_over_the_limit_is_413_json() -> None:
     app, _ = make_app(max_bytes=1000)
-    with app.test_client() as c:
+    with client_of(app) as c:
         resp = c.post(
             "/validate",
             input_stream=io.BytesIO(b"[" * 5000),
@@ -89,7 +91,7 @@ def test_a_chunked_body_over_the_limit_is_413_json() -> None:
 def test_deeply_nested_json_is_400_with_a_reason(depth: int) -> None:
     app, _ = make_app(max_bytes=1_000_000)
     body = b"[" * depth + b"]" * depth
-    with app.test_client() as c:
+    with client_of(app) as c:
         resp = c.post("/validate", data=body, content_type="application/json")
     assert resp.status_code == 400
     assert resp.get_json()["reason"] == f"body nests deeper than {MAX_DEPTH} levels"
@@ -111,11 +113,11 @@ def test_nesting_inside_a_review_is_bounded_and_real_objects_pass() -> None:
 def test_an_unhandled_error_is_json() -> None:
     app, _ = make_app()
 
-    def boom() -> str:
+    def boom(_environ: object) -> Answer:
         raise RuntimeError("bug")
 
-    app.add_url_rule("/boom", "boom", boom)
-    with app.test_client() as c:
+    app.routes["/boom"] = {"GET": boom}
+    with client_of(app) as c:
         resp = c.get("/boom")
     assert resp.status_code == 500
     assert resp.mimetype == "application/json"

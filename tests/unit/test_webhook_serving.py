@@ -20,6 +20,7 @@ from gate.model.events import EventSpec
 from gate.model.refs import ObjectRef
 from gate.model.stateful import CATALOGUE
 from gate.sources.policyfile import policy_from_dict
+from tests.unit.wsgiclient import client_of
 from webhook import tls
 from webhook.events import EventQueue
 from webhook.register import build_configuration
@@ -208,7 +209,7 @@ def test_events_sent_and_failed_reach_metrics() -> None:
     settings = Settings(
         policy=policy, cache=StaticCache(LiveState(policy.guarded_kinds)), event_counts=q.counts
     )
-    with create_app(settings).test_client() as c:
+    with client_of(create_app(settings)) as c:
         text = c.get("/metrics").get_data(as_text=True)
     assert "prune_gate_webhook_events_sent_total 1.0" in text
     assert "prune_gate_webhook_events_failed_total 1.0" in text

@@ -208,4 +208,4 @@ def test_the_master_imports_what_a_worker_imports_before_it_forks() -> None:
     )
     loaded = set(json.loads(done.stdout))
     assert imported - loaded == set(), "imported by a worker after the fork, not preloaded"
-    assert {"flask", "kubernetes.client"} <= loaded
+    assert {"prometheus_client", "kubernetes.client"} <= loaded
