@@ -46,6 +46,60 @@ def test_unknown_path_and_wrong_method_are_json() -> None:
     assert put.mimetype == "application/json"
 
 
+def test_head_is_get_without_the_body_and_only_where_get_is() -> None:
+    app, _ = make_app()
+    with client_of(app) as c:
+        head = c.head("/healthz")
+        get = c.get("/healthz")
+        on_validate = c.head("/validate")
+    assert head.status_code == 200
+    assert head.data == b""
+    assert head.headers["Content-Length"] == get.headers["Content-Length"] != "0"
+    assert on_validate.status_code == 405
+    assert on_validate.headers["Allow"] == "POST"
+
+
+def test_a_body_with_no_length_and_no_end_is_not_waited_for() -> None:
+    """Neither a length nor a server that says where the body ends: reading would wait for a
+    client that may never send more, so nothing is read and the review is a 400."""
+    app, _ = make_app()
+
+    class Endless(io.BytesIO):
+        def read(self, _size: int | None = -1) -> bytes:
+            pytest.fail("the app read a body with no length and no end")
+
+    with client_of(app) as c:
+        for length in ("", "abc", "-5"):
+            resp = c.post(
+                "/validate",
+                input_stream=Endless(),
+                content_type="application/json",
+                environ_overrides={"CONTENT_LENGTH": length},
+            )
+            assert resp.status_code == 400, length
+            assert resp.get_json()["error"] == "bad request"
+
+
+def test_a_chunked_body_is_read_one_byte_past_the_limit_and_no_more() -> None:
+    app, _ = make_app(max_bytes=1000)
+    asked: list[int | None] = []
+
+    class Counting(io.BytesIO):
+        def read(self, size: int | None = -1) -> bytes:
+            asked.append(size)
+            return super().read(size)
+
+    with client_of(app) as c:
+        resp = c.post(
+            "/validate",
+            input_stream=Counting(b"{" * 100_000),
+            content_type="application/json",
+            environ_overrides={"HTTP_TRANSFER_ENCODING": "chunked", "wsgi.input_terminated": True},
+        )
+    assert resp.status_code == 413
+    assert asked == [1001]
+
+
 def test_a_body_over_the_limit_is_413_json_and_is_not_read() -> None:
     app, _ = make_app(max_bytes=1000)
 
