@@ -34,6 +34,7 @@ def test_unknown_path_and_wrong_method_are_json() -> None:
         missing = c.get("/nope")
         wrong = c.get("/validate")
         put = c.put("/healthz")
+        near = [c.post(path, json={}).status_code for path in ("/validate/", "/Validate")]
     assert missing.status_code == 404
     assert missing.mimetype == "application/json"
     assert missing.get_json()["error"] == "not found"
@@ -44,6 +45,7 @@ def test_unknown_path_and_wrong_method_are_json() -> None:
     assert "POST" in wrong.headers["Allow"]
     assert put.status_code == 405
     assert put.mimetype == "application/json"
+    assert near == [404, 404]
 
 
 def test_head_is_get_without_the_body_and_only_where_get_is() -> None:
