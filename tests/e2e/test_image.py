@@ -100,6 +100,22 @@ import errno, importlib, importlib.util, json, os, pkgutil, re, sys, sysconfig, 
 from importlib import metadata
 lib = os.path.realpath(sys.argv[1])
 startup = set(sys.modules)  # the interpreter's own (site's .pth files): the base image's
+paths = sysconfig.get_paths()
+stdlib = {os.path.realpath(paths[k]) for k in ("stdlib", "platstdlib")}
+# The interpreter's site-packages may lie inside its stdlib directory: not the stdlib.
+site = {os.path.realpath(p) for p in (paths["purelib"], paths["platlib"])}
+def under(path, top):
+    return path.startswith(top + os.sep)
+def in_stdlib(path):
+    return any(under(path, t) for t in stdlib) and not any(under(path, s) for s in site)
+# Only the image's files and the stdlib are on the path, as in the image, whose base has nothing
+# the package imports in its site-packages. This sandbox runs the host's interpreter, and the
+# host's packages would otherwise answer an optional import the image cannot (oauthlib tries
+# blinker, which Debian's python3-blinker provides and the image does not).
+def kept(entry):
+    real = os.path.realpath(entry or ".")
+    return real == lib or under(real, lib) or real in stdlib or in_stdlib(real)
+sys.path[:] = [entry for entry in sys.path if kept(entry)]
 import gate, webhook
 for package in (gate, webhook):
     for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
@@ -119,14 +135,6 @@ missing = wanted - {norm(d) for m in tops for d in metadata.packages_distributio
 for top in sorted(tops):
     if not top.startswith("_"):
         importlib.import_module(top)
-paths = sysconfig.get_paths()
-stdlib = {os.path.realpath(paths[k]) for k in ("stdlib", "platstdlib")}
-# The interpreter's site-packages may lie inside its stdlib directory: not the stdlib.
-site = {os.path.realpath(p) for p in (paths["purelib"], paths["platlib"])}
-def under(path, top):
-    return path.startswith(top + os.sep)
-def in_stdlib(path):
-    return any(under(path, t) for t in stdlib) and not any(under(path, s) for s in site)
 count, foreign, uncompiled, checked = 0, [], [], []
 for name, module in sorted(sys.modules.items()):
     origin = getattr(module, "__file__", None)
