@@ -93,7 +93,7 @@ EVENTS_OFF = (
 #: The answer to a bug: one line, nothing of the stack.
 UNHANDLED = {"error": "internal error", "reason": "unhandled error, see the log"}
 
-#: An answer: status, headers beyond Content-Type and Content-Length, and the body.
+#: An answer: status, headers but Content-Length (the answer's bytes say it), and the body.
 Answer = tuple[int, list[tuple[str, str]], bytes]
 #: A route's handler: the request's environ to its answer.
 Handler = Callable[[WSGIEnvironment], Answer]
@@ -106,7 +106,7 @@ _encode = json.JSONEncoder(ensure_ascii=True, sort_keys=True, separators=(",", "
 
 def json_answer(status: int, doc: Any, headers: list[tuple[str, str]] | None = None) -> Answer:
     """The JSON answer `doc` with `status`, a newline at the end."""
-    return status, headers or [], f"{_encode(doc)}\n".encode()
+    return status, [("Content-Type", JSON_TYPE), *(headers or ())], f"{_encode(doc)}\n".encode()
 
 
 @functools.cache
@@ -162,8 +162,6 @@ class WebhookApp:
             log.exception("unhandled error", extra={"path": environ.get("PATH_INFO", "")})
             self._counter("500").inc()
             status, headers, body = json_answer(500, UNHANDLED)
-        if not any(name == "Content-Type" for name, _ in headers):
-            headers.insert(0, ("Content-Type", JSON_TYPE))
         headers.append(("Content-Length", str(len(body))))
         start_response(status_line(status), headers)
         return [b"" if method == "HEAD" else body]
